@@ -1,0 +1,149 @@
+//! Elementwise binary kernels with broadcasting, and their scalar forms.
+//!
+//! Both operands are strided views over the output's shape (broadcast dimensions have stride
+//! 0). When `rhs_scalar` is set, the right operand is the scalar argument and `rhs` is unused.
+use cubecl::prelude::*;
+
+use crate::strided::read_view;
+
+/// A binary operation on float dtypes.
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum BinaryFloatOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    /// Remainder with the sign of the divisor (Python's `%`), as Burn defines it.
+    Rem,
+    Powf,
+    Atan2,
+    Min,
+    Max,
+}
+
+/// A binary operation on integer dtypes (and bool storage, values 0 and 1).
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum BinaryIntOp {
+    Add,
+    Sub,
+    Mul,
+    /// Division truncating toward zero; division by zero gives 0.
+    Div,
+    /// Remainder with the sign of the divisor; remainder by zero gives 0.
+    Rem,
+    Min,
+    Max,
+    BitAnd,
+    BitOr,
+    BitXor,
+    Shl,
+    Shr,
+}
+
+/// Which operand layouts a launch uses; all comptime.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct BinaryLayout {
+    /// `lhs` is contiguous with the output's shape.
+    pub lhs_linear: bool,
+    /// `rhs` is contiguous with the output's shape.
+    pub rhs_linear: bool,
+    /// The right operand is the scalar argument.
+    pub rhs_scalar: bool,
+}
+
+/// `out = op(lhs, rhs)` for float dtypes.
+#[cube(launch_unchecked)]
+pub fn binary_float<F: Float>(
+    lhs: &Tensor<F>,
+    rhs: &Tensor<F>,
+    output: &mut Tensor<F>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    scalar: InputScalar,
+    #[comptime] op: BinaryFloatOp,
+    #[comptime] layout: BinaryLayout,
+    #[define(F)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let a = read_view::<F>(lhs, lhs_offset, ABSOLUTE_POS, layout.lhs_linear);
+    let b = if layout.rhs_scalar {
+        scalar.get::<F>()
+    } else {
+        read_view::<F>(rhs, rhs_offset, ABSOLUTE_POS, layout.rhs_linear)
+    };
+    output[ABSOLUTE_POS] = apply_binary_float::<F>(a, b, op);
+}
+
+/// `out = op(lhs, rhs)` for integer dtypes.
+#[cube(launch_unchecked)]
+pub fn binary_int<I: Int>(
+    lhs: &Tensor<I>,
+    rhs: &Tensor<I>,
+    output: &mut Tensor<I>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    scalar: InputScalar,
+    #[comptime] op: BinaryIntOp,
+    #[comptime] layout: BinaryLayout,
+    #[define(I)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let a = read_view::<I>(lhs, lhs_offset, ABSOLUTE_POS, layout.lhs_linear);
+    let b = if layout.rhs_scalar {
+        scalar.get::<I>()
+    } else {
+        read_view::<I>(rhs, rhs_offset, ABSOLUTE_POS, layout.rhs_linear)
+    };
+    output[ABSOLUTE_POS] = apply_binary_int::<I>(a, b, op);
+}
+
+#[cube]
+fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F {
+    match op {
+        BinaryFloatOp::Add => a + b,
+        BinaryFloatOp::Sub => a - b,
+        BinaryFloatOp::Mul => a * b,
+        BinaryFloatOp::Div => a / b,
+        BinaryFloatOp::Rem => {
+            let r = a - b * F::trunc(a / b);
+            select(r != F::new(0.0) && (r < F::new(0.0)) != (b < F::new(0.0)), r + b, r)
+        }
+        BinaryFloatOp::Powf => F::powf(a, b),
+        BinaryFloatOp::Atan2 => F::atan2(a, b),
+        BinaryFloatOp::Min => select(a < b || a != a, a, b),
+        BinaryFloatOp::Max => select(a > b || a != a, a, b),
+    }
+}
+
+#[cube]
+fn apply_binary_int<I: Int>(a: I, b: I, #[comptime] op: BinaryIntOp) -> I {
+    let zero = I::new(0);
+    match op {
+        BinaryIntOp::Add => a + b,
+        BinaryIntOp::Sub => a - b,
+        BinaryIntOp::Mul => a * b,
+        BinaryIntOp::Div => {
+            let safe = select(b == zero, I::new(1), b);
+            select(b == zero, zero, a / safe)
+        }
+        BinaryIntOp::Rem => {
+            let safe = select(b == zero, I::new(1), b);
+            let r = a % safe;
+            let r = select(r != zero && (r < zero) != (safe < zero), r + safe, r);
+            select(b == zero, zero, r)
+        }
+        BinaryIntOp::Min => select(a < b, a, b),
+        BinaryIntOp::Max => select(a > b, a, b),
+        BinaryIntOp::BitAnd => a & b,
+        BinaryIntOp::BitOr => a | b,
+        BinaryIntOp::BitXor => a ^ b,
+        BinaryIntOp::Shl => a << b,
+        BinaryIntOp::Shr => a >> b,
+    }
+}

@@ -1,0 +1,79 @@
+//! Comparison kernels: numeric operands in, bool storage (0 / 1 in a u8 or u32 buffer) out.
+use cubecl::prelude::*;
+
+use crate::binary::BinaryLayout;
+use crate::strided::read_view;
+
+/// A comparison.
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum CompareOp {
+    Equal,
+    NotEqual,
+    Greater,
+    GreaterEqual,
+    Lower,
+    LowerEqual,
+}
+
+/// A float predicate.
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum PredicateOp {
+    IsNan,
+    IsInf,
+}
+
+/// `out = lhs op rhs` as 0 / 1 of the bool storage type `B`.
+#[cube(launch_unchecked)]
+pub fn compare<T: Numeric, B: Numeric>(
+    lhs: &Tensor<T>,
+    rhs: &Tensor<T>,
+    output: &mut Tensor<B>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    scalar: InputScalar,
+    #[comptime] op: CompareOp,
+    #[comptime] layout: BinaryLayout,
+    #[define(T, B)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let a = read_view::<T>(lhs, lhs_offset, ABSOLUTE_POS, layout.lhs_linear);
+    let b = if layout.rhs_scalar {
+        scalar.get::<T>()
+    } else {
+        read_view::<T>(rhs, rhs_offset, ABSOLUTE_POS, layout.rhs_linear)
+    };
+    let result = match op {
+        CompareOp::Equal => a == b,
+        CompareOp::NotEqual => a != b,
+        CompareOp::Greater => a > b,
+        CompareOp::GreaterEqual => a >= b,
+        CompareOp::Lower => a < b,
+        CompareOp::LowerEqual => a <= b,
+    };
+    output[ABSOLUTE_POS] = B::cast_from(result);
+}
+
+/// `out = predicate(input)` as 0 / 1 of the bool storage type `B`.
+#[cube(launch_unchecked)]
+pub fn float_predicate<F: Float, B: Numeric>(
+    input: &Tensor<F>,
+    output: &mut Tensor<B>,
+    offset: usize,
+    #[comptime] op: PredicateOp,
+    #[comptime] linear: bool,
+    #[define(F, B)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let x = read_view::<F>(input, offset, ABSOLUTE_POS, linear);
+    let result = match op {
+        PredicateOp::IsNan => x != x,
+        PredicateOp::IsInf => F::abs(x) == F::new(f32::INFINITY),
+    };
+    output[ABSOLUTE_POS] = B::cast_from(result);
+}

@@ -1,0 +1,192 @@
+//! Indexed reads and writes along one dimension: gather, select, scatter and select with
+//! accumulation. Indices out of `[0, size)` read 0 and write nothing.
+use cubecl::prelude::*;
+
+use crate::strided::strided_offset;
+
+/// How indexed writes combine with the destination.
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ScatterOp {
+    /// `dst += value`.
+    Add,
+    /// `dst |= value` (bool storage).
+    Or,
+}
+
+/// Converts an index to a position in `[0, size)`, or `size` when out of range.
+#[cube]
+fn checked_index<I: Int>(index: I, size: usize) -> usize {
+    let valid = index >= I::new(0) && u64::cast_from(index) < size as u64;
+    cubecl::prelude::select(valid, usize::cast_from(index), size)
+}
+
+/// `out[c] = tensor[c with c[dim] = indices[c]]`; `output` has the indices' shape and
+/// `tensor` is a view whose shape is the indices' shape except along `dim`.
+#[cube(launch_unchecked)]
+pub fn gather<T: Numeric, I: Int>(
+    tensor: &Tensor<T>,
+    indices: &Tensor<I>,
+    output: &mut Tensor<T>,
+    tensor_offset: usize,
+    indices_offset: usize,
+    dim: usize,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let rank = output.rank();
+    let mut offset = tensor_offset;
+    let mut rem = ABSOLUTE_POS;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        let size = output.shape(d);
+        let coord = rem % size;
+        rem /= size;
+        if d != dim {
+            offset += coord * tensor.stride(d);
+        }
+    }
+    let index = indices[indices_offset + strided_offset::<I>(indices, ABSOLUTE_POS)];
+    let size = tensor.shape(dim);
+    let k = checked_index::<I>(index, size);
+    let mut value = T::from_int(0);
+    if k < size {
+        value = tensor[offset + k * tensor.stride(dim)];
+    }
+    output[ABSOLUTE_POS] = value;
+}
+
+/// `out[c] = tensor[c with c[dim] = indices[c[dim]]]` for a 1-D `indices`; `output` has the
+/// tensor's shape with `dim` resized to the number of indices.
+#[cube(launch_unchecked)]
+pub fn index_select<T: Numeric, I: Int>(
+    tensor: &Tensor<T>,
+    indices: &Tensor<I>,
+    output: &mut Tensor<T>,
+    tensor_offset: usize,
+    indices_offset: usize,
+    dim: usize,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let rank = output.rank();
+    let mut offset = tensor_offset;
+    let mut rem = ABSOLUTE_POS;
+    let mut k = 0;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        let size = output.shape(d);
+        let coord = rem % size;
+        rem /= size;
+        if d == dim {
+            k = coord;
+        } else {
+            offset += coord * tensor.stride(d);
+        }
+    }
+    let size = tensor.shape(dim);
+    let index = checked_index::<I>(indices[indices_offset + k * indices.stride(0)], size);
+    let mut value = T::from_int(0);
+    if index < size {
+        value = tensor[offset + index * tensor.stride(dim)];
+    }
+    output[ABSOLUTE_POS] = value;
+}
+
+#[cube]
+fn combine<T: Numeric>(dst: T, value: T, #[comptime] op: ScatterOp) -> T {
+    match op {
+        ScatterOp::Add => dst + value,
+        ScatterOp::Or => select(dst != T::from_int(0) || value != T::from_int(0), T::from_int(1), T::from_int(0)),
+    }
+}
+
+/// Scatter along `dim`: `output[c with c[dim] = indices[c]] op= value[c]` for every
+/// position `c` of `indices`. `output` is contiguous (a copy of the destination tensor).
+/// One unit per line of `indices` along `dim`, so no two units touch the same output line
+/// and no atomics are needed; the result is deterministic.
+#[cube(launch_unchecked)]
+pub fn scatter<T: Numeric, I: Int>(
+    indices: &Tensor<I>,
+    value: &Tensor<T>,
+    output: &mut Tensor<T>,
+    indices_offset: usize,
+    value_offset: usize,
+    dim: usize,
+    num_lines: usize,
+    #[comptime] op: ScatterOp,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= num_lines {
+        terminate!();
+    }
+    let rank = indices.rank();
+    let mut idx_start = indices_offset;
+    let mut val_start = value_offset;
+    let mut out_start = 0;
+    let mut rem = ABSOLUTE_POS;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if d != dim {
+            let size = indices.shape(d);
+            let coord = rem % size;
+            rem /= size;
+            idx_start += coord * indices.stride(d);
+            val_start += coord * value.stride(d);
+            out_start += coord * output.stride(d);
+        }
+    }
+    let size = output.shape(dim);
+    for j in 0..indices.shape(dim) {
+        let k = checked_index::<I>(indices[idx_start + j * indices.stride(dim)], size);
+        if k < size {
+            let pos = out_start + k * output.stride(dim);
+            output[pos] = combine::<T>(output[pos], value[val_start + j * value.stride(dim)], op);
+        }
+    }
+}
+
+/// Select-scatter along `dim`: `output[c with c[dim] = indices[j]] op= value[c with c[dim] = j]`
+/// for a 1-D `indices`. One unit per output line along `dim`; deterministic, no atomics.
+#[cube(launch_unchecked)]
+pub fn select_scatter<T: Numeric, I: Int>(
+    indices: &Tensor<I>,
+    value: &Tensor<T>,
+    output: &mut Tensor<T>,
+    indices_offset: usize,
+    value_offset: usize,
+    dim: usize,
+    num_lines: usize,
+    #[comptime] op: ScatterOp,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= num_lines {
+        terminate!();
+    }
+    let rank = output.rank();
+    let mut val_start = value_offset;
+    let mut out_start = 0;
+    let mut rem = ABSOLUTE_POS;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if d != dim {
+            let size = output.shape(d);
+            let coord = rem % size;
+            rem /= size;
+            val_start += coord * value.stride(d);
+            out_start += coord * output.stride(d);
+        }
+    }
+    let size = output.shape(dim);
+    for j in 0..indices.shape(0) {
+        let k = checked_index::<I>(indices[indices_offset + j * indices.stride(0)], size);
+        if k < size {
+            let pos = out_start + k * output.stride(dim);
+            output[pos] = combine::<T>(output[pos], value[val_start + j * value.stride(dim)], op);
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The `#[cube]` kernels of ExCubecl.
+//!
+//! One module per kernel family, each with a comptime `…Op` enum: a new op is a variant and a
+//! match arm, not a new kernel. Kernels are generic over their element types and are
+//! specialised per dtype at launch through `#[define(..)]` storage-type arguments. This crate
+//! depends on cubecl only and knows nothing of Burn; the host-side launch code lives in the
+//! `ex_cubecl` crate (`src/launch/`).
+//!
+//! Conventions shared by every kernel:
+//! - Outputs are contiguous; `ABSOLUTE_POS` walks them linearly and every kernel starts with a
+//!   bounds guard, so that launches may round the unit count up.
+//! - Inputs are strided views: a `Tensor` argument whose shape is the iteration shape and whose
+//!   strides are the view's (0 on broadcast dimensions), plus an element offset argument.
+//! - Index tensors are read as signed 64-bit-safe values and checked against the dimension;
+//!   an index out of range never reads or writes outside a buffer.
+#![warn(missing_docs)]
+
+#[allow(missing_docs)]
+pub mod binary;
+#[allow(missing_docs)]
+pub mod compare;
+#[allow(missing_docs)]
+pub mod copy;
+#[allow(missing_docs)]
+pub mod cumulative;
+#[allow(missing_docs)]
+pub mod index;
+#[allow(missing_docs)]
+pub mod mask;
+#[allow(missing_docs)]
+pub mod matmul;
+#[allow(missing_docs)]
+pub mod random;
+#[allow(missing_docs)]
+pub mod reduce;
+#[allow(missing_docs)]
+pub mod sort;
+#[allow(missing_docs)]
+pub mod strided;
+#[allow(missing_docs)]
+pub mod unary;

@@ -1,0 +1,277 @@
+//! Reductions along one dimension.
+//!
+//! The input view is `[outer.., dim, inner..]`; the output is contiguous with `dim` of size 1.
+//! Two strategies share one accumulation routine: one unit per output element (short reduced
+//! dimensions, many outputs) and one cube per output element with a shared-memory tree
+//! (long reduced dimensions, few outputs).
+use cubecl::prelude::*;
+
+/// A reduction.
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Mean,
+    Max,
+    Min,
+    /// Max of absolute values.
+    MaxAbs,
+    /// First index of the max (output: an int dtype).
+    ArgMax,
+    /// First index of the min (output: an int dtype).
+    ArgMin,
+    /// Any element != 0 (output: bool storage).
+    Any,
+    /// All elements != 0 (output: bool storage).
+    All,
+}
+
+/// Accumulator state: a value and, for arg reductions, its index.
+#[derive(CubeType, Clone, Copy)]
+pub struct Acc<T: Numeric> {
+    /// The running value.
+    pub value: T,
+    /// The running index (arg reductions).
+    pub index: u32,
+}
+
+#[cube]
+fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
+    let value = match op {
+        ReduceOp::Sum | ReduceOp::Mean | ReduceOp::MaxAbs | ReduceOp::Any => T::from_int(0),
+        ReduceOp::Prod | ReduceOp::All => T::from_int(1),
+        ReduceOp::Max | ReduceOp::ArgMax => T::min_value(),
+        ReduceOp::Min | ReduceOp::ArgMin => T::max_value(),
+    };
+    Acc::<T> {
+        value,
+        index: 0u32,
+    }
+}
+
+/// Folds element `x` (at index `k` of the reduced dimension) into the accumulator; `first`
+/// says the accumulator holds nothing yet. For max/min a NaN wins and stays, as in
+/// burn-ndarray, and arg reductions keep the first index on ties.
+#[cube]
+fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime] op: ReduceOp) {
+    match op {
+        ReduceOp::Sum | ReduceOp::Mean => {
+            acc.value += x;
+        }
+        ReduceOp::Prod => {
+            acc.value *= x;
+        }
+        ReduceOp::Max => {
+            if first || x > acc.value || x != x {
+                acc.value = x;
+            }
+        }
+        ReduceOp::Min => {
+            if first || x < acc.value || x != x {
+                acc.value = x;
+            }
+        }
+        ReduceOp::MaxAbs => {
+            let a = select(x < T::from_int(0), T::from_int(0) - x, x);
+            if first || a > acc.value || a != a {
+                acc.value = a;
+            }
+        }
+        ReduceOp::ArgMax => {
+            if first || (acc.value == acc.value && (x > acc.value || x != x)) {
+                acc.value = x;
+                acc.index = k;
+            }
+        }
+        ReduceOp::ArgMin => {
+            if first || (acc.value == acc.value && (x < acc.value || x != x)) {
+                acc.value = x;
+                acc.index = k;
+            }
+        }
+        ReduceOp::Any => {
+            if x != T::from_int(0) {
+                acc.value = T::from_int(1);
+            }
+        }
+        ReduceOp::All => {
+            if x == T::from_int(0) {
+                acc.value = T::from_int(0);
+            }
+        }
+    }
+}
+
+/// Merges two partial accumulators; `other` covers later indices than `acc`.
+#[cube]
+fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[comptime] op: ReduceOp) {
+    if other_valid {
+        match op {
+            ReduceOp::Sum | ReduceOp::Mean => {
+                acc.value += other.value;
+            }
+            ReduceOp::Prod => {
+                acc.value *= other.value;
+            }
+            ReduceOp::Max | ReduceOp::MaxAbs => {
+                if other.value > acc.value || other.value != other.value {
+                    acc.value = other.value;
+                }
+            }
+            ReduceOp::Min => {
+                if other.value < acc.value || other.value != other.value {
+                    acc.value = other.value;
+                }
+            }
+            ReduceOp::ArgMax => {
+                let better = (other.value > acc.value && acc.value == acc.value)
+                    || (other.value != other.value && acc.value == acc.value);
+                let tie_earlier = other.value == acc.value && other.index < acc.index;
+                if better || tie_earlier {
+                    acc.value = other.value;
+                    acc.index = other.index;
+                }
+            }
+            ReduceOp::ArgMin => {
+                let better = (other.value < acc.value && acc.value == acc.value)
+                    || (other.value != other.value && acc.value == acc.value);
+                let tie_earlier = other.value == acc.value && other.index < acc.index;
+                if better || tie_earlier {
+                    acc.value = other.value;
+                    acc.index = other.index;
+                }
+            }
+            ReduceOp::Any => {
+                acc.value = select(other.value != T::from_int(0), T::from_int(1), acc.value);
+            }
+            ReduceOp::All => {
+                acc.value = select(other.value == T::from_int(0), T::from_int(0), acc.value);
+            }
+        }
+    }
+}
+
+#[cube]
+fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: ReduceOp) -> O {
+    match op {
+        ReduceOp::ArgMax | ReduceOp::ArgMin => O::cast_from(acc.index),
+        ReduceOp::Mean => O::cast_from(acc.value / T::cast_from(len)),
+        _ => O::cast_from(acc.value),
+    }
+}
+
+/// Offset of the first element of the reduced line for output element `pos`.
+#[cube]
+fn line_start<T: Numeric>(input: &Tensor<T>, pos: usize, dim: usize) -> usize {
+    let rank = input.rank();
+    let mut offset = 0;
+    let mut rem = pos;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if d != dim {
+            let size = input.shape(d);
+            offset += (rem % size) * input.stride(d);
+            rem /= size;
+        }
+    }
+    offset
+}
+
+/// One unit per output element.
+#[cube(launch_unchecked)]
+pub fn reduce_per_unit<T: Numeric, O: Numeric>(
+    input: &Tensor<T>,
+    output: &mut Tensor<O>,
+    offset: usize,
+    dim: usize,
+    #[comptime] op: ReduceOp,
+    #[define(T, O)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let start = offset + line_start::<T>(input, ABSOLUTE_POS, dim);
+    let len = input.shape(dim);
+    let stride = input.stride(dim);
+    let mut acc = acc_init::<T>(op);
+    for k in 0..len {
+        acc_push::<T>(&mut acc, input[start + k * stride], k as u32, k == 0, op);
+    }
+    output[ABSOLUTE_POS] = acc_write::<T, O>(acc, len, op);
+}
+
+/// One cube per output element (`CUBE_POS`), `cube_size` units striding over the line, then a
+/// shared-memory tree.
+#[cube(launch_unchecked)]
+pub fn reduce_per_cube<T: Numeric, O: Numeric>(
+    input: &Tensor<T>,
+    output: &mut Tensor<O>,
+    offset: usize,
+    dim: usize,
+    #[comptime] op: ReduceOp,
+    #[comptime] cube_size: usize,
+    #[define(T, O)] _dtypes: [StorageType; 2],
+) {
+    let out_pos = CUBE_POS;
+    // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
+    if out_pos >= output.len() {
+        terminate!();
+    }
+    let start = offset + line_start::<T>(input, out_pos, dim);
+    let len = input.shape(dim);
+    let stride = input.stride(dim);
+    let unit = UNIT_POS as usize;
+
+    let mut acc = acc_init::<T>(op);
+    let mut k = unit;
+    let mut first = true;
+    while k < len {
+        acc_push::<T>(&mut acc, input[start + k * stride], k as u32, first, op);
+        first = false;
+        k += cube_size;
+    }
+
+    let mut values = SharedMemory::<T>::new(cube_size);
+    let mut indices = SharedMemory::<u32>::new(cube_size);
+    let mut valid = SharedMemory::<u32>::new(cube_size);
+    values[unit] = acc.value;
+    indices[unit] = acc.index;
+    valid[unit] = select(first, 0u32, 1u32);
+    sync_cube();
+
+    let mut half = cube_size / 2;
+    while half > 0 {
+        if unit < half {
+            let mut mine = Acc::<T> {
+                value: values[unit],
+                index: indices[unit],
+            };
+            let other = Acc::<T> {
+                value: values[unit + half],
+                index: indices[unit + half],
+            };
+            let mine_valid = valid[unit] == 1;
+            let other_valid = valid[unit + half] == 1;
+            if mine_valid {
+                acc_merge::<T>(&mut mine, other, other_valid, op);
+            } else {
+                mine.value = other.value;
+                mine.index = other.index;
+            }
+            values[unit] = mine.value;
+            indices[unit] = mine.index;
+            valid[unit] = select(mine_valid || other_valid, 1u32, 0u32);
+        }
+        sync_cube();
+        half /= 2;
+    }
+
+    if unit == 0 {
+        let total = Acc::<T> {
+            value: values[0],
+            index: indices[0],
+        };
+        output[out_pos] = acc_write::<T, O>(total, len, op);
+    }
+}

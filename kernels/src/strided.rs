@@ -1,0 +1,58 @@
+//! Index arithmetic shared by the kernels.
+use cubecl::prelude::*;
+
+/// Offset, in elements, of the `pos`-th element (row-major order over the view's shape) of a
+/// strided view. The view's shape is the iteration shape; its strides may be 0 (broadcast).
+#[cube]
+pub fn strided_offset<T: CubePrimitive>(view: &Tensor<T>, pos: usize) -> usize {
+    let rank = view.rank();
+    let mut offset = 0;
+    let mut rem = pos;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        let size = view.shape(d);
+        offset += (rem % size) * view.stride(d);
+        rem /= size;
+    }
+    offset
+}
+
+/// Like [`strided_offset`] but mirrors the coordinate of every dimension whose bit is set in
+/// `flip_mask` (used by `flip` and by slices with negative steps).
+#[cube]
+pub fn strided_offset_flipped<T: CubePrimitive>(
+    view: &Tensor<T>,
+    pos: usize,
+    flip_mask: u32,
+) -> usize {
+    let rank = view.rank();
+    let mut offset = 0;
+    let mut rem = pos;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        let size = view.shape(d);
+        let mut coord = rem % size;
+        if (flip_mask >> (d as u32)) & 1 == 1 {
+            coord = size - 1 - coord;
+        }
+        offset += coord * view.stride(d);
+        rem /= size;
+    }
+    offset
+}
+
+/// Reads element `pos` of a view: linearly when the view is known (at compile time) to be
+/// contiguous with the iteration shape, through its strides otherwise.
+#[cube]
+pub fn read_view<T: CubePrimitive>(
+    view: &Tensor<T>,
+    offset: usize,
+    pos: usize,
+    #[comptime] linear: bool,
+) -> T {
+    if linear {
+        view[offset + pos]
+    } else {
+        view[offset + strided_offset::<T>(view, pos)]
+    }
+}

@@ -1,0 +1,214 @@
+//! Elementwise unary kernels: one for float dtypes, one for integer (and bool-storage) dtypes.
+use cubecl::prelude::*;
+
+use crate::strided::read_view;
+
+/// A unary float operation. `a` and `b` are the kernel's scalar parameters.
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum UnaryFloatOp {
+    Exp,
+    Log,
+    Log1p,
+    Sqrt,
+    Abs,
+    Cos,
+    Sin,
+    Tan,
+    Cosh,
+    Sinh,
+    Tanh,
+    Acos,
+    Acosh,
+    Asin,
+    Asinh,
+    Atan,
+    Atanh,
+    /// Round half to even, as burn-ndarray does.
+    Round,
+    Floor,
+    Ceil,
+    Trunc,
+    Erf,
+    Recip,
+    Neg,
+    Sign,
+    /// `x ^ a`.
+    PowScalar,
+    /// `clamp(x, a, b)`.
+    Clamp,
+    /// `max(x, a)`.
+    ClampMin,
+    /// `min(x, a)`.
+    ClampMax,
+    Relu,
+    /// `x >= 0 ? x : a * x`.
+    LeakyRelu,
+    Sigmoid,
+    /// `clamp(a * x + b, 0, 1)`.
+    HardSigmoid,
+    LogSigmoid,
+    /// Exact (erf) GELU.
+    Gelu,
+}
+
+/// A unary integer operation, also used on bool storage (values 0 and 1).
+#[allow(missing_docs)]
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum UnaryIntOp {
+    Abs,
+    Neg,
+    Sign,
+    BitNot,
+    /// `x == 0 ? 1 : 0`: logical not on bool storage.
+    LogicalNot,
+    /// `clamp(x, a, b)`.
+    Clamp,
+    /// `max(x, a)`.
+    ClampMin,
+    /// `min(x, a)`.
+    ClampMax,
+}
+
+/// `out[i] = op(input[i])` for float dtypes.
+#[cube(launch_unchecked)]
+pub fn unary_float<F: Float>(
+    input: &Tensor<F>,
+    output: &mut Tensor<F>,
+    offset: usize,
+    a: InputScalar,
+    b: InputScalar,
+    #[comptime] op: UnaryFloatOp,
+    #[comptime] linear: bool,
+    #[define(F)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let x = read_view::<F>(input, offset, ABSOLUTE_POS, linear);
+    output[ABSOLUTE_POS] = apply_unary_float::<F>(x, a.get::<F>(), b.get::<F>(), op);
+}
+
+/// `out[i] = op(input[i])` for integer dtypes.
+#[cube(launch_unchecked)]
+pub fn unary_int<I: Int>(
+    input: &Tensor<I>,
+    output: &mut Tensor<I>,
+    offset: usize,
+    a: InputScalar,
+    b: InputScalar,
+    #[comptime] op: UnaryIntOp,
+    #[comptime] linear: bool,
+    #[define(I)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let x = read_view::<I>(input, offset, ABSOLUTE_POS, linear);
+    output[ABSOLUTE_POS] = apply_unary_int::<I>(x, a.get::<I>(), b.get::<I>(), op);
+}
+
+#[cube]
+fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -> F {
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    match op {
+        UnaryFloatOp::Exp => F::exp(x),
+        UnaryFloatOp::Log => F::ln(x),
+        UnaryFloatOp::Log1p => F::log1p(x),
+        UnaryFloatOp::Sqrt => F::sqrt(x),
+        UnaryFloatOp::Abs => F::abs(x),
+        UnaryFloatOp::Cos => F::cos(x),
+        UnaryFloatOp::Sin => F::sin(x),
+        UnaryFloatOp::Tan => F::tan(x),
+        UnaryFloatOp::Cosh => F::cosh(x),
+        UnaryFloatOp::Sinh => F::sinh(x),
+        UnaryFloatOp::Tanh => F::tanh(x),
+        UnaryFloatOp::Acos => F::acos(x),
+        UnaryFloatOp::Acosh => F::acosh(x),
+        UnaryFloatOp::Asin => F::asin(x),
+        UnaryFloatOp::Asinh => F::asinh(x),
+        UnaryFloatOp::Atan => F::atan(x),
+        UnaryFloatOp::Atanh => F::atanh(x),
+        UnaryFloatOp::Round => round_half_even::<F>(x),
+        UnaryFloatOp::Floor => F::floor(x),
+        UnaryFloatOp::Ceil => F::ceil(x),
+        UnaryFloatOp::Trunc => F::trunc(x),
+        UnaryFloatOp::Erf => F::erf(x),
+        UnaryFloatOp::Recip => one / x,
+        UnaryFloatOp::Neg => zero - x,
+        UnaryFloatOp::Sign => {
+            if x > zero {
+                one
+            } else if x < zero {
+                zero - one
+            } else {
+                // 0 stays 0 and NaN stays NaN.
+                x
+            }
+        }
+        UnaryFloatOp::PowScalar => F::powf(x, a),
+        UnaryFloatOp::Clamp => clamp_nan_aware::<F>(x, a, b),
+        UnaryFloatOp::ClampMin => select(x < a, a, x),
+        UnaryFloatOp::ClampMax => select(x > a, a, x),
+        UnaryFloatOp::Relu => select(x > zero, x, zero),
+        UnaryFloatOp::LeakyRelu => select(x >= zero, x, a * x),
+        UnaryFloatOp::Sigmoid => one / (one + F::exp(zero - x)),
+        UnaryFloatOp::HardSigmoid => clamp_nan_aware::<F>(a * x + b, zero, one),
+        UnaryFloatOp::LogSigmoid => {
+            // -softplus(-x), computed without overflow for large |x|.
+            let neg_abs = zero - F::abs(x);
+            select(x < zero, x, zero) - F::log1p(F::exp(neg_abs))
+        }
+        UnaryFloatOp::Gelu => {
+            x * F::new(0.5) * (one + F::erf(x * F::new(core::f32::consts::FRAC_1_SQRT_2)))
+        }
+    }
+}
+
+#[cube]
+fn apply_unary_int<I: Int>(x: I, a: I, b: I, #[comptime] op: UnaryIntOp) -> I {
+    let zero = I::new(0);
+    let one = I::new(1);
+    match op {
+        UnaryIntOp::Abs => select(x < zero, zero - x, x),
+        UnaryIntOp::Neg => zero - x,
+        UnaryIntOp::Sign => {
+            if x > zero {
+                one
+            } else if x < zero {
+                zero - one
+            } else {
+                zero
+            }
+        }
+        UnaryIntOp::BitNot => !x,
+        UnaryIntOp::LogicalNot => select(x == zero, one, zero),
+        UnaryIntOp::Clamp => select(x < a, a, select(x > b, b, x)),
+        UnaryIntOp::ClampMin => select(x < a, a, x),
+        UnaryIntOp::ClampMax => select(x > a, a, x),
+    }
+}
+
+/// Rounds half-way cases to the nearest even integer (IEEE `roundeven`).
+#[cube]
+pub fn round_half_even<F: Float>(x: F) -> F {
+    let floor = F::floor(x);
+    let diff = x - floor;
+    let half = F::new(0.5);
+    let two = F::new(2.0);
+    let up = floor + F::new(1.0);
+    let floor_is_odd = floor - two * F::floor(floor / two) != F::new(0.0);
+    let mut out = select(diff > half, up, floor);
+    if diff == half {
+        out = select(floor_is_odd, up, floor);
+    }
+    // NaN and infinities pass through.
+    select(x != x || F::abs(x) == F::new(f32::INFINITY), x, out)
+}
+
+/// `clamp` that propagates NaN inputs, like `f32::clamp`.
+#[cube]
+fn clamp_nan_aware<F: Float>(x: F, lo: F, hi: F) -> F {
+    select(x < lo, lo, select(x > hi, hi, x))
+}

@@ -1,0 +1,96 @@
+//! Copies: making views contiguous, casting, flipping, filling, and writing into views.
+use burn_backend::{DType, Scalar, Shape};
+use cubecl::Runtime;
+use ex_cubecl_kernels::copy::{CopyConvert, copy_view, fill as fill_kernel};
+
+use super::scalar_arg;
+use crate::runtime::{Geometry, Layout, launch};
+use crate::tensor::CubeTensor;
+
+/// Copies `input` seen through `in_view` (mirrored on the dimensions of `flip_mask`) into
+/// `output` seen through `out_view`; both views share one shape.
+pub(crate) fn copy_into<R: Runtime>(
+    input: &CubeTensor<R>,
+    in_view: &Layout,
+    flip_mask: u32,
+    output: &CubeTensor<R>,
+    out_view: &Layout,
+) {
+    debug_assert_eq!(in_view.shape, out_view.shape);
+    let convert = if output.dtype.is_bool() && !input.dtype.is_bool() {
+        CopyConvert::ToBool
+    } else {
+        CopyConvert::Cast
+    };
+    let n = in_view.num_elements();
+    launch(&input.client, "copy", Geometry::Units(n), |count, dim| {
+        // SAFETY: both views lie inside their buffers and the kernel guards `pos < n`.
+        unsafe {
+            copy_view::launch_unchecked::<R>(
+                &input.client,
+                count,
+                dim,
+                input.view_arg(in_view),
+                output.view_arg(out_view),
+                in_view.offset,
+                out_view.offset,
+                n,
+                flip_mask,
+                convert,
+                out_view.is_contiguous(),
+                [input.storage(), output.storage()],
+            )
+        }
+    });
+}
+
+/// The tensor with a contiguous layout starting at the buffer's start; a no-op when it
+/// already has one.
+pub fn into_contiguous<R: Runtime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
+    if tensor.layout.is_contiguous_from_start() {
+        return tensor;
+    }
+    copy_as(&tensor, tensor.dtype, 0)
+}
+
+/// A contiguous copy of `tensor` with `dtype` elements, flipping the dimensions of `flip_mask`.
+pub(crate) fn copy_as<R: Runtime>(tensor: &CubeTensor<R>, dtype: DType, flip_mask: u32) -> CubeTensor<R> {
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), dtype);
+    copy_into(tensor, &tensor.layout, flip_mask, &out, &out.layout);
+    out
+}
+
+/// `tensor` cast to `dtype` (a no-op for the same dtype). Casting to bool gives `x != 0`.
+pub fn cast<R: Runtime>(tensor: CubeTensor<R>, dtype: DType) -> CubeTensor<R> {
+    if tensor.dtype == dtype {
+        return tensor;
+    }
+    copy_as(&tensor, dtype, 0)
+}
+
+/// `tensor` reversed along `axes`.
+pub fn flip<R: Runtime>(tensor: CubeTensor<R>, axes: &[usize]) -> CubeTensor<R> {
+    let mut mask = 0u32;
+    for &axis in axes {
+        super::check_dim("flip", &tensor, axis);
+        if tensor.dims()[axis] > 1 {
+            mask |= 1 << axis;
+        }
+    }
+    if mask == 0 {
+        return tensor;
+    }
+    copy_as(&tensor, tensor.dtype, mask)
+}
+
+/// A new contiguous tensor of `shape` filled with `value`.
+pub fn full<R: Runtime>(device: &R::Device, shape: Shape, value: Scalar, dtype: DType) -> CubeTensor<R> {
+    let client = crate::runtime::DeviceContext::client::<R>(device);
+    let out = CubeTensor::empty(&client, device, shape, dtype);
+    let value = scalar_arg("full", value, dtype);
+    launch(&client, "full", Geometry::Units(out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`.
+        unsafe { fill_kernel::launch_unchecked::<R>(&client, count, dim, out.as_arg(), value, out.storage()) }
+    });
+    out
+}

@@ -1,0 +1,26 @@
+//! Cumulative scans.
+use cubecl::Runtime;
+use ex_cubecl_kernels::cumulative::{ScanOp, cumulative as scan_kernel};
+
+use super::check_dim;
+use crate::runtime::{Geometry, launch};
+use crate::tensor::CubeTensor;
+
+/// The running `op` along `dim`.
+pub fn cumulative<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ScanOp) -> CubeTensor<R> {
+    let name = format!("cumulative {op:?}");
+    check_dim(&name, &tensor, dim);
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
+    let len = tensor.dims()[dim];
+    let lines = if len == 0 { 0 } else { out.num_elements() / len };
+    launch(&tensor.client, &name, Geometry::Units(lines), |count, cube_dim| {
+        // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
+        unsafe {
+            scan_kernel::launch_unchecked::<R>(
+                &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
+                tensor.layout.offset, dim, lines, op, tensor.storage(),
+            )
+        }
+    });
+    out
+}

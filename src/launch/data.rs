@@ -1,0 +1,102 @@
+//! Moving data between the host and the device.
+use burn_backend::{BoolStore, DType, ExecutionError, Shape, TensorData};
+use cubecl::Runtime;
+
+use super::copy::into_contiguous;
+use crate::runtime::{DeviceContext, dtype_usage, elem_size};
+use crate::tensor::CubeTensor;
+
+/// Uploads `data` to `device` as a tensor of `dtype` (converting on the host if the data has
+/// another dtype). Bools keep their store when the device has it and use `u32` otherwise.
+///
+/// # Panics
+/// When the data's length doesn't match its shape, or the device lacks the dtype.
+pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType) -> CubeTensor<R> {
+    let client = DeviceContext::client::<R>(device);
+    let expected = data.num_elements() * data.dtype.size();
+    if data.bytes.len() != expected {
+        panic!(
+            "ex_cubecl: from_data: {} bytes for shape {:?} of {:?} (expected {expected})",
+            data.bytes.len(),
+            data.shape,
+            data.dtype
+        );
+    }
+    let dtype = match dtype {
+        DType::Bool(_) if !dtype_usage(&client, dtype).contains(burn_backend::DTypeUsage::Storage) => {
+            DType::Bool(BoolStore::U32)
+        }
+        other => other,
+    };
+    if !dtype_usage(&client, dtype).contains(burn_backend::DTypeUsage::Storage) {
+        panic!(
+            "ex_cubecl: from_data: dtype {dtype:?} is not supported by device {device:?} (shape {:?})",
+            data.shape
+        );
+    }
+    let shape = Shape::from(data.shape.clone());
+    let bytes = host_bytes(data, dtype);
+    let handle = client.create_from_slice(&pad(bytes));
+    CubeTensor {
+        client,
+        device: device.clone(),
+        handle,
+        layout: crate::runtime::Layout::contiguous(shape),
+        dtype,
+    }
+}
+
+/// The bytes of `data` laid out as `dtype` stores them on the device.
+fn host_bytes(data: TensorData, dtype: DType) -> Vec<u8> {
+    match (data.dtype, dtype) {
+        (DType::Bool(_), DType::Bool(BoolStore::U32)) => data
+            .as_bytes()
+            .iter()
+            .flat_map(|&b| ((b != 0) as u32).to_ne_bytes())
+            .collect(),
+        (DType::Bool(_), DType::Bool(_)) => data.as_bytes().iter().map(|&b| (b != 0) as u8).collect(),
+        (from, to) if from == to => data.as_bytes().to_vec(),
+        (_, to) => data.convert_dtype(to).as_bytes().to_vec(),
+    }
+}
+
+/// Empty tensors still get a small buffer.
+fn pad(mut bytes: Vec<u8>) -> Vec<u8> {
+    if bytes.len() < 4 {
+        bytes.resize(4, 0);
+    }
+    bytes
+}
+
+/// Reads a tensor back to the host. Bool tensors come back as native bools.
+pub fn into_data<R: Runtime>(
+    tensor: CubeTensor<R>,
+) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+    let tensor = into_contiguous(tensor);
+    let shape = tensor.layout.shape.clone();
+    let dtype = tensor.dtype;
+    let len = tensor.num_elements() * elem_size(dtype);
+    async move {
+        let mut bytes = tensor
+            .client
+            .read_async(vec![tensor.handle.clone()])
+            .await
+            .map_err(|e| ExecutionError::WithContext {
+                reason: format!("ex_cubecl: into_data: reading {shape:?} of {dtype:?}: {e:?}"),
+            })?
+            .remove(0)
+            .to_vec();
+        bytes.truncate(len);
+        Ok(match dtype {
+            DType::Bool(BoolStore::U32) => {
+                let bools = bytes
+                    .chunks_exact(4)
+                    .map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) != 0)
+                    .collect::<Vec<bool>>();
+                TensorData::new(bools, shape)
+            }
+            DType::Bool(_) => TensorData::from_bytes_vec(bytes, shape, DType::Bool(BoolStore::Native)),
+            _ => TensorData::from_bytes_vec(bytes, shape, dtype),
+        })
+    }
+}

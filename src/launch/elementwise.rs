@@ -1,0 +1,234 @@
+//! Elementwise unary, binary and comparison launches.
+use burn_backend::{BoolStore, DType, Scalar};
+use cubecl::Runtime;
+use cubecl::prelude::InputScalar;
+use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_int};
+use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
+use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_int};
+
+use super::{broadcast_shape, check_same_dtype, float_arg, scalar_arg};
+use crate::runtime::{Geometry, Layout, launch, storage_type};
+use crate::tensor::CubeTensor;
+
+/// The right operand of a binary op.
+pub enum Rhs<R: Runtime> {
+    /// A tensor, broadcast against the left one.
+    Tensor(CubeTensor<R>),
+    /// A scalar.
+    Scalar(Scalar),
+}
+
+fn check_float<R: Runtime>(op: &str, t: &CubeTensor<R>) {
+    if !t.dtype.is_float() {
+        panic!("ex_cubecl: {op}: expected a float tensor, got {:?} with shape {:?}", t.dtype, t.dims());
+    }
+}
+
+fn check_int<R: Runtime>(op: &str, t: &CubeTensor<R>) {
+    if !(t.dtype.is_int() || t.dtype.is_uint() || t.dtype.is_bool()) {
+        panic!("ex_cubecl: {op}: expected an int tensor, got {:?} with shape {:?}", t.dtype, t.dims());
+    }
+}
+
+/// `op(tensor)` for a float tensor; `a` and `b` are the op's parameters.
+pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f64, b: f64) -> CubeTensor<R> {
+    let name = format!("float {op:?}");
+    check_float(&name, &tensor);
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
+    let (a, b) = (float_arg(a, tensor.dtype), float_arg(b, tensor.dtype));
+    launch(&tensor.client, &name, Geometry::Units(out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
+        unsafe {
+            unary_float::launch_unchecked::<R>(
+                &tensor.client,
+                count,
+                dim,
+                tensor.as_arg(),
+                out.as_arg(),
+                tensor.layout.offset,
+                a,
+                b,
+                op,
+                tensor.layout.is_contiguous(),
+                tensor.storage(),
+            )
+        }
+    });
+    out
+}
+
+/// `op(tensor)` for an int (or bool-storage) tensor; `a` and `b` are the op's parameters.
+pub fn unary_int_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryIntOp, a: Scalar, b: Scalar) -> CubeTensor<R> {
+    let name = format!("int {op:?}");
+    check_int(&name, &tensor);
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
+    let (a, b) = (scalar_arg(&name, a, tensor.dtype), scalar_arg(&name, b, tensor.dtype));
+    launch(&tensor.client, &name, Geometry::Units(out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
+        unsafe {
+            unary_int::launch_unchecked::<R>(
+                &tensor.client,
+                count,
+                dim,
+                tensor.as_arg(),
+                out.as_arg(),
+                tensor.layout.offset,
+                a,
+                b,
+                op,
+                tensor.layout.is_contiguous(),
+                tensor.storage(),
+            )
+        }
+    });
+    out
+}
+
+/// The views, layout flags and scalar of a binary launch, and its output (of `out_dtype`).
+struct BinaryPlan<R: Runtime> {
+    lhs_view: Layout,
+    rhs: CubeTensor<R>,
+    rhs_view: Layout,
+    scalar: InputScalar,
+    layout: BinaryLayout,
+    out: CubeTensor<R>,
+}
+
+fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DType) -> BinaryPlan<R> {
+    match rhs {
+        Rhs::Tensor(rhs) => {
+            check_same_dtype(name, lhs, &rhs);
+            let shape = broadcast_shape(name, lhs, &rhs);
+            let lhs_view = lhs.layout.broadcast_to(&shape).expect("broadcast shape");
+            let rhs_view = rhs.layout.broadcast_to(&shape).expect("broadcast shape");
+            let layout = BinaryLayout {
+                lhs_linear: lhs_view.is_contiguous(),
+                rhs_linear: rhs_view.is_contiguous(),
+                rhs_scalar: false,
+            };
+            let out = CubeTensor::empty(&lhs.client, &lhs.device, shape, out_dtype);
+            let scalar = InputScalar::new(0, storage_type(lhs.dtype));
+            BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out }
+        }
+        Rhs::Scalar(value) => {
+            let layout = BinaryLayout {
+                lhs_linear: lhs.layout.is_contiguous(),
+                rhs_linear: true,
+                rhs_scalar: true,
+            };
+            let out = CubeTensor::empty(&lhs.client, &lhs.device, lhs.layout.shape.clone(), out_dtype);
+            BinaryPlan {
+                lhs_view: lhs.layout.clone(),
+                rhs: lhs.clone(),
+                rhs_view: lhs.layout.clone(),
+                scalar: scalar_arg(name, value, lhs.dtype),
+                layout,
+                out,
+            }
+        }
+    }
+}
+
+/// `op(lhs, rhs)` for float tensors, broadcasting.
+pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
+    let name = format!("float {op:?}");
+    check_float(&name, &lhs);
+    let p = plan(&name, &lhs, rhs, lhs.dtype);
+    launch(&lhs.client, &name, Geometry::Units(p.out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
+        unsafe {
+            binary_float::launch_unchecked::<R>(
+                &lhs.client,
+                count,
+                dim,
+                lhs.view_arg(&p.lhs_view),
+                p.rhs.view_arg(&p.rhs_view),
+                p.out.as_arg(),
+                p.lhs_view.offset,
+                p.rhs_view.offset,
+                p.scalar,
+                op,
+                p.layout,
+                lhs.storage(),
+            )
+        }
+    });
+    p.out
+}
+
+/// `op(lhs, rhs)` for int (or bool-storage) tensors, broadcasting.
+pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntOp) -> CubeTensor<R> {
+    let name = format!("int {op:?}");
+    check_int(&name, &lhs);
+    let p = plan(&name, &lhs, rhs, lhs.dtype);
+    launch(&lhs.client, &name, Geometry::Units(p.out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
+        unsafe {
+            binary_int::launch_unchecked::<R>(
+                &lhs.client,
+                count,
+                dim,
+                lhs.view_arg(&p.lhs_view),
+                p.rhs.view_arg(&p.rhs_view),
+                p.out.as_arg(),
+                p.lhs_view.offset,
+                p.rhs_view.offset,
+                p.scalar,
+                op,
+                p.layout,
+                lhs.storage(),
+            )
+        }
+    });
+    p.out
+}
+
+/// `lhs op rhs` as a bool tensor stored as `store`.
+pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store: BoolStore) -> CubeTensor<R> {
+    let name = format!("compare {op:?}");
+    let p = plan(&name, &lhs, rhs, DType::Bool(store));
+    launch(&lhs.client, &name, Geometry::Units(p.out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
+        unsafe {
+            compare_kernel::launch_unchecked::<R>(
+                &lhs.client,
+                count,
+                dim,
+                lhs.view_arg(&p.lhs_view),
+                p.rhs.view_arg(&p.rhs_view),
+                p.out.as_arg(),
+                p.lhs_view.offset,
+                p.rhs_view.offset,
+                p.scalar,
+                op,
+                p.layout,
+                [lhs.storage(), p.out.storage()],
+            )
+        }
+    });
+    p.out
+}
+
+/// `predicate(tensor)` for a float tensor, as a bool tensor stored as `store`.
+pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: BoolStore) -> CubeTensor<R> {
+    let name = format!("float {op:?}");
+    check_float(&name, &tensor);
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::Bool(store));
+    launch(&tensor.client, &name, Geometry::Units(out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
+        unsafe {
+            float_predicate::launch_unchecked::<R>(
+                &tensor.client,
+                count,
+                dim,
+                tensor.as_arg(),
+                out.as_arg(),
+                tensor.layout.offset,
+                op,
+                tensor.layout.is_contiguous(),
+                [tensor.storage(), out.storage()],
+            )
+        }
+    });
+    out
+}

@@ -1,0 +1,141 @@
+//! Gather, select, scatter with accumulation, and slice assignment.
+use burn_backend::{Shape, Slice};
+use cubecl::Runtime;
+use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select, scatter as scatter_kernel, select_scatter as select_scatter_kernel};
+
+use super::copy::{copy_as, copy_into};
+use super::view::slice_view;
+use super::{check_dim, check_same_dtype};
+use crate::runtime::{Geometry, launch};
+use crate::tensor::CubeTensor;
+
+fn check_indices<R: Runtime>(op: &str, indices: &CubeTensor<R>) {
+    if !(indices.dtype.is_int() || indices.dtype.is_uint()) {
+        panic!("ex_cubecl: {op}: indices must be an int tensor, got {:?} with shape {:?}", indices.dtype, indices.dims());
+    }
+}
+
+/// `out[c] = tensor[c with c[dim] = indices[c]]`.
+pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: CubeTensor<R>) -> CubeTensor<R> {
+    check_dim(op, &tensor, dim);
+    check_indices(op, &indices);
+    let (t, i) = (tensor.dims(), indices.dims());
+    if t.len() != i.len() || t.iter().zip(i).enumerate().any(|(d, (&a, &b))| d != dim && b > a) {
+        panic!("ex_cubecl: {op}: indices of shape {i:?} don't fit tensor of shape {t:?} along dim {dim}");
+    }
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, indices.layout.shape.clone(), tensor.dtype);
+    launch(&tensor.client, op, Geometry::Units(out.num_elements()), |count, cube_dim| {
+        // SAFETY: the kernel guards `pos < len` and checks every index against the dimension.
+        unsafe {
+            gather_kernel::launch_unchecked::<R>(
+                &tensor.client, count, cube_dim, tensor.as_arg(), indices.as_arg(), out.as_arg(),
+                tensor.layout.offset, indices.layout.offset, dim, [tensor.storage(), indices.storage()],
+            )
+        }
+    });
+    out
+}
+
+/// `out[c] = tensor[c with c[dim] = indices[c[dim]]]` for 1-D indices.
+pub fn select<R: Runtime>(op: &str, tensor: CubeTensor<R>, dim: usize, indices: CubeTensor<R>) -> CubeTensor<R> {
+    check_dim(op, &tensor, dim);
+    check_indices(op, &indices);
+    if indices.layout.rank() != 1 {
+        panic!("ex_cubecl: {op}: indices must be 1-D, got shape {:?}", indices.dims());
+    }
+    let mut shape = tensor.dims().to_vec();
+    shape[dim] = indices.dims()[0];
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(shape), tensor.dtype);
+    launch(&tensor.client, op, Geometry::Units(out.num_elements()), |count, cube_dim| {
+        // SAFETY: the kernel guards `pos < len` and checks every index against the dimension.
+        unsafe {
+            index_select::launch_unchecked::<R>(
+                &tensor.client, count, cube_dim, tensor.as_arg(), indices.as_arg(), out.as_arg(),
+                tensor.layout.offset, indices.layout.offset, dim, [tensor.storage(), indices.storage()],
+            )
+        }
+    });
+    out
+}
+
+/// A copy of `tensor` with `value[c]` combined into position `c with c[dim] = indices[c]`.
+pub fn scatter<R: Runtime>(
+    op: &str,
+    dim: usize,
+    tensor: CubeTensor<R>,
+    indices: CubeTensor<R>,
+    value: CubeTensor<R>,
+    combine: ScatterOp,
+) -> CubeTensor<R> {
+    check_dim(op, &tensor, dim);
+    check_indices(op, &indices);
+    check_same_dtype(op, &tensor, &value);
+    let (t, i, v) = (tensor.dims(), indices.dims(), value.dims());
+    if i != v || t.len() != i.len() || t.iter().zip(i).enumerate().any(|(d, (&a, &b))| d != dim && b > a) {
+        panic!("ex_cubecl: {op}: tensor {t:?}, indices {i:?} and values {v:?} don't fit along dim {dim}");
+    }
+    let out = copy_as(&tensor, tensor.dtype, 0);
+    let len = i[dim];
+    let lines = if len == 0 { 0 } else { indices.num_elements() / len };
+    launch(&tensor.client, op, Geometry::Units(lines), |count, cube_dim| {
+        // SAFETY: the kernel guards `line < lines` and checks every index against the dimension.
+        unsafe {
+            scatter_kernel::launch_unchecked::<R>(
+                &tensor.client, count, cube_dim, indices.as_arg(), value.as_arg(), out.as_arg(),
+                indices.layout.offset, value.layout.offset, dim, lines, combine,
+                [tensor.storage(), indices.storage()],
+            )
+        }
+    });
+    out
+}
+
+/// A copy of `tensor` with `value[.., j, ..]` combined into `[.., indices[j], ..]` along `dim`.
+pub fn select_scatter<R: Runtime>(
+    op: &str,
+    tensor: CubeTensor<R>,
+    dim: usize,
+    indices: CubeTensor<R>,
+    value: CubeTensor<R>,
+    combine: ScatterOp,
+) -> CubeTensor<R> {
+    check_dim(op, &tensor, dim);
+    check_indices(op, &indices);
+    check_same_dtype(op, &tensor, &value);
+    let (t, i, v) = (tensor.dims().to_vec(), indices.dims().to_vec(), value.dims().to_vec());
+    let mut expected = t.clone();
+    if i.len() == 1 {
+        expected[dim] = i[0];
+    }
+    if i.len() != 1 || v != expected {
+        panic!("ex_cubecl: {op}: tensor {t:?}, indices {i:?} and values {v:?} don't fit along dim {dim}");
+    }
+    let out = copy_as(&tensor, tensor.dtype, 0);
+    let lines = if t[dim] == 0 { 0 } else { out.num_elements() / t[dim] };
+    launch(&tensor.client, op, Geometry::Units(lines), |count, cube_dim| {
+        // SAFETY: the kernel guards `line < lines` and checks every index against the dimension.
+        unsafe {
+            select_scatter_kernel::launch_unchecked::<R>(
+                &tensor.client, count, cube_dim, indices.as_arg(), value.as_arg(), out.as_arg(),
+                indices.layout.offset, value.layout.offset, dim, lines, combine,
+                [tensor.storage(), indices.storage()],
+            )
+        }
+    });
+    out
+}
+
+/// A copy of `tensor` with the region `slices` replaced by `value`.
+pub fn slice_assign<R: Runtime>(op: &str, tensor: CubeTensor<R>, slices: &[Slice], value: CubeTensor<R>) -> CubeTensor<R> {
+    check_same_dtype(op, &tensor, &value);
+    let out = copy_as(&tensor, tensor.dtype, 0);
+    let (region, flip_mask) = slice_view(op, &out.layout, slices);
+    if region.shape != value.layout.shape {
+        panic!(
+            "ex_cubecl: {op}: value of shape {:?} doesn't fit the region {:?} of tensor {:?} ({:?})",
+            value.dims(), region.shape.to_vec(), tensor.dims(), tensor.dtype
+        );
+    }
+    copy_into(&value, &value.layout, flip_mask, &out, &region);
+    out
+}

@@ -1,0 +1,60 @@
+//! `mask_where` / `mask_fill`.
+use burn_backend::Scalar;
+use cubecl::Runtime;
+use cubecl::prelude::InputScalar;
+use ex_cubecl_kernels::mask::mask_where as mask_kernel;
+
+use super::{broadcast_shape, check_same_dtype, scalar_arg};
+use crate::runtime::{Geometry, launch, storage_type};
+use crate::tensor::CubeTensor;
+
+/// Where the mask is set, the value (a tensor or a scalar); elsewhere the tensor.
+pub fn mask_where<R: Runtime>(
+    op: &str,
+    tensor: CubeTensor<R>,
+    mask: CubeTensor<R>,
+    value: super::elementwise::Rhs<R>,
+) -> CubeTensor<R> {
+    if !mask.dtype.is_bool() {
+        panic!("ex_cubecl: {op}: the mask must be bool, got {:?} with shape {:?}", mask.dtype, mask.dims());
+    }
+    let mut shape = broadcast_shape(op, &tensor, &mask);
+    let (value, scalar, value_scalar) = match value {
+        super::elementwise::Rhs::Tensor(value) => {
+            check_same_dtype(op, &tensor, &value);
+            let probe = CubeTensor { layout: crate::runtime::Layout::contiguous(shape.clone()), ..tensor.clone() };
+            shape = broadcast_shape(op, &probe, &value);
+            (value, InputScalar::new(0, storage_type(tensor.dtype)), false)
+        }
+        super::elementwise::Rhs::Scalar(s) => (tensor.clone(), scalar_arg(op, s, tensor.dtype), true),
+    };
+    let bcast = |t: &CubeTensor<R>| t.layout.broadcast_to(&shape).expect("broadcast shape");
+    let (tv, mv, vv) = (bcast(&tensor), bcast(&mask), if value_scalar { bcast(&tensor) } else { bcast(&value) });
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, shape.clone(), tensor.dtype);
+    launch(&tensor.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+        // SAFETY: the kernel guards `pos < len`; all views lie inside their buffers.
+        unsafe {
+            mask_kernel::launch_unchecked::<R>(
+                &tensor.client,
+                count,
+                dim,
+                tensor.view_arg(&tv),
+                mask.view_arg(&mv),
+                value.view_arg(&vv),
+                out.as_arg(),
+                tv.offset,
+                mv.offset,
+                vv.offset,
+                scalar,
+                value_scalar,
+                [tensor.storage(), mask.storage()],
+            )
+        }
+    });
+    out
+}
+
+/// `mask_where` with a scalar value.
+pub fn mask_fill<R: Runtime>(op: &str, tensor: CubeTensor<R>, mask: CubeTensor<R>, value: Scalar) -> CubeTensor<R> {
+    mask_where(op, tensor, mask, super::elementwise::Rhs::Scalar(value))
+}

@@ -1,0 +1,62 @@
+//! Reductions along a dimension and over the whole tensor.
+use burn_backend::{DType, Shape};
+use cubecl::prelude::CubeDim;
+use cubecl::Runtime;
+use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit};
+
+use super::check_dim;
+use super::copy::into_contiguous;
+use crate::runtime::{Geometry, launch};
+use crate::tensor::CubeTensor;
+
+/// Units per cube when one cube reduces one line.
+const CUBE_SIZE: usize = 256;
+
+/// Reduces `dim` to size 1, giving `out_dtype` elements.
+pub fn reduce_dim<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ReduceOp, out_dtype: DType) -> CubeTensor<R> {
+    let name = format!("reduce {op:?}");
+    check_dim(&name, &tensor, dim);
+    let mut shape = tensor.dims().to_vec();
+    let len = shape[dim];
+    shape[dim] = 1;
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(shape), out_dtype);
+    let outputs = out.num_elements();
+    let dtypes = [tensor.storage(), out.storage()];
+    if len >= 2 * CUBE_SIZE && outputs < 8192 {
+        let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
+        launch(&tensor.client, &name, geometry, |count, cube_dim| {
+            // SAFETY: cubes past the output leave before any access; every read is inside the line.
+            unsafe {
+                reduce_per_cube::launch_unchecked::<R>(
+                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
+                    tensor.layout.offset, dim, op, CUBE_SIZE, dtypes,
+                )
+            }
+        });
+    } else {
+        launch(&tensor.client, &name, Geometry::Units(outputs), |count, cube_dim| {
+            // SAFETY: the kernel guards `pos < outputs`; every read is inside the line.
+            unsafe {
+                reduce_per_unit::launch_unchecked::<R>(
+                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
+                    tensor.layout.offset, dim, op, dtypes,
+                )
+            }
+        });
+    }
+    out
+}
+
+/// Reduces the whole tensor to shape `[1]`.
+pub fn reduce_all<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, out_dtype: DType) -> CubeTensor<R> {
+    let n = tensor.num_elements();
+    let flat = match tensor.layout.reshape(Shape::from(vec![n])) {
+        Some(layout) => tensor.with_layout(layout),
+        None => {
+            let t = into_contiguous(tensor);
+            let layout = t.layout.reshape(Shape::from(vec![n])).expect("contiguous");
+            t.with_layout(layout)
+        }
+    };
+    reduce_dim(flat, 0, op, out_dtype)
+}

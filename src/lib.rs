@@ -1,0 +1,47 @@
+//! # ExCubecl
+//!
+//! [`ExCubeclBackend`] implements Burn 0.21's `Backend` trait on ExCubecl's own device
+//! buffers and hand-written CubeCL kernels (crate `ex_cubecl_kernels`). Pick the backend by
+//! type as with any Burn backend:
+//!
+//! ```no_run
+//! use burn_tensor::Tensor;
+//! use ex_cubecl::ExWgpu;
+//!
+//! let device = Default::default();
+//! let x = Tensor::<ExWgpu, 2>::ones([2, 3], &device);
+//! let y = (x.clone() + x).sum();
+//! println!("{}", y.into_scalar());
+//! ```
+//!
+//! With `burn_autodiff`, `ExWgpuAutodiff` (= `Autodiff<ExWgpu>`) trains with Burn's autodiff.
+//!
+//! Layers: [`runtime`] (buffers, layouts, device contexts and the single launcher),
+//! [`tensor`] (the one primitive for float, int and bool tensors), `launch` (host side of
+//! each kernel family) and `ops` (Burn's ops traits, one file each).
+#![warn(missing_docs)]
+
+mod backend;
+pub mod launch;
+mod ops;
+pub mod runtime;
+pub mod tensor;
+
+pub use backend::ExCubeclBackend;
+pub use tensor::{CubeTensor, QuantizedTensor};
+
+/// The backend on wgpu (Vulkan, Metal, DX12; Mesa's lavapipe on machines without a GPU).
+#[cfg(feature = "wgpu")]
+pub type ExWgpu = ExCubeclBackend<cubecl::wgpu::WgpuRuntime>;
+
+/// [`ExWgpu`] with Burn's autodiff.
+#[cfg(feature = "wgpu")]
+pub type ExWgpuAutodiff = burn_autodiff::Autodiff<ExWgpu>;
+
+/// The backend on CUDA (loaded at run time).
+#[cfg(feature = "cuda")]
+pub type ExCuda = ExCubeclBackend<cubecl::cuda::CudaRuntime>;
+
+/// [`ExCuda`] with Burn's autodiff.
+#[cfg(feature = "cuda")]
+pub type ExCudaAutodiff = burn_autodiff::Autodiff<ExCuda>;

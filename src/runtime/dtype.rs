@@ -1,0 +1,63 @@
+//! The one dtype table of the Rust side: Burn `DType` to cubecl storage type, and what a
+//! device supports.
+use burn_backend::{DTypeUsage, DTypeUsageSet};
+use burn_backend::{BoolStore, DType};
+use cubecl::features::TypeUsage;
+use cubecl::ir::{ElemType, FloatKind, IntKind, StorageType, UIntKind};
+use cubecl::prelude::ComputeClient;
+use cubecl::Runtime;
+
+/// The cubecl storage type of a Burn dtype. Bools are stored as 0 / 1 in a `u8` (native and
+/// `U8` stores) or `u32` buffer.
+///
+/// # Panics
+/// For quantized dtypes, which have no element storage type.
+pub fn storage_type(dtype: DType) -> StorageType {
+    let elem = match dtype {
+        DType::F64 => ElemType::Float(FloatKind::F64),
+        DType::F32 | DType::Flex32 => ElemType::Float(FloatKind::F32),
+        DType::F16 => ElemType::Float(FloatKind::F16),
+        DType::BF16 => ElemType::Float(FloatKind::BF16),
+        DType::I64 => ElemType::Int(IntKind::I64),
+        DType::I32 => ElemType::Int(IntKind::I32),
+        DType::I16 => ElemType::Int(IntKind::I16),
+        DType::I8 => ElemType::Int(IntKind::I8),
+        DType::U64 => ElemType::UInt(UIntKind::U64),
+        DType::U32 | DType::Bool(BoolStore::U32) => ElemType::UInt(UIntKind::U32),
+        DType::U16 => ElemType::UInt(UIntKind::U16),
+        DType::U8 | DType::Bool(BoolStore::U8) | DType::Bool(BoolStore::Native) => {
+            ElemType::UInt(UIntKind::U8)
+        }
+        DType::QFloat(scheme) => {
+            panic!("ex_cubecl: quantized dtype {scheme:?} has no element storage type")
+        }
+    };
+    StorageType::Scalar(elem)
+}
+
+/// Bytes per element on the device.
+pub fn elem_size(dtype: DType) -> usize {
+    storage_type(dtype).size()
+}
+
+/// The bool dtype of a bool store.
+pub fn bool_dtype(store: BoolStore) -> DType {
+    DType::Bool(store)
+}
+
+/// What the device behind `client` supports of `dtype`: storage when it has buffers of the
+/// type, arithmetic when it also computes in it. Quantized dtypes are not supported.
+pub fn dtype_usage<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> DTypeUsageSet {
+    if matches!(dtype, DType::QFloat(_)) {
+        return DTypeUsageSet::empty();
+    }
+    let usage = client.properties().type_usage(storage_type(dtype));
+    let mut out = DTypeUsageSet::empty();
+    if usage.contains(TypeUsage::Buffer) && usage.contains(TypeUsage::Conversion) {
+        out |= DTypeUsage::Storage;
+        if usage.contains(TypeUsage::Arithmetic) {
+            out |= DTypeUsage::Arithmetic;
+        }
+    }
+    out
+}

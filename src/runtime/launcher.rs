@@ -1,0 +1,75 @@
+//! The launcher: every kernel launch of the backend goes through [`launch`], so launches are
+//! checked in one place (empty work is skipped, cube counts are within the device's limits)
+//! and counted (a later pipeline capture hooks in here too).
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cubecl::prelude::*;
+use cubecl::{CubeCount, CubeDim, Runtime};
+
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Units per cube of the elementwise launches.
+pub const ELEMWISE_CUBE: u32 = 256;
+
+/// How a kernel's work is laid out over the device.
+#[derive(Clone, Debug)]
+pub enum Geometry {
+    /// One unit per item, `ELEMWISE_CUBE` units per cube.
+    Units(usize),
+    /// `count` cubes of `dim` units each, numbered linearly by `CUBE_POS`.
+    Cubes {
+        /// Number of cubes.
+        count: usize,
+        /// Units per cube.
+        dim: CubeDim,
+    },
+}
+
+/// Launches a kernel: `kernel` receives the cube count and cube dimension to launch with.
+/// Nothing is launched for empty work. `op` names the operation in error messages.
+///
+/// # Panics
+/// When the work needs more cubes than the device can run in one launch.
+pub fn launch<R: Runtime>(
+    client: &ComputeClient<R>,
+    op: &str,
+    geometry: Geometry,
+    kernel: impl FnOnce(CubeCount, CubeDim),
+) {
+    let (cubes, dim) = match geometry {
+        Geometry::Units(0) | Geometry::Cubes { count: 0, .. } => return,
+        Geometry::Units(n) => (n.div_ceil(ELEMWISE_CUBE as usize), CubeDim::new_1d(ELEMWISE_CUBE)),
+        Geometry::Cubes { count, dim } => (count, dim),
+    };
+    let max = client.properties().hardware.max_cube_count;
+    let capacity = max.0 as u64 * max.1 as u64 * max.2 as u64;
+    assert!(
+        (cubes as u64) <= capacity,
+        "ex_cubecl: {op}: the work needs {cubes} cubes, more than the device's {capacity}"
+    );
+    let count = spread(cubes as u32, max);
+    LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    kernel(count, dim);
+}
+
+/// Spreads `cubes` over x, then y, then z; the kernels number cubes linearly and skip those
+/// past the end.
+fn spread(cubes: u32, max: (u32, u32, u32)) -> CubeCount {
+    if cubes <= max.0 {
+        return CubeCount::Static(cubes, 1, 1);
+    }
+    let y = cubes.div_ceil(max.0);
+    if y <= max.1 {
+        let x = cubes.div_ceil(y);
+        return CubeCount::Static(x, y, 1);
+    }
+    let z = y.div_ceil(max.1);
+    let x = max.0;
+    let y = cubes.div_ceil(x * z);
+    CubeCount::Static(x, y, z)
+}
+
+/// Number of kernels launched by this process so far (all devices).
+pub fn launch_count() -> u64 {
+    LAUNCHES.load(Ordering::Relaxed)
+}

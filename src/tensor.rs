@@ -1,0 +1,143 @@
+//! The one tensor primitive, shared by float, int and bool tensors: a device buffer, the
+//! layout of the tensor over it, and the dtype.
+use burn_backend::quantization::QuantScheme;
+use burn_backend::{DType, QTensorPrimitive, Shape, TensorMetadata};
+use cubecl::Runtime;
+use cubecl::prelude::{ComputeClient, TensorArg};
+use cubecl::server::Handle;
+use cubecl::zspace::{Strides, Shape as ZShape};
+
+use crate::runtime::{Layout, elem_size, storage_type};
+
+/// A tensor on an ExCubecl device: a buffer handle (shared by views), a layout and a dtype.
+#[derive(Clone)]
+pub struct CubeTensor<R: Runtime> {
+    /// The compute client of the tensor's device.
+    pub client: ComputeClient<R>,
+    /// The tensor's device.
+    pub device: R::Device,
+    /// The buffer; views of one tensor share it.
+    pub handle: Handle,
+    /// Shape, strides and offset over the buffer.
+    pub layout: Layout,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl<R: Runtime> core::fmt::Debug for CubeTensor<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("CubeTensor")
+            .field("shape", &self.layout.shape.to_vec())
+            .field("strides", &self.layout.strides)
+            .field("offset", &self.layout.offset)
+            .field("dtype", &self.dtype)
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl<R: Runtime> TensorMetadata for CubeTensor<R> {
+    fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    fn shape(&self) -> Shape {
+        self.layout.shape.clone()
+    }
+
+    fn rank(&self) -> usize {
+        self.layout.rank()
+    }
+}
+
+impl<R: Runtime> CubeTensor<R> {
+    /// A new uninitialised contiguous tensor.
+    pub fn empty(client: &ComputeClient<R>, device: &R::Device, shape: Shape, dtype: DType) -> Self {
+        let bytes = shape.num_elements() * elem_size(dtype);
+        // Zero-sized buffers are not allowed by every runtime; empty tensors get one word.
+        let handle = client.empty(bytes.max(4));
+        Self {
+            client: client.clone(),
+            device: device.clone(),
+            handle,
+            layout: Layout::contiguous(shape),
+            dtype,
+        }
+    }
+
+    /// The same buffer seen through another layout.
+    pub fn with_layout(&self, layout: Layout) -> Self {
+        Self {
+            layout,
+            ..self.clone()
+        }
+    }
+
+    /// Shape as a slice.
+    pub fn dims(&self) -> &[usize] {
+        self.layout.shape.as_slice()
+    }
+
+    /// Number of elements.
+    pub fn num_elements(&self) -> usize {
+        self.layout.num_elements()
+    }
+
+    /// The kernel argument for this tensor's own layout.
+    pub fn as_arg(&self) -> TensorArg<R> {
+        self.view_arg(&self.layout)
+    }
+
+    /// The kernel argument for `layout` over this tensor's buffer. The layout's offset is
+    /// passed to kernels separately.
+    pub fn view_arg(&self, layout: &Layout) -> TensorArg<R> {
+        debug_assert!(
+            layout.span() * elem_size(self.dtype) <= self.handle.size_in_used() as usize
+                || layout.num_elements() == 0
+        );
+        // SAFETY: the layout stays inside the buffer (checked when views are made), and the
+        // kernels guard every access with the iteration size.
+        unsafe {
+            TensorArg::from_raw_parts(
+                self.handle.clone(),
+                Strides::new(&layout.strides),
+                ZShape::from(layout.shape.to_vec()),
+            )
+        }
+    }
+
+    /// Whether this tensor is the only user of its buffer, so that a kernel may write into it.
+    pub fn can_mut(&self) -> bool {
+        self.handle.can_mut()
+    }
+
+    /// The cubecl storage type of the elements.
+    pub fn storage(&self) -> cubecl::ir::StorageType {
+        storage_type(self.dtype)
+    }
+}
+
+/// A quantized tensor: its quantized values and the scheme they were quantized with.
+#[derive(Clone, Debug)]
+pub struct QuantizedTensor<R: Runtime> {
+    /// The quantized values.
+    pub values: CubeTensor<R>,
+    /// The quantization scheme.
+    pub scheme: QuantScheme,
+}
+
+impl<R: Runtime> TensorMetadata for QuantizedTensor<R> {
+    fn dtype(&self) -> DType {
+        DType::QFloat(self.scheme)
+    }
+
+    fn shape(&self) -> Shape {
+        self.values.shape()
+    }
+}
+
+impl<R: Runtime> QTensorPrimitive for QuantizedTensor<R> {
+    fn scheme(&self) -> &QuantScheme {
+        &self.scheme
+    }
+}
