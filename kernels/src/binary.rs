@@ -111,13 +111,15 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
         BinaryFloatOp::Mul => a * b,
         BinaryFloatOp::Div => a / b,
         BinaryFloatOp::Rem => {
-            let r = a - b * F::trunc(a / b);
-            select(r != F::new(0.0) && (r < F::new(0.0)) != (b < F::new(0.0)), r + b, r)
+            // In f32 at least, so half precision rounds the exact result once.
+            let (x, y) = (f32::cast_from(a), f32::cast_from(b));
+            let r = x - y * f32::trunc(x / y);
+            F::cast_from(select(!(r == 0.0) && (r < 0.0) != (y < 0.0), r + y, r))
         }
         BinaryFloatOp::Powf => F::powf(a, b),
-        BinaryFloatOp::Atan2 => F::atan2(a, b),
-        BinaryFloatOp::Min => select(a < b || a != a, a, b),
-        BinaryFloatOp::Max => select(a > b || a != a, a, b),
+        BinaryFloatOp::Atan2 => crate::unary::nan_unless::<F>(a == a && b == b, F::atan2(a, b)),
+        BinaryFloatOp::Min => select(a < b || !(a == a), a, b),
+        BinaryFloatOp::Max => select(a > b || !(a == a), a, b),
     }
 }
 
@@ -135,7 +137,7 @@ fn apply_binary_int<I: Int>(a: I, b: I, #[comptime] op: BinaryIntOp) -> I {
         BinaryIntOp::Rem => {
             let safe = select(b == zero, I::new(1), b);
             let r = a % safe;
-            let r = select(r != zero && (r < zero) != (safe < zero), r + safe, r);
+            let r = select(!(r == zero) && (r < zero) != (safe < zero), r + safe, r);
             select(b == zero, zero, r)
         }
         BinaryIntOp::Min => select(a < b, a, b),

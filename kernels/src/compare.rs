@@ -48,7 +48,7 @@ pub fn compare<T: Numeric, B: Numeric>(
     };
     let result = match op {
         CompareOp::Equal => a == b,
-        CompareOp::NotEqual => a != b,
+        CompareOp::NotEqual => !(a == b),
         CompareOp::Greater => a > b,
         CompareOp::GreaterEqual => a >= b,
         CompareOp::Lower => a < b,
@@ -72,7 +72,7 @@ pub fn float_predicate<F: Float, B: Numeric>(
     }
     let x = read_view::<F>(input, offset, ABSOLUTE_POS, linear);
     let result = match op {
-        PredicateOp::IsNan => x != x,
+        PredicateOp::IsNan => !(x == x),
         PredicateOp::IsInf => F::abs(x) == F::new(f32::INFINITY),
     };
     output[ABSOLUTE_POS] = B::cast_from(result);

@@ -33,7 +33,7 @@ pub fn copy_view<I: Numeric, O: Numeric>(
     let x = input[in_offset + strided_offset_flipped::<I>(input, ABSOLUTE_POS, flip_mask)];
     let y = match convert {
         CopyConvert::Cast => O::cast_from(x),
-        CopyConvert::ToBool => O::cast_from(x != I::cast_from(0u32)),
+        CopyConvert::ToBool => O::cast_from(!(x == I::cast_from(0u32))),
     };
     if out_linear {
         output[out_offset + ABSOLUTE_POS] = y;

@@ -31,7 +31,7 @@ pub fn cumulative<T: Numeric>(
     let mut rem = ABSOLUTE_POS;
     for i in 0..rank {
         let d = rank - 1 - i;
-        if d != dim {
+        if !(d == dim) {
             let size = input.shape(d);
             let coord = rem % size;
             in_start += coord * input.stride(d);
@@ -50,8 +50,8 @@ pub fn cumulative<T: Numeric>(
             ScanOp::Sum => acc + x,
             ScanOp::Prod => acc * x,
             // NaN propagates once seen.
-            ScanOp::Min => select(x < acc || x != x, x, acc),
-            ScanOp::Max => select(x > acc || x != x, x, acc),
+            ScanOp::Min => select(x < acc || !(x == x), x, acc),
+            ScanOp::Max => select(x > acc || !(x == x), x, acc),
         };
         output[out_start + k * out_stride] = acc;
     }

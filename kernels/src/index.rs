@@ -44,7 +44,7 @@ pub fn gather<T: Numeric, I: Int>(
         let size = output.shape(d);
         let coord = rem % size;
         rem /= size;
-        if d != dim {
+        if !(d == dim) {
             offset += coord * tensor.stride(d);
         }
     }
@@ -101,7 +101,7 @@ pub fn index_select<T: Numeric, I: Int>(
 fn combine<T: Numeric>(dst: T, value: T, #[comptime] op: ScatterOp) -> T {
     match op {
         ScatterOp::Add => dst + value,
-        ScatterOp::Or => select(dst != T::from_int(0) || value != T::from_int(0), T::from_int(1), T::from_int(0)),
+        ScatterOp::Or => select(!(dst == T::from_int(0)) || !(value == T::from_int(0)), T::from_int(1), T::from_int(0)),
     }
 }
 
@@ -131,7 +131,7 @@ pub fn scatter<T: Numeric, I: Int>(
     let mut rem = ABSOLUTE_POS;
     for i in 0..rank {
         let d = rank - 1 - i;
-        if d != dim {
+        if !(d == dim) {
             let size = indices.shape(d);
             let coord = rem % size;
             rem /= size;
@@ -173,7 +173,7 @@ pub fn select_scatter<T: Numeric, I: Int>(
     let mut rem = ABSOLUTE_POS;
     for i in 0..rank {
         let d = rank - 1 - i;
-        if d != dim {
+        if !(d == dim) {
             let size = output.shape(d);
             let coord = rem % size;
             rem /= size;

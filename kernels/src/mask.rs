@@ -22,7 +22,7 @@ pub fn mask_where<T: Numeric, B: Numeric>(
         terminate!();
     }
     let m = mask[mask_offset + strided_offset::<B>(mask, ABSOLUTE_POS)];
-    let out = if m != B::cast_from(0u32) {
+    let out = if !(m == B::cast_from(0u32)) {
         if value_scalar {
             scalar.get::<T>()
         } else {

@@ -38,16 +38,23 @@ pub struct Acc<T: Numeric> {
 
 #[cube]
 fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
-    let value = match op {
-        ReduceOp::Sum | ReduceOp::Mean | ReduceOp::MaxAbs | ReduceOp::Any => T::from_int(0),
-        ReduceOp::Prod | ReduceOp::All => T::from_int(1),
-        ReduceOp::Max | ReduceOp::ArgMax => T::min_value(),
-        ReduceOp::Min | ReduceOp::ArgMin => T::max_value(),
-    };
-    Acc::<T> {
-        value,
-        index: 0u32,
+    // Mutable locals: the accumulator's fields are updated in place afterwards.
+    let mut value = T::from_int(0);
+    let mut index = 0u32;
+    match op {
+        ReduceOp::Prod | ReduceOp::All => {
+            value = T::from_int(1);
+        }
+        ReduceOp::Max | ReduceOp::ArgMax => {
+            value = T::min_value();
+        }
+        ReduceOp::Min | ReduceOp::ArgMin => {
+            value = T::max_value();
+        }
+        _ => {}
     }
+    index += 0u32;
+    Acc::<T> { value, index }
 }
 
 /// Folds element `x` (at index `k` of the reduced dimension) into the accumulator; `first`
@@ -63,35 +70,35 @@ fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime]
             acc.value *= x;
         }
         ReduceOp::Max => {
-            if first || x > acc.value || x != x {
+            if first || x > acc.value || !(x == x) {
                 acc.value = x;
             }
         }
         ReduceOp::Min => {
-            if first || x < acc.value || x != x {
+            if first || x < acc.value || !(x == x) {
                 acc.value = x;
             }
         }
         ReduceOp::MaxAbs => {
             let a = select(x < T::from_int(0), T::from_int(0) - x, x);
-            if first || a > acc.value || a != a {
+            if first || a > acc.value || !(a == a) {
                 acc.value = a;
             }
         }
         ReduceOp::ArgMax => {
-            if first || (acc.value == acc.value && (x > acc.value || x != x)) {
+            if first || (acc.value == acc.value && (x > acc.value || !(x == x))) {
                 acc.value = x;
                 acc.index = k;
             }
         }
         ReduceOp::ArgMin => {
-            if first || (acc.value == acc.value && (x < acc.value || x != x)) {
+            if first || (acc.value == acc.value && (x < acc.value || !(x == x))) {
                 acc.value = x;
                 acc.index = k;
             }
         }
         ReduceOp::Any => {
-            if x != T::from_int(0) {
+            if !(x == T::from_int(0)) {
                 acc.value = T::from_int(1);
             }
         }
@@ -115,18 +122,18 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
                 acc.value *= other.value;
             }
             ReduceOp::Max | ReduceOp::MaxAbs => {
-                if other.value > acc.value || other.value != other.value {
+                if other.value > acc.value || !(other.value == other.value) {
                     acc.value = other.value;
                 }
             }
             ReduceOp::Min => {
-                if other.value < acc.value || other.value != other.value {
+                if other.value < acc.value || !(other.value == other.value) {
                     acc.value = other.value;
                 }
             }
             ReduceOp::ArgMax => {
                 let better = (other.value > acc.value && acc.value == acc.value)
-                    || (other.value != other.value && acc.value == acc.value);
+                    || (!(other.value == other.value) && acc.value == acc.value);
                 let tie_earlier = other.value == acc.value && other.index < acc.index;
                 if better || tie_earlier {
                     acc.value = other.value;
@@ -135,7 +142,7 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
             }
             ReduceOp::ArgMin => {
                 let better = (other.value < acc.value && acc.value == acc.value)
-                    || (other.value != other.value && acc.value == acc.value);
+                    || (!(other.value == other.value) && acc.value == acc.value);
                 let tie_earlier = other.value == acc.value && other.index < acc.index;
                 if better || tie_earlier {
                     acc.value = other.value;
@@ -143,7 +150,7 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
                 }
             }
             ReduceOp::Any => {
-                acc.value = select(other.value != T::from_int(0), T::from_int(1), acc.value);
+                acc.value = select(!(other.value == T::from_int(0)), T::from_int(1), acc.value);
             }
             ReduceOp::All => {
                 acc.value = select(other.value == T::from_int(0), T::from_int(0), acc.value);
@@ -169,7 +176,7 @@ fn line_start<T: Numeric>(input: &Tensor<T>, pos: usize, dim: usize) -> usize {
     let mut rem = pos;
     for i in 0..rank {
         let d = rank - 1 - i;
-        if d != dim {
+        if !(d == dim) {
             let size = input.shape(d);
             offset += (rem % size) * input.stride(d);
             rem /= size;
@@ -240,7 +247,8 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric>(
     valid[unit] = select(first, 0u32, 1u32);
     sync_cube();
 
-    let mut half = cube_size / 2;
+    // A runtime value (cube_size is comptime and constants cannot be updated).
+    let mut half = CUBE_DIM as usize / 2;
     while half > 0 {
         if unit < half {
             let mut mine = Acc::<T> {

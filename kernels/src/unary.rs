@@ -124,11 +124,23 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
         UnaryFloatOp::Cosh => F::cosh(x),
         UnaryFloatOp::Sinh => F::sinh(x),
         UnaryFloatOp::Tanh => F::tanh(x),
-        UnaryFloatOp::Acos => F::acos(x),
-        UnaryFloatOp::Acosh => F::acosh(x),
-        UnaryFloatOp::Asin => F::asin(x),
-        UnaryFloatOp::Asinh => F::asinh(x),
-        UnaryFloatOp::Atan => F::atan(x),
+        UnaryFloatOp::Acos => nan_unless::<F>(F::abs(x) <= one, F::atan2(F::sqrt(one - x * x), x)),
+        UnaryFloatOp::Acosh => {
+            // ln(x + sqrt(x^2 - 1)) written so that x^2 can't overflow.
+            F::ln(x) + F::ln(one + F::sqrt((one - one / x) * (one + one / x)))
+        }
+        UnaryFloatOp::Asin => nan_unless::<F>(F::abs(x) <= one, F::atan2(x, F::sqrt(one - x * x))),
+        UnaryFloatOp::Asinh => {
+            // sign(x) * ln(|x| + sqrt(x^2 + 1)), overflow-free for large |x|.
+            let a = F::abs(x);
+            let big = a > F::new(1e4);
+            let safe = select(big, one, a);
+            let small = F::log1p(safe + safe * safe / (one + F::sqrt(safe * safe + one)));
+            let large = F::ln(a) + F::new(core::f32::consts::LN_2);
+            let r = select(big, large, small);
+            select(x < zero, zero - r, r)
+        }
+        UnaryFloatOp::Atan => nan_unless::<F>(x == x, F::atan(x)),
         UnaryFloatOp::Atanh => F::atanh(x),
         UnaryFloatOp::Round => round_half_even::<F>(x),
         UnaryFloatOp::Floor => F::floor(x),
@@ -151,7 +163,7 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
         UnaryFloatOp::Clamp => clamp_nan_aware::<F>(x, a, b),
         UnaryFloatOp::ClampMin => select(x < a, a, x),
         UnaryFloatOp::ClampMax => select(x > a, a, x),
-        UnaryFloatOp::Relu => select(x > zero, x, zero),
+        UnaryFloatOp::Relu => select(x < zero, zero, x),
         UnaryFloatOp::LeakyRelu => select(x >= zero, x, a * x),
         UnaryFloatOp::Sigmoid => one / (one + F::exp(zero - x)),
         UnaryFloatOp::HardSigmoid => clamp_nan_aware::<F>(a * x + b, zero, one),
@@ -198,13 +210,19 @@ pub fn round_half_even<F: Float>(x: F) -> F {
     let half = F::new(0.5);
     let two = F::new(2.0);
     let up = floor + F::new(1.0);
-    let floor_is_odd = floor - two * F::floor(floor / two) != F::new(0.0);
+    let floor_is_odd = !(floor - two * F::floor(floor / two) == F::new(0.0));
     let mut out = select(diff > half, up, floor);
     if diff == half {
         out = select(floor_is_odd, up, floor);
     }
     // NaN and infinities pass through.
-    select(x != x || F::abs(x) == F::new(f32::INFINITY), x, out)
+    select(!(x == x) || F::abs(x) == F::new(f32::INFINITY), x, out)
+}
+
+/// `value` where `ok`, NaN elsewhere: some drivers' `atan` turns NaN into 0.
+#[cube]
+pub fn nan_unless<F: Float>(ok: bool, value: F) -> F {
+    select(ok, value, F::new(f32::NAN))
 }
 
 /// `clamp` that propagates NaN inputs, like `f32::clamp`.

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Every test: unit tests of the runtime and the conformance suite against burn-ndarray, on
+# wgpu (lavapipe on machines without a GPU). Each suite prints how many op x dtype x case
+# combinations it checked.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup.sh
+cargo test --workspace --locked -- --nocapture --test-threads 2 2>&1 | grep -v "XDG_RUNTIME_DIR"
