@@ -58,8 +58,8 @@ fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
 }
 
 /// Folds element `x` (at index `k` of the reduced dimension) into the accumulator; `first`
-/// says the accumulator holds nothing yet. For max/min a NaN wins and stays, as in
-/// burn-ndarray, and arg reductions keep the first index on ties.
+/// says the accumulator holds nothing yet. Max/min skip NaN unless every element is NaN, as
+/// burn-ndarray does, and arg reductions keep the first index on ties.
 #[cube]
 fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime] op: ReduceOp) {
     match op {
@@ -70,29 +70,29 @@ fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime]
             acc.value *= x;
         }
         ReduceOp::Max => {
-            if first || x > acc.value || !(x == x) {
+            if first || x > acc.value || !(acc.value == acc.value) {
                 acc.value = x;
             }
         }
         ReduceOp::Min => {
-            if first || x < acc.value || !(x == x) {
+            if first || x < acc.value || !(acc.value == acc.value) {
                 acc.value = x;
             }
         }
         ReduceOp::MaxAbs => {
             let a = select(x < T::from_int(0), T::from_int(0) - x, x);
-            if first || a > acc.value || !(a == a) {
+            if first || a > acc.value || !(acc.value == acc.value) {
                 acc.value = a;
             }
         }
         ReduceOp::ArgMax => {
-            if first || (acc.value == acc.value && (x > acc.value || !(x == x))) {
+            if first || x > acc.value || (!(acc.value == acc.value) && x == x) {
                 acc.value = x;
                 acc.index = k;
             }
         }
         ReduceOp::ArgMin => {
-            if first || (acc.value == acc.value && (x < acc.value || !(x == x))) {
+            if first || x < acc.value || (!(acc.value == acc.value) && x == x) {
                 acc.value = x;
                 acc.index = k;
             }
@@ -122,18 +122,18 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
                 acc.value *= other.value;
             }
             ReduceOp::Max | ReduceOp::MaxAbs => {
-                if other.value > acc.value || !(other.value == other.value) {
+                if other.value > acc.value || !(acc.value == acc.value) {
                     acc.value = other.value;
                 }
             }
             ReduceOp::Min => {
-                if other.value < acc.value || !(other.value == other.value) {
+                if other.value < acc.value || !(acc.value == acc.value) {
                     acc.value = other.value;
                 }
             }
             ReduceOp::ArgMax => {
-                let better = (other.value > acc.value && acc.value == acc.value)
-                    || (!(other.value == other.value) && acc.value == acc.value);
+                let better = other.value > acc.value
+                    || (!(acc.value == acc.value) && other.value == other.value);
                 let tie_earlier = other.value == acc.value && other.index < acc.index;
                 if better || tie_earlier {
                     acc.value = other.value;
@@ -141,8 +141,8 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
                 }
             }
             ReduceOp::ArgMin => {
-                let better = (other.value < acc.value && acc.value == acc.value)
-                    || (!(other.value == other.value) && acc.value == acc.value);
+                let better = other.value < acc.value
+                    || (!(acc.value == acc.value) && other.value == other.value);
                 let tie_earlier = other.value == acc.value && other.index < acc.index;
                 if better || tie_earlier {
                     acc.value = other.value;

@@ -1,9 +1,10 @@
 //! Cumulative scans.
+use burn_backend::DType;
 use cubecl::Runtime;
 use ex_cubecl_kernels::cumulative::{ScanOp, cumulative as scan_kernel};
 
 use super::check_dim;
-use crate::runtime::{Geometry, launch};
+use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// The running `op` along `dim`.
@@ -13,12 +14,16 @@ pub fn cumulative<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ScanOp) -> 
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let len = tensor.dims()[dim];
     let lines = if len == 0 { 0 } else { out.num_elements() / len };
+    let acc = match tensor.dtype {
+        DType::F16 | DType::BF16 => storage_type(DType::F32),
+        _ => tensor.storage(),
+    };
     launch(&tensor.client, &name, Geometry::Units(lines), |count, cube_dim| {
         // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
         unsafe {
             scan_kernel::launch_unchecked::<R>(
                 &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
-                tensor.layout.offset, dim, lines, op, tensor.storage(),
+                tensor.layout.offset, dim, lines, op, [tensor.storage(), acc],
             )
         }
     });
