@@ -38,6 +38,9 @@ impl Layout {
     /// Whether the elements are densely packed in row-major order from `offset` (size-1
     /// dimensions may have any stride).
     pub fn is_contiguous(&self) -> bool {
+        if self.num_elements() == 0 {
+            return true;
+        }
         let mut expected = 1;
         for (&size, &stride) in self.shape.iter().zip(&self.strides).rev() {
             if size != 1 && stride != expected {
