@@ -1,0 +1,181 @@
+//! Layout ops (reshape, permute, slices with steps, flip, expand, unfold, cat, repeat,
+//! slice_assign), indexing (gather, scatter_add, select, select_add, bool scatter/select) and
+//! masks, on float, int and bool tensors.
+use burn_backend::ops::*;
+use burn_backend::{DType, Scalar, Shape, Slice, TensorData};
+use ex_cubecl_conformance::*;
+
+fn slices_for(rng: &mut Rng, shape: &[usize]) -> Vec<Slice> {
+    shape
+        .iter()
+        .map(|&n| {
+            let start = rng.int(0, n as i64 + 1) as isize;
+            let end = rng.int(start as i64, n as i64 + 1) as isize;
+            let step = [1, 2, 3, -1, -2][rng.int(0, 5) as usize];
+            Slice::new(start, Some(end), step)
+        })
+        .collect()
+}
+
+#[test]
+fn views_and_copies_match_ndarray() {
+    let mut suite = Suite::new("layout");
+    let seed = 71;
+    let mut rng = Rng::new(seed);
+    for shape in shapes(&mut rng) {
+        let rank = shape.len();
+        let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);
+        let n: usize = shape.iter().product();
+        let ai = int_data(&mut rng, &shape, DType::I32, -9, 9);
+        let ab = bool_data(&mut rng, &shape);
+        let mut axes: Vec<usize> = (0..rank).collect();
+        axes.reverse();
+        let flat = Shape::from(vec![n]);
+        let mut cases = vec![
+            ("reshape flat", on_both!(|B| rf::<B>(B::float_reshape(f::<B>(&a), flat.clone())))),
+            ("reshape of permuted", on_both!(|B| rf::<B>(B::float_reshape(B::float_permute(f::<B>(&a), &axes), flat.clone())))),
+            ("permute", on_both!(|B| rf::<B>(B::float_permute(f::<B>(&a), &axes)))),
+            ("flip all", on_both!(|B| rf::<B>(B::float_flip(f::<B>(&a), &axes)))),
+            ("flip first", on_both!(|B| rf::<B>(B::float_flip(f::<B>(&a), &[0])))),
+            ("int flip", on_both!(|B| ri::<B>(B::int_flip(i::<B>(&ai), &axes)))),
+            ("bool flip", on_both!(|B| rb::<B>(B::bool_flip(b::<B>(&ab), &[0])))),
+            ("int permute", on_both!(|B| ri::<B>(B::int_permute(i::<B>(&ai), &axes)))),
+            ("bool reshape", on_both!(|B| rb::<B>(B::bool_reshape(B::bool_permute(b::<B>(&ab), &axes), flat.clone())))),
+            ("cat dim 0", on_both!(|B| rf::<B>(B::float_cat(vec![f::<B>(&a), float_view::<B>(f::<B>(&a), View::Reversed)], 0)))),
+            ("int cat last", on_both!(|B| ri::<B>(B::int_cat(vec![i::<B>(&ai), i::<B>(&ai), i::<B>(&ai)], rank - 1)))),
+            ("bool cat", on_both!(|B| rb::<B>(B::bool_cat(vec![b::<B>(&ab), b::<B>(&ab)], 0)))),
+            ("repeat_dim", on_both!(|B| rf::<B>(B::float_repeat_dim(f::<B>(&a), rank - 1, 3)))),
+        ];
+        if rank >= 2 {
+            cases.push(("swap_dims", on_both!(|B| rf::<B>(B::float_swap_dims(f::<B>(&a), 0, rank - 1)))));
+            cases.push(("bool swap_dims", on_both!(|B| rb::<B>(B::bool_swap_dims(b::<B>(&ab), 0, 1)))));
+        }
+        // Expand a size-1 leading view to a bigger batch.
+        let mut big = vec![3];
+        big.extend_from_slice(&shape);
+        let big = Shape::from(big);
+        let mut one = vec![1];
+        one.extend_from_slice(&shape);
+        let one = Shape::from(one);
+        // burn-ndarray stops at rank 6.
+        if rank < 6 {
+        cases.push(("expand", on_both!(|B| rf::<B>(B::float_expand(B::float_reshape(f::<B>(&a), one.clone()), big.clone())))));
+        cases.push(("int expand", on_both!(|B| ri::<B>(B::int_expand(B::int_reshape(i::<B>(&ai), one.clone()), big.clone())))));
+        cases.push(("bool expand", on_both!(|B| rb::<B>(B::bool_expand(B::bool_reshape(b::<B>(&ab), one.clone()), big.clone())))));
+        }
+        if shape[rank - 1] >= 2 && rank < 6 {
+            cases.push(("unfold", on_both!(|B| rf::<B>(B::float_unfold(f::<B>(&a), rank - 1, 2, 1)))));
+            cases.push(("int unfold step 2", on_both!(|B| ri::<B>(B::int_unfold(i::<B>(&ai), rank - 1, 2, 2)))));
+            cases.push(("bool unfold", on_both!(|B| rb::<B>(B::bool_unfold(b::<B>(&ab), rank - 1, 1, 1)))));
+        }
+        for (name, result) in cases {
+            suite.check(format!("{name} shape={shape:?} seed={seed}"), Tol::EXACT, result);
+        }
+        for _ in 0..4 {
+            let slices = slices_for(&mut rng, &shape);
+            let region: Vec<usize> = slices.iter().zip(&shape).map(|(s, &d)| s.output_size(d)).collect();
+            let v = float_data(&mut rng, &region, DType::F32, -1.0, 1.0);
+            let vi = int_data(&mut rng, &region, DType::I32, -5, 5);
+            let vb = bool_data(&mut rng, &region);
+            let cases = vec![
+                ("slice", on_both!(|B| rf::<B>(B::float_slice(f::<B>(&a), &slices)))),
+                ("slice of transposed", on_both!(|B| rf::<B>(B::float_slice(float_view::<B>(f::<B>(&a), View::Stepped), &slices[..slices.len().min(rank - 1)])))),
+                ("int slice", on_both!(|B| ri::<B>(B::int_slice(i::<B>(&ai), &slices)))),
+                ("bool slice", on_both!(|B| rb::<B>(B::bool_slice(b::<B>(&ab), &slices)))),
+                ("slice_assign", on_both!(|B| rf::<B>(B::float_slice_assign(f::<B>(&a), &slices, f::<B>(&v))))),
+                ("int slice_assign", on_both!(|B| ri::<B>(B::int_slice_assign(i::<B>(&ai), &slices, i::<B>(&vi))))),
+                ("bool slice_assign", on_both!(|B| rb::<B>(B::bool_slice_assign(b::<B>(&ab), &slices, b::<B>(&vb))))),
+            ];
+            for (name, result) in cases {
+                suite.check(format!("{name} {slices:?} shape={shape:?} seed={seed}"), Tol::EXACT, result);
+            }
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn indexing_and_masks_match_ndarray() {
+    let mut suite = Suite::new("index");
+    let seed = 44;
+    let mut rng = Rng::new(seed);
+    let mut all_shapes = shapes(&mut rng);
+    all_shapes.retain(|s| s.iter().product::<usize>() > 0);
+    for shape in all_shapes {
+        let rank = shape.len();
+        let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);
+        let ai = int_data(&mut rng, &shape, DType::I32, -9, 9);
+        let ab = bool_data(&mut rng, &shape);
+        for dim in 0..rank {
+            let n = shape[dim];
+            // gather / scatter: indices with the tensor's shape but `dim` resized.
+            let mut ishape = shape.clone();
+            ishape[dim] = rng.int(1, 5) as usize;
+            let idx = int_data(&mut rng, &ishape, DType::I64, 0, n as i64);
+            let vals = float_data(&mut rng, &ishape, DType::F32, -1.0, 1.0);
+            let vals_i = int_data(&mut rng, &ishape, DType::I32, -3, 3);
+            let vals_b = bool_data(&mut rng, &ishape);
+            // select: 1-D indices (with repeats) and values shaped like the selection.
+            let k = rng.int(1, 6) as usize;
+            let sel = int_data(&mut rng, &[k], DType::I64, 0, n as i64);
+            let mut sshape = shape.clone();
+            sshape[dim] = k;
+            let svals = float_data(&mut rng, &sshape, DType::F32, -1.0, 1.0);
+            let svals_i = int_data(&mut rng, &sshape, DType::I32, -3, 3);
+            let svals_b = bool_data(&mut rng, &sshape);
+            let cases = vec![
+                ("gather", on_both!(|B| rf::<B>(B::float_gather(dim, f::<B>(&a), i::<B>(&idx))))),
+                ("gather transposed", on_both!(|B| rf::<B>(B::float_gather(dim, B::float_add_scalar(f::<B>(&a), Scalar::Float(0.0)), i::<B>(&idx))))),
+                ("scatter_add", on_both!(|B| rf::<B>(B::float_scatter_add(dim, f::<B>(&a), i::<B>(&idx), f::<B>(&vals))))),
+                ("select", on_both!(|B| rf::<B>(B::float_select(f::<B>(&a), dim, i::<B>(&sel))))),
+                ("select_add", on_both!(|B| rf::<B>(B::float_select_add(f::<B>(&a), dim, i::<B>(&sel), f::<B>(&svals))))),
+                ("int gather", on_both!(|B| ri::<B>(B::int_gather(dim, i::<B>(&ai), i::<B>(&idx))))),
+                ("int scatter_add", on_both!(|B| ri::<B>(B::int_scatter_add(dim, i::<B>(&ai), i::<B>(&idx), i::<B>(&vals_i))))),
+                ("int select", on_both!(|B| ri::<B>(B::int_select(i::<B>(&ai), dim, i::<B>(&sel))))),
+                ("int select_add", on_both!(|B| ri::<B>(B::int_select_add(i::<B>(&ai), dim, i::<B>(&sel), i::<B>(&svals_i))))),
+                ("bool gather", on_both!(|B| rb::<B>(B::bool_gather(dim, b::<B>(&ab), i::<B>(&idx))))),
+                ("bool scatter_or", on_both!(|B| rb::<B>(B::bool_scatter_or(dim, b::<B>(&ab), i::<B>(&idx), b::<B>(&vals_b))))),
+                ("bool select", on_both!(|B| rb::<B>(B::bool_select(b::<B>(&ab), dim, i::<B>(&sel))))),
+                ("bool select_or", on_both!(|B| rb::<B>(B::bool_select_or(b::<B>(&ab), dim, i::<B>(&sel), b::<B>(&svals_b))))),
+            ];
+            for (name, result) in cases {
+                suite.check(format!("{name}(dim={dim}) shape={shape:?} seed={seed}"), Tol::of(1e-6), result);
+            }
+        }
+        // Masks broadcast from a leading size-1 dimension.
+        let mut mshape = shape.clone();
+        mshape[0] = 1;
+        let mask = bool_data(&mut rng, &mshape);
+        let v = float_data(&mut rng, &shape, DType::F32, -1.0, 1.0);
+        let vi = int_data(&mut rng, &shape, DType::I32, -5, 5);
+        let vb = bool_data(&mut rng, &shape);
+        let cases = vec![
+            ("mask_where", on_both!(|B| rf::<B>(B::float_mask_where(f::<B>(&a), B::bool_expand(b::<B>(&mask), shape.clone().into()), f::<B>(&v))))),
+            ("mask_fill", on_both!(|B| rf::<B>(B::float_mask_fill(f::<B>(&a), B::bool_expand(b::<B>(&mask), shape.clone().into()), Scalar::Float(-7.5))))),
+            ("int mask_where", on_both!(|B| ri::<B>(B::int_mask_where(i::<B>(&ai), B::bool_expand(b::<B>(&mask), shape.clone().into()), i::<B>(&vi))))),
+            ("int mask_fill", on_both!(|B| ri::<B>(B::int_mask_fill(i::<B>(&ai), B::bool_expand(b::<B>(&mask), shape.clone().into()), Scalar::Int(42))))),
+            ("bool mask_where", on_both!(|B| rb::<B>(B::bool_mask_where(b::<B>(&ab), B::bool_expand(b::<B>(&mask), shape.clone().into()), b::<B>(&vb))))),
+            ("bool mask_fill", on_both!(|B| rb::<B>(B::bool_mask_fill(b::<B>(&ab), B::bool_expand(b::<B>(&mask), shape.clone().into()), Scalar::Bool(true))))),
+        ];
+        for (name, result) in cases {
+            suite.check(format!("{name} shape={shape:?} seed={seed}"), Tol::EXACT, result);
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn out_of_range_indices_stay_inside_buffers() {
+    let mut suite = Suite::new("index bounds");
+    let a = TensorData::new((0..12).map(|x| x as f32).collect::<Vec<_>>(), [3, 4]);
+    let bad = TensorData::new(vec![0i64, 7, -1, 3, 100, 2, 1, -5, 0, 0, 0, 3], [3, 4]);
+    // Out-of-range gathers read 0; out-of-range scatters write nothing.
+    let ours = catch(|| rf::<Ex>(Ex::float_gather(1, f::<Ex>(&a), i::<Ex>(&bad))));
+    let expected = TensorData::new(vec![0.0f32, 0.0, 0.0, 3.0, 0.0, 6.0, 5.0, 0.0, 8.0, 8.0, 8.0, 11.0], [3, 4]);
+    suite.check("gather with out-of-range indices", Tol::EXACT, (ours, expected));
+    let ones = TensorData::new(vec![1.0f32; 12], [3, 4]);
+    let ours = catch(|| rf::<Ex>(Ex::float_scatter_add(1, f::<Ex>(&a), i::<Ex>(&bad), f::<Ex>(&ones))));
+    let expected = TensorData::new(vec![1.0f32, 1.0, 2.0, 4.0, 4.0, 6.0, 7.0, 7.0, 11.0, 9.0, 10.0, 12.0], [3, 4]);
+    suite.check("scatter_add with out-of-range indices", Tol::EXACT, (ours, expected));
+    suite.finish();
+}
