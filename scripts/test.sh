@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Every test: unit tests of the runtime and the conformance suite against burn-ndarray, on
 # wgpu (lavapipe on machines without a GPU). Each suite prints how many op x dtype x case
-# combinations it checked.
+# combinations it checked; the total comes last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
-cargo test --workspace --locked -- --nocapture --test-threads 2 2>&1 | grep -v "XDG_RUNTIME_DIR"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked -- --nocapture --test-threads 2 2>&1 | grep -v "XDG_RUNTIME_DIR" | tee "$log"
+awk '/^conformance\[.*combinations checked/ { total += $2; failed += $(NF-1) }
+     END { printf "conformance: %d op x dtype x case combinations checked in all, %d failed\n", total, failed }' "$log"

@@ -42,9 +42,26 @@ macro_rules! on_both {
     }};
 }
 
-/// Runs `f`, turning a panic into its message.
+thread_local! {
+    static CATCHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, turning a panic into its message. Panics caught here are reported by the suite,
+/// so the panic hook stays quiet for them.
 pub fn catch<T>(f: impl FnOnce() -> T) -> Result<T, String> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|e| {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !CATCHING.with(|c| c.get()) {
+                default(info);
+            }
+        }));
+    });
+    CATCHING.with(|c| c.set(true));
+    let result = catch_unwind(AssertUnwindSafe(f));
+    CATCHING.with(|c| c.set(false));
+    result.map_err(|e| {
         e.downcast_ref::<String>()
             .cloned()
             .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))

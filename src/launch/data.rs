@@ -18,7 +18,7 @@ pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType)
         panic!(
             "ex_cubecl: from_data: {} bytes for shape {:?} of {:?} (expected {expected})",
             data.bytes.len(),
-            data.shape,
+            data.shape.to_vec(),
             data.dtype
         );
     }
@@ -31,7 +31,7 @@ pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType)
     if !dtype_usage(&client, dtype).contains(burn_backend::DTypeUsage::Storage) {
         panic!(
             "ex_cubecl: from_data: dtype {dtype:?} is not supported by device {device:?} (shape {:?})",
-            data.shape
+            data.shape.to_vec()
         );
     }
     let shape = Shape::from(data.shape.clone());
