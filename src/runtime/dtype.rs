@@ -40,11 +40,6 @@ pub fn elem_size(dtype: DType) -> usize {
     storage_type(dtype).size()
 }
 
-/// The bool dtype of a bool store.
-pub fn bool_dtype(store: BoolStore) -> DType {
-    DType::Bool(store)
-}
-
 /// What the device behind `client` supports of `dtype`: storage when it has buffers of the
 /// type, arithmetic when it also computes in it. Quantized dtypes are not supported.
 pub fn dtype_usage<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> DTypeUsageSet {

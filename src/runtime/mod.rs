@@ -7,6 +7,6 @@ mod launcher;
 mod layout;
 
 pub use context::{DeviceContext, next_random_key};
-pub use dtype::{bool_dtype, dtype_usage, elem_size, storage_type};
+pub use dtype::{dtype_usage, elem_size, storage_type};
 pub use launcher::{Geometry, launch, launch_count};
 pub use layout::Layout;
