@@ -47,9 +47,16 @@ fn float_reductions_match_ndarray() {
                         ("cummin", on_both!(|B| rf::<B>(B::float_cummin(float_view::<B>(f::<B>(&a), view), dim)))),
                         ("cummax", on_both!(|B| rf::<B>(B::float_cummax(float_view::<B>(f::<B>(&a), view), dim)))),
                     ];
+                    let per_dim = per_dim.into_iter().chain([
+                        ("softmax", on_both!(|B| rf::<B>(B::softmax(float_view::<B>(f::<B>(&a), view), dim)))),
+                        ("log_softmax", on_both!(|B| rf::<B>(B::log_softmax(float_view::<B>(f::<B>(&a), view), dim)))),
+                        ("max_dim_with_indices values", on_both!(|B| rf::<B>(B::float_max_dim_with_indices(float_view::<B>(f::<B>(&a), view), dim, IntDType::I64).0))),
+                        ("max_dim_with_indices indices", on_both!(|B| ri::<B>(B::float_max_dim_with_indices(float_view::<B>(f::<B>(&a), view), dim, IntDType::I64).1))),
+                        ("min_dim_with_indices indices", on_both!(|B| ri::<B>(B::float_min_dim_with_indices(float_view::<B>(f::<B>(&a), view), dim, IntDType::I64).1))),
+                    ]);
                     for (name, result) in per_dim {
                         // Half-precision ties may pick another index than the f32 reference.
-                        if dtype != DType::F32 && name.starts_with("arg") {
+                        if dtype != DType::F32 && (name.starts_with("arg") || name.ends_with("indices")) {
                             continue;
                         }
                         suite.check(format!("{name}({dim}) shape={shape:?} {dtype:?} {view:?} seed={seed}"), tol, result);
@@ -112,6 +119,8 @@ fn int_reductions_match_ndarray() {
                         ("argmin", on_both!(|B| ri::<B>(B::int_argmin(int_view::<B>(i::<B>(&a), view), dim)))),
                         ("cummin", on_both!(|B| ri::<B>(B::int_cummin(int_view::<B>(i::<B>(&a), view), dim)))),
                         ("cummax", on_both!(|B| ri::<B>(B::int_cummax(int_view::<B>(i::<B>(&a), view), dim)))),
+                        ("max_dim_with_indices", on_both!(|B| ri::<B>(B::int_max_dim_with_indices(int_view::<B>(i::<B>(&a), view), dim).1))),
+                        ("min_dim_with_indices", on_both!(|B| ri::<B>(B::int_min_dim_with_indices(int_view::<B>(i::<B>(&a), view), dim).0))),
                     ];
                     if small {
                         cases.push(("sum_dim", on_both!(|B| ri::<B>(B::int_sum_dim(int_view::<B>(i::<B>(&a), view), dim)))));

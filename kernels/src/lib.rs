@@ -15,6 +15,7 @@
 //!   an index out of range never reads or writes outside a buffer.
 #![warn(missing_docs)]
 
+// The `#[cube]` macros generate undocumented items; each module documents its kernels.
 #[allow(missing_docs)]
 pub mod binary;
 #[allow(missing_docs)]
@@ -33,6 +34,8 @@ pub mod matmul;
 pub mod random;
 #[allow(missing_docs)]
 pub mod reduce;
+#[allow(missing_docs)]
+pub mod softmax;
 #[allow(missing_docs)]
 pub mod sort;
 #[allow(missing_docs)]

@@ -159,12 +159,18 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
     }
 }
 
+/// The value written to the main output. With `with_indices`, arg reductions write their
+/// value there and their index to the indices output.
 #[cube]
-fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: ReduceOp) -> O {
-    match op {
-        ReduceOp::ArgMax | ReduceOp::ArgMin => O::cast_from(acc.index),
-        ReduceOp::Mean => O::cast_from(acc.value / T::cast_from(len)),
-        _ => O::cast_from(acc.value),
+fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool) -> O {
+    if with_indices {
+        O::cast_from(acc.value)
+    } else {
+        match op {
+            ReduceOp::ArgMax | ReduceOp::ArgMin => O::cast_from(acc.index),
+            ReduceOp::Mean => O::cast_from(acc.value / T::cast_from(len)),
+            _ => O::cast_from(acc.value),
+        }
     }
 }
 
@@ -185,15 +191,18 @@ fn line_start<T: Numeric>(input: &Tensor<T>, pos: usize, dim: usize) -> usize {
     offset
 }
 
-/// One unit per output element.
+/// One unit per output element. With `with_indices`, arg reductions also write their index
+/// to `indices` (otherwise `indices` is unused).
 #[cube(launch_unchecked)]
-pub fn reduce_per_unit<T: Numeric, O: Numeric>(
+pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
     input: &Tensor<T>,
     output: &mut Tensor<O>,
+    indices: &mut Tensor<I>,
     offset: usize,
     dim: usize,
     #[comptime] op: ReduceOp,
-    #[define(T, O)] _dtypes: [StorageType; 2],
+    #[comptime] with_indices: bool,
+    #[define(T, O, I)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
@@ -205,20 +214,25 @@ pub fn reduce_per_unit<T: Numeric, O: Numeric>(
     for k in 0..len {
         acc_push::<T>(&mut acc, input[start + k * stride], k as u32, k == 0, op);
     }
-    output[ABSOLUTE_POS] = acc_write::<T, O>(acc, len, op);
+    output[ABSOLUTE_POS] = acc_write::<T, O>(acc, len, op, with_indices);
+    if with_indices {
+        indices[ABSOLUTE_POS] = I::cast_from(acc.index);
+    }
 }
 
 /// One cube per output element (`CUBE_POS`), `cube_size` units striding over the line, then a
 /// shared-memory tree.
 #[cube(launch_unchecked)]
-pub fn reduce_per_cube<T: Numeric, O: Numeric>(
+pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
     input: &Tensor<T>,
     output: &mut Tensor<O>,
+    indices: &mut Tensor<I>,
     offset: usize,
     dim: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
-    #[define(T, O)] _dtypes: [StorageType; 2],
+    #[comptime] with_indices: bool,
+    #[define(T, O, I)] _dtypes: [StorageType; 3],
 ) {
     let out_pos = CUBE_POS;
     // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
@@ -239,12 +253,12 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric>(
         k += cube_size;
     }
 
-    let mut values = SharedMemory::<T>::new(cube_size);
-    let mut indices = SharedMemory::<u32>::new(cube_size);
-    let mut valid = SharedMemory::<u32>::new(cube_size);
-    values[unit] = acc.value;
-    indices[unit] = acc.index;
-    valid[unit] = select(first, 0u32, 1u32);
+    let mut shared_values = SharedMemory::<T>::new(cube_size);
+    let mut shared_indices = SharedMemory::<u32>::new(cube_size);
+    let mut shared_valid = SharedMemory::<u32>::new(cube_size);
+    shared_values[unit] = acc.value;
+    shared_indices[unit] = acc.index;
+    shared_valid[unit] = select(first, 0u32, 1u32);
     sync_cube();
 
     // A runtime value (cube_size is comptime and constants cannot be updated).
@@ -252,24 +266,24 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric>(
     while half > 0 {
         if unit < half {
             let mut mine = Acc::<T> {
-                value: values[unit],
-                index: indices[unit],
+                value: shared_values[unit],
+                index: shared_indices[unit],
             };
             let other = Acc::<T> {
-                value: values[unit + half],
-                index: indices[unit + half],
+                value: shared_values[unit + half],
+                index: shared_indices[unit + half],
             };
-            let mine_valid = valid[unit] == 1;
-            let other_valid = valid[unit + half] == 1;
+            let mine_valid = shared_valid[unit] == 1;
+            let other_valid = shared_valid[unit + half] == 1;
             if mine_valid {
                 acc_merge::<T>(&mut mine, other, other_valid, op);
             } else {
                 mine.value = other.value;
                 mine.index = other.index;
             }
-            values[unit] = mine.value;
-            indices[unit] = mine.index;
-            valid[unit] = select(mine_valid || other_valid, 1u32, 0u32);
+            shared_values[unit] = mine.value;
+            shared_indices[unit] = mine.index;
+            shared_valid[unit] = select(mine_valid || other_valid, 1u32, 0u32);
         }
         sync_cube();
         half /= 2;
@@ -277,9 +291,12 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric>(
 
     if unit == 0 {
         let total = Acc::<T> {
-            value: values[0],
-            index: indices[0],
+            value: shared_values[0],
+            index: shared_indices[0],
         };
-        output[out_pos] = acc_write::<T, O>(total, len, op);
+        output[out_pos] = acc_write::<T, O>(total, len, op, with_indices);
+        if with_indices {
+            indices[out_pos] = I::cast_from(total.index);
+        }
     }
 }

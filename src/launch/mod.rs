@@ -12,6 +12,7 @@ pub mod mask;
 pub mod matmul;
 pub mod random;
 pub mod reduce;
+pub mod softmax;
 pub mod sort;
 pub mod view;
 

@@ -14,6 +14,28 @@ const CUBE_SIZE: usize = 256;
 
 /// Reduces `dim` to size 1, giving `out_dtype` elements.
 pub fn reduce_dim<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ReduceOp, out_dtype: DType) -> CubeTensor<R> {
+    launch_reduce(tensor, dim, op, out_dtype, None).0
+}
+
+/// The max (`ArgMax`) or min (`ArgMin`) along `dim` and its first index, in one pass.
+pub fn reduce_dim_with_indices<R: Runtime>(
+    tensor: CubeTensor<R>,
+    dim: usize,
+    op: ReduceOp,
+    index_dtype: DType,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let dtype = tensor.dtype;
+    let (values, indices) = launch_reduce(tensor, dim, op, dtype, Some(index_dtype));
+    (values, indices.expect("indices"))
+}
+
+fn launch_reduce<R: Runtime>(
+    tensor: CubeTensor<R>,
+    dim: usize,
+    op: ReduceOp,
+    out_dtype: DType,
+    index_dtype: Option<DType>,
+) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
     let name = format!("reduce {op:?}");
     check_dim(&name, &tensor, dim);
     let mut shape = tensor.dims().to_vec();
@@ -21,15 +43,21 @@ pub fn reduce_dim<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ReduceOp, o
     shape[dim] = 1;
     let out = CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(shape), out_dtype);
     let outputs = out.num_elements();
-    let dtypes = [tensor.storage(), out.storage()];
+    let with_indices = index_dtype.is_some();
+    // Without indices, a one-word placeholder fills the unused binding.
+    let indices = match index_dtype {
+        Some(dtype) => CubeTensor::empty(&tensor.client, &tensor.device, out.layout.shape.clone(), dtype),
+        None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![1]), DType::U32),
+    };
+    let dtypes = [tensor.storage(), out.storage(), indices.storage()];
     if len >= 2 * CUBE_SIZE && outputs < 8192 {
         let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
         launch(&tensor.client, &name, geometry, |count, cube_dim| {
             // SAFETY: cubes past the output leave before any access; every read is inside the line.
             unsafe {
                 reduce_per_cube::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
-                    tensor.layout.offset, dim, op, CUBE_SIZE, dtypes,
+                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(), indices.as_arg(),
+                    tensor.layout.offset, dim, op, CUBE_SIZE, with_indices, dtypes,
                 )
             }
         });
@@ -38,13 +66,13 @@ pub fn reduce_dim<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ReduceOp, o
             // SAFETY: the kernel guards `pos < outputs`; every read is inside the line.
             unsafe {
                 reduce_per_unit::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
-                    tensor.layout.offset, dim, op, dtypes,
+                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(), indices.as_arg(),
+                    tensor.layout.offset, dim, op, with_indices, dtypes,
                 )
             }
         });
     }
-    out
+    (out, with_indices.then_some(indices))
 }
 
 /// Reduces the whole tensor to shape `[1]`.

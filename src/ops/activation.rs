@@ -4,6 +4,7 @@ use cubecl::Runtime;
 use ex_cubecl_kernels::unary::UnaryFloatOp as U;
 
 use crate::launch::elementwise::unary_float_op;
+use crate::launch::softmax;
 use crate::ExCubeclBackend;
 
 type T<R> = crate::tensor::CubeTensor<R>;
@@ -35,5 +36,13 @@ where
 
     fn log_sigmoid(tensor: T<R>) -> T<R> {
         unary_float_op(tensor, U::LogSigmoid, 0.0, 0.0)
+    }
+
+    fn softmax(tensor: T<R>, dim: usize) -> T<R> {
+        softmax::softmax(tensor, dim, false)
+    }
+
+    fn log_softmax(tensor: T<R>, dim: usize) -> T<R> {
+        softmax::softmax(tensor, dim, true)
     }
 }

@@ -447,6 +447,14 @@ where
         reduce::reduce_dim(tensor, dim, ReduceOp::ArgMax, out_dtype.into())
     }
 
+    fn float_max_dim_with_indices(tensor: T<R>, dim: usize, indices_dtype: IntDType) -> (T<R>, IntTensor<Self>) {
+        reduce::reduce_dim_with_indices(tensor, dim, ReduceOp::ArgMax, indices_dtype.into())
+    }
+
+    fn float_min_dim_with_indices(tensor: T<R>, dim: usize, indices_dtype: IntDType) -> (T<R>, IntTensor<Self>) {
+        reduce::reduce_dim_with_indices(tensor, dim, ReduceOp::ArgMin, indices_dtype.into())
+    }
+
     fn float_argmin(tensor: T<R>, dim: usize, out_dtype: IntDType) -> IntTensor<Self> {
         reduce::reduce_dim(tensor, dim, ReduceOp::ArgMin, out_dtype.into())
     }

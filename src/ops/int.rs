@@ -303,6 +303,16 @@ where
         reduce_dim(tensor, dim, ReduceOp::ArgMax)
     }
 
+    fn int_max_dim_with_indices(tensor: T<R>, dim: usize) -> (T<R>, T<R>) {
+        let dtype = tensor.dtype;
+        reduce::reduce_dim_with_indices(tensor, dim, ReduceOp::ArgMax, dtype)
+    }
+
+    fn int_min_dim_with_indices(tensor: T<R>, dim: usize) -> (T<R>, T<R>) {
+        let dtype = tensor.dtype;
+        reduce::reduce_dim_with_indices(tensor, dim, ReduceOp::ArgMin, dtype)
+    }
+
     fn int_argmin(tensor: T<R>, dim: usize) -> T<R> {
         reduce_dim(tensor, dim, ReduceOp::ArgMin)
     }
