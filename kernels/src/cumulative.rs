@@ -1,6 +1,8 @@
 //! Cumulative scans along one dimension: one unit per line, a sequential scan.
 use cubecl::prelude::*;
 
+use crate::strided::line_start;
+
 /// A scan.
 #[allow(missing_docs)]
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -26,20 +28,9 @@ pub fn cumulative<T: Numeric, A: Numeric>(
     if ABSOLUTE_POS >= num_lines {
         terminate!();
     }
-    let rank = input.rank();
-    let mut in_start = offset;
-    let mut out_start = 0;
-    let mut rem = ABSOLUTE_POS;
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        if !(d == dim) {
-            let size = input.shape(d);
-            let coord = rem % size;
-            in_start += coord * input.stride(d);
-            out_start += coord * output.stride(d);
-            rem /= size;
-        }
-    }
+    let start = line_start::<T, T>(input, output, ABSOLUTE_POS, dim);
+    let in_start = offset + start.input;
+    let out_start = start.output;
     let len = input.shape(dim);
     let in_stride = input.stride(dim);
     let out_stride = output.stride(dim);

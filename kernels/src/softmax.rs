@@ -2,6 +2,8 @@
 //! passes (max, sum of exponentials, normalisation) without intermediate tensors.
 use cubecl::prelude::*;
 
+use crate::strided::line_start;
+
 /// `output` is contiguous with the input view's shape. Sums run in `A` (f32 for half-precision
 /// inputs, `T` otherwise). With `log`, writes log-softmax.
 #[cube(launch_unchecked)]
@@ -17,20 +19,9 @@ pub fn softmax<T: Float, A: Float>(
     if ABSOLUTE_POS >= num_lines {
         terminate!();
     }
-    let rank = input.rank();
-    let mut in_start = offset;
-    let mut out_start = 0;
-    let mut rem = ABSOLUTE_POS;
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        if !(d == dim) {
-            let size = input.shape(d);
-            let coord = rem % size;
-            in_start += coord * input.stride(d);
-            out_start += coord * output.stride(d);
-            rem /= size;
-        }
-    }
+    let start = line_start::<T, T>(input, output, ABSOLUTE_POS, dim);
+    let in_start = offset + start.input;
+    let out_start = start.output;
     let len = input.shape(dim);
     let in_stride = input.stride(dim);
     let out_stride = output.stride(dim);

@@ -56,3 +56,41 @@ pub fn read_view<T: CubePrimitive>(
         view[offset + strided_offset::<T>(view, pos)]
     }
 }
+
+/// Where line `line` along `dim` starts in an input view and in a contiguous output of the
+/// same shape (lines are numbered over every dimension but `dim`).
+#[derive(CubeType, Clone, Copy)]
+pub struct LineStart {
+    /// Element offset of the line's first input element (without the view's offset).
+    pub input: usize,
+    /// Element offset of the line's first output element.
+    pub output: usize,
+}
+
+/// The [`LineStart`] of line `line` along `dim`.
+#[cube]
+pub fn line_start<T: CubePrimitive, O: CubePrimitive>(
+    input: &Tensor<T>,
+    output: &Tensor<O>,
+    line: usize,
+    dim: usize,
+) -> LineStart {
+    let rank = input.rank();
+    let mut in_start = 0;
+    let mut out_start = 0;
+    let mut rem = line;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if !(d == dim) {
+            let size = input.shape(d);
+            let coord = rem % size;
+            in_start += coord * input.stride(d);
+            out_start += coord * output.stride(d);
+            rem /= size;
+        }
+    }
+    LineStart {
+        input: in_start,
+        output: out_start,
+    }
+}
