@@ -73,7 +73,7 @@ pub fn float_predicate<F: Float, B: Numeric>(
     let x = read_view::<F>(input, offset, ABSOLUTE_POS, linear);
     let result = match op {
         PredicateOp::IsNan => !(x == x),
-        PredicateOp::IsInf => F::abs(x) == F::new(f32::INFINITY),
+        PredicateOp::IsInf => crate::unary::is_inf::<F>(x),
     };
     output[ABSOLUTE_POS] = B::cast_from(result);
 }

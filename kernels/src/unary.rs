@@ -216,13 +216,25 @@ pub fn round_half_even<F: Float>(x: F) -> F {
         out = select(floor_is_odd, up, floor);
     }
     // NaN and infinities pass through.
-    select(!(x == x) || F::abs(x) == F::new(f32::INFINITY), x, out)
+    select(!(x == x) || is_inf::<F>(x), x, out)
 }
 
 /// `value` where `ok`, NaN elsewhere: some drivers' `atan` turns NaN into 0.
+///
+/// NaN and infinity are computed, never written as literals: CUDA C++ has no `nan` / `inf`
+/// literal, so such constants would not compile there. `d / d` with `d = v - v` is NaN for
+/// every `v` (0/0, inf - inf, or NaN already).
 #[cube]
 pub fn nan_unless<F: Float>(ok: bool, value: F) -> F {
-    select(ok, value, F::new(f32::NAN))
+    let d = value - value;
+    select(ok, value, d / d)
+}
+
+/// Whether `x` is ±infinity: the only non-zero numbers that halving leaves unchanged (a
+/// form no compiler folds away, unlike `x - x`).
+#[cube]
+pub fn is_inf<F: Float>(x: F) -> bool {
+    !(x == F::new(0.0)) && x * F::new(0.5) == x
 }
 
 /// `clamp` that propagates NaN inputs, like `f32::clamp`.
