@@ -321,59 +321,42 @@ fn full_slices(rank: usize) -> Vec<burn_backend::Slice> {
     vec![burn_backend::Slice::new(0, None, 1); rank]
 }
 
-/// Applies `view` to a float primitive.
-pub fn float_view<B: Backend>(t: B::FloatTensorPrimitive, view: View) -> B::FloatTensorPrimitive {
-    use burn_backend::TensorMetadata;
-    let shape = t.shape();
-    let rank = shape.num_dims();
-    match view {
-        View::Contiguous => t,
-        View::Transposed if rank >= 2 => B::float_swap_dims(t, 0, rank - 1),
-        View::Stepped => {
+macro_rules! view_fn {
+    ($(#[$doc:meta])* $name:ident, $prim:ident, $swap:ident, $slice:ident, $expand:ident) => {
+        $(#[$doc])*
+        pub fn $name<B: Backend>(t: B::$prim, view: View) -> B::$prim {
+            use burn_backend::TensorMetadata;
+            let shape = t.shape();
+            let rank = shape.num_dims();
             let mut s = full_slices(rank);
-            s[rank - 1] = burn_backend::Slice::new(0, None, 2);
-            B::float_slice(t, &s)
+            match view {
+                View::Transposed if rank >= 2 => B::$swap(t, 0, rank - 1),
+                View::Stepped => {
+                    s[rank - 1] = burn_backend::Slice::new(0, None, 2);
+                    B::$slice(t, &s)
+                }
+                View::Reversed => {
+                    s[0] = burn_backend::Slice::new(0, None, -1);
+                    B::$slice(t, &s)
+                }
+                View::Expanded => {
+                    s[0] = burn_backend::Slice::new(0, Some(1), 1);
+                    B::$expand(B::$slice(t, &s), shape)
+                }
+                _ => t,
+            }
         }
-        View::Reversed => {
-            let mut s = full_slices(rank);
-            s[0] = burn_backend::Slice::new(0, None, -1);
-            B::float_slice(t, &s)
-        }
-        View::Expanded => {
-            let mut s = full_slices(rank);
-            s[0] = burn_backend::Slice::new(0, Some(1), 1);
-            B::float_expand(B::float_slice(t, &s), shape)
-        }
-        _ => t,
-    }
+    };
 }
 
-/// Applies `view` to an int primitive.
-pub fn int_view<B: Backend>(t: B::IntTensorPrimitive, view: View) -> B::IntTensorPrimitive {
-    use burn_backend::TensorMetadata;
-    let shape = t.shape();
-    let rank = shape.num_dims();
-    match view {
-        View::Contiguous => t,
-        View::Transposed if rank >= 2 => B::int_swap_dims(t, 0, rank - 1),
-        View::Stepped => {
-            let mut s = full_slices(rank);
-            s[rank - 1] = burn_backend::Slice::new(0, None, 2);
-            B::int_slice(t, &s)
-        }
-        View::Reversed => {
-            let mut s = full_slices(rank);
-            s[0] = burn_backend::Slice::new(0, None, -1);
-            B::int_slice(t, &s)
-        }
-        View::Expanded => {
-            let mut s = full_slices(rank);
-            s[0] = burn_backend::Slice::new(0, Some(1), 1);
-            B::int_expand(B::int_slice(t, &s), shape)
-        }
-        _ => t,
-    }
-}
+view_fn!(
+    /// Applies `view` to a float primitive.
+    float_view, FloatTensorPrimitive, float_swap_dims, float_slice, float_expand
+);
+view_fn!(
+    /// Applies `view` to an int primitive.
+    int_view, IntTensorPrimitive, int_swap_dims, int_slice, int_expand
+);
 
 /// Shapes every op is checked on: random shapes of rank 1 to 6 from `rng`, plus edge cases
 /// (an empty tensor and a single element).

@@ -6,6 +6,8 @@
 //! (long reduced dimensions, few outputs).
 use cubecl::prelude::*;
 
+use crate::strided::line_offset;
+
 /// A reduction.
 #[allow(missing_docs)]
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -38,8 +40,10 @@ pub struct Acc<T: Numeric> {
 
 #[cube]
 fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
-    // Mutable locals: the accumulator's fields are updated in place afterwards.
+    // `let mut` makes cubecl declare runtime variables instead of constants: the
+    // accumulator's fields are updated in place afterwards.
     let mut value = T::from_int(0);
+    #[allow(unused_mut)]
     let mut index = 0u32;
     match op {
         ReduceOp::Prod | ReduceOp::All => {
@@ -53,7 +57,6 @@ fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
         }
         _ => {}
     }
-    index += 0u32;
     Acc::<T> { value, index }
 }
 
@@ -174,23 +177,6 @@ fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: Re
     }
 }
 
-/// Offset of the first element of the reduced line for output element `pos`.
-#[cube]
-fn line_start<T: Numeric>(input: &Tensor<T>, pos: usize, dim: usize) -> usize {
-    let rank = input.rank();
-    let mut offset = 0;
-    let mut rem = pos;
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        if !(d == dim) {
-            let size = input.shape(d);
-            offset += (rem % size) * input.stride(d);
-            rem /= size;
-        }
-    }
-    offset
-}
-
 /// One unit per output element. With `with_indices`, arg reductions also write their index
 /// to `indices` (otherwise `indices` is unused).
 #[cube(launch_unchecked)]
@@ -207,7 +193,7 @@ pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let start = offset + line_start::<T>(input, ABSOLUTE_POS, dim);
+    let start = offset + line_offset::<T>(input, ABSOLUTE_POS, dim);
     let len = input.shape(dim);
     let stride = input.stride(dim);
     let mut acc = acc_init::<T>(op);
@@ -239,7 +225,7 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
     if out_pos >= output.len() {
         terminate!();
     }
-    let start = offset + line_start::<T>(input, out_pos, dim);
+    let start = offset + line_offset::<T>(input, out_pos, dim);
     let len = input.shape(dim);
     let stride = input.stride(dim);
     let unit = UNIT_POS as usize;

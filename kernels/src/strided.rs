@@ -94,3 +94,21 @@ pub fn line_start<T: CubePrimitive, O: CubePrimitive>(
         output: out_start,
     }
 }
+
+/// Offset of the first element of line `line` along `dim` of a view (lines numbered over
+/// every dimension but `dim`), without the view's offset.
+#[cube]
+pub fn line_offset<T: CubePrimitive>(view: &Tensor<T>, line: usize, dim: usize) -> usize {
+    let rank = view.rank();
+    let mut offset = 0;
+    let mut rem = line;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if !(d == dim) {
+            let size = view.shape(d);
+            offset += (rem % size) * view.stride(d);
+            rem /= size;
+        }
+    }
+    offset
+}

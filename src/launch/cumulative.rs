@@ -1,10 +1,9 @@
 //! Cumulative scans.
-use burn_backend::DType;
 use cubecl::Runtime;
 use ex_cubecl_kernels::cumulative::{ScanOp, cumulative as scan_kernel};
 
 use super::check_dim;
-use crate::runtime::{Geometry, launch, storage_type};
+use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
 /// The running `op` along `dim`.
@@ -14,10 +13,7 @@ pub fn cumulative<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ScanOp) -> 
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let len = tensor.dims()[dim];
     let lines = if len == 0 { 0 } else { out.num_elements() / len };
-    let acc = match tensor.dtype {
-        DType::F16 | DType::BF16 => storage_type(DType::F32),
-        _ => tensor.storage(),
-    };
+    let acc = super::accumulator(tensor.dtype);
     launch(&tensor.client, &name, Geometry::Units(lines), |count, cube_dim| {
         // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
         unsafe {

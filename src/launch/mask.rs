@@ -22,8 +22,15 @@ pub fn mask_where<R: Runtime>(
     let (value, scalar, value_scalar) = match value {
         super::elementwise::Rhs::Tensor(value) => {
             check_same_dtype(op, &tensor, &value);
-            let probe = CubeTensor { layout: crate::runtime::Layout::contiguous(shape.clone()), ..tensor.clone() };
-            shape = broadcast_shape(op, &probe, &value);
+            shape = match super::broadcast_dims(shape.as_slice(), value.dims()) {
+                Some(dims) => dims.into(),
+                None => panic!(
+                    "ex_cubecl: {op}: cannot broadcast value of shape {:?} to {:?} ({:?})",
+                    value.dims(),
+                    shape.to_vec(),
+                    tensor.dtype
+                ),
+            };
             (value, InputScalar::new(0, storage_type(tensor.dtype)), false)
         }
         super::elementwise::Rhs::Scalar(s) => (tensor.clone(), scalar_arg(op, s, tensor.dtype), true),

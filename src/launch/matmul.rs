@@ -18,20 +18,9 @@ pub fn matmul<R: Runtime>(op: &str, lhs: CubeTensor<R>, rhs: CubeTensor<R>) -> C
         panic!("ex_cubecl: {op}: cannot multiply shapes {a:?} and {b:?} ({:?})", lhs.dtype);
     }
     let (m, k, n) = (a[a.len() - 2], a[a.len() - 1], b[b.len() - 1]);
-    let batch_a = &a[..a.len() - 2];
-    let batch_b = &b[..b.len() - 2];
-    let rank = batch_a.len().max(batch_b.len());
-    let mut batch = vec![1; rank];
-    for d in 0..rank {
-        let x = if d + batch_a.len() >= rank { batch_a[d + batch_a.len() - rank] } else { 1 };
-        let y = if d + batch_b.len() >= rank { batch_b[d + batch_b.len() - rank] } else { 1 };
-        batch[d] = match (x, y) {
-            (p, q) if p == q => p,
-            (1, q) => q,
-            (p, 1) => p,
-            _ => panic!("ex_cubecl: {op}: cannot broadcast the batch dimensions of {a:?} and {b:?}"),
-        };
-    }
+    let batch = super::broadcast_dims(&a[..a.len() - 2], &b[..b.len() - 2]).unwrap_or_else(|| {
+        panic!("ex_cubecl: {op}: cannot broadcast the batch dimensions of {a:?} and {b:?} ({:?})", lhs.dtype)
+    });
     let with = |tail: [usize; 2]| Shape::from(batch.iter().copied().chain(tail).collect::<Vec<_>>());
     let lhs_view = lhs.layout.broadcast_to(&with([m, k])).expect("batch broadcast");
     let rhs_view = rhs.layout.broadcast_to(&with([k, n])).expect("batch broadcast");

@@ -25,7 +25,7 @@ use crate::tensor::CubeTensor;
 
 /// A scalar kernel argument of `dtype`.
 pub(crate) fn scalar_arg(op: &str, value: Scalar, dtype: DType) -> InputScalar {
-    if (dtype.is_uint() || dtype.is_bool()) && value.to_f64_lossy() < 0.0 {
+    if (dtype.is_uint() || dtype.is_bool()) && value.elem::<f64>() < 0.0 {
         panic!("ex_cubecl: {op}: scalar {value:?} is negative but the tensor's dtype is {dtype:?}");
     }
     InputScalar::new(value, storage_type(dtype))
@@ -35,21 +35,6 @@ pub(crate) fn scalar_arg(op: &str, value: Scalar, dtype: DType) -> InputScalar {
 /// distribution parameters).
 pub(crate) fn float_arg(value: f64, dtype: DType) -> InputScalar {
     InputScalar::new(value, storage_type(dtype))
-}
-
-trait ScalarExt {
-    fn to_f64_lossy(&self) -> f64;
-}
-
-impl ScalarExt for Scalar {
-    fn to_f64_lossy(&self) -> f64 {
-        match *self {
-            Scalar::Float(x) => x,
-            Scalar::Int(x) => x as f64,
-            Scalar::UInt(x) => x as f64,
-            Scalar::Bool(x) => x as u8 as f64,
-        }
-    }
 }
 
 /// Panics unless both tensors have the same dtype.
@@ -76,23 +61,40 @@ pub(crate) fn check_dim<R: Runtime>(op: &str, t: &CubeTensor<R>, dim: usize) {
     }
 }
 
-/// The broadcast shape of two operands (numpy rules), or a panic naming both.
-pub(crate) fn broadcast_shape<R: Runtime>(op: &str, a: &CubeTensor<R>, b: &CubeTensor<R>) -> Shape {
-    let (x, y) = (a.dims(), b.dims());
+/// The numpy broadcast of two shapes (missing leading dimensions and size-1 dimensions
+/// stretch), or `None` when they don't broadcast.
+pub(crate) fn broadcast_dims(x: &[usize], y: &[usize]) -> Option<Vec<usize>> {
     let rank = x.len().max(y.len());
-    let mut out = vec![0; rank];
-    for d in 0..rank {
-        let xs = if d + x.len() >= rank { x[d + x.len() - rank] } else { 1 };
-        let ys = if d + y.len() >= rank { y[d + y.len() - rank] } else { 1 };
-        out[d] = match (xs, ys) {
-            (p, q) if p == q => p,
-            (1, q) => q,
-            (p, 1) => p,
-            _ => panic!(
-                "ex_cubecl: {op}: cannot broadcast shapes {x:?} ({:?}) and {y:?} ({:?})",
-                a.dtype, b.dtype
-            ),
-        };
+    let at = |s: &[usize], d: usize| if d + s.len() >= rank { s[d + s.len() - rank] } else { 1 };
+    (0..rank)
+        .map(|d| match (at(x, d), at(y, d)) {
+            (p, q) if p == q => Some(p),
+            (1, q) => Some(q),
+            (p, 1) => Some(p),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The broadcast shape of two operands, or a panic naming both.
+pub(crate) fn broadcast_shape<R: Runtime>(op: &str, a: &CubeTensor<R>, b: &CubeTensor<R>) -> Shape {
+    match broadcast_dims(a.dims(), b.dims()) {
+        Some(dims) => Shape::from(dims),
+        None => panic!(
+            "ex_cubecl: {op}: cannot broadcast shapes {:?} ({:?}) and {:?} ({:?})",
+            a.dims(),
+            a.dtype,
+            b.dims(),
+            b.dtype
+        ),
     }
-    Shape::from(out)
+}
+
+/// The storage type sums and scans accumulate in: f32 for half-precision tensors, the
+/// tensor's own type otherwise.
+pub(crate) fn accumulator(dtype: DType) -> cubecl::ir::StorageType {
+    match dtype {
+        DType::F16 | DType::BF16 => storage_type(DType::F32),
+        other => storage_type(other),
+    }
 }

@@ -1,10 +1,9 @@
 //! Fused softmax / log-softmax.
-use burn_backend::DType;
 use cubecl::Runtime;
 use ex_cubecl_kernels::softmax::softmax as softmax_kernel;
 
 use super::check_dim;
-use crate::runtime::{Geometry, launch, storage_type};
+use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
 /// Softmax (or log-softmax with `log`) of a float tensor along `dim`.
@@ -17,10 +16,7 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let len = tensor.dims()[dim];
     let lines = if len == 0 { 0 } else { out.num_elements() / len };
-    let acc = match tensor.dtype {
-        DType::F16 | DType::BF16 => storage_type(DType::F32),
-        _ => tensor.storage(),
-    };
+    let acc = super::accumulator(tensor.dtype);
     launch(&tensor.client, name, Geometry::Units(lines), |count, cube_dim| {
         // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
         unsafe {
