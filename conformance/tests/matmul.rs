@@ -62,7 +62,8 @@ fn view<B: Backend>(t: <B as BackendTypes>::FloatTensorPrimitive, shape: &[usize
 }
 
 /// `(lhs shape, rhs shape)` pairs: odd sizes around the tile edges (1, 3, 17, 63, 65, 130),
-/// tile-aligned sizes (vector loads), and batches with broadcasting.
+/// sizes whose rows are 16-byte aligned (vector loads; asynchronous copies on CUDA), partial
+/// tiles and K slices, and batches with broadcasting.
 fn cases() -> Vec<(Vec<usize>, Vec<usize>)> {
     vec![
         (vec![1, 1], vec![1, 1]),
@@ -75,6 +76,8 @@ fn cases() -> Vec<(Vec<usize>, Vec<usize>)> {
         (vec![16, 16], vec![16, 16]),
         (vec![64, 32], vec![32, 64]),
         (vec![129, 40], vec![40, 131]),
+        (vec![65, 40], vec![40, 136]),
+        (vec![2, 20, 48], vec![2, 48, 24]),
         (vec![2, 17, 33], vec![2, 33, 19]),
         (vec![2, 1, 20, 8], vec![1, 3, 8, 36]),
         (vec![1, 17, 8], vec![3, 8, 20]),
@@ -123,6 +126,18 @@ fn float_matmul_matches_ndarray() {
         other => Err(format!("set Tf32, read {other:?}")),
     });
 
+    // Large operands with strided rows are copied to contiguous rows first.
+    for dtype in float_dtypes() {
+        let (ls, rs) = (vec![257, 256], vec![256, 130]);
+        for (lv, rv) in [(Operand::Transposed, Operand::Contiguous), (Operand::Contiguous, Operand::Stepped)] {
+            let a = float_data(&mut rng, &upload_shape(&ls, lv), dtype, -1.0, 1.0);
+            let b = float_data(&mut rng, &upload_shape(&rs, rv), dtype, -1.0, 1.0);
+            let r = on_both!(|B| rf::<B>(B::float_matmul(view::<B>(f::<B>(&a), &ls, lv), view::<B>(f::<B>(&b), &rs, rv))));
+            let tol = if dtype == DType::F32 { Tol::of(1e-2) } else { Tol::of(1e-2).for_dtype(dtype) };
+            suite.check(format!("float_matmul {ls:?} ({lv:?}) x {rs:?} ({rv:?}) {dtype:?} seed={seed}"), tol, r);
+        }
+    }
+
     for dtype in float_dtypes() {
         // k = 0: zeros (burn-ndarray divides by zero on empty operands, so the reference is
         // written out).
@@ -131,6 +146,11 @@ fn float_matmul_matches_ndarray() {
         let zeros = TensorData::new(vec![0.0f32; 3 * 17], [3, 17]);
         let ours = catch(|| rf::<Ex>(Ex::float_matmul(f::<Ex>(&a), f::<Ex>(&b))));
         suite.check(format!("float_matmul [3, 0] x [0, 17] {dtype:?}"), Tol::EXACT, (ours, zeros));
+        let a = float_data(&mut rng, &[20, 0], dtype, -1.0, 1.0);
+        let b = float_data(&mut rng, &[0, 32], dtype, -1.0, 1.0);
+        let zeros = TensorData::new(vec![0.0f32; 20 * 32], [20, 32]);
+        let ours = catch(|| rf::<Ex>(Ex::float_matmul(f::<Ex>(&a), f::<Ex>(&b))));
+        suite.check(format!("float_matmul [20, 0] x [0, 32] {dtype:?}"), Tol::EXACT, (ours, zeros));
         let a = float_data(&mut rng, &[2, 20, 0], dtype, -1.0, 1.0);
         let b = float_data(&mut rng, &[2, 0, 33], dtype, -1.0, 1.0);
         let zeros = TensorData::new(vec![0.0f32; 2 * 20 * 33], [2, 20, 33]);
