@@ -1,14 +1,21 @@
-//! The tiled matmul on tensor cores (cubecl's `cmma`: WMMA fragments on CUDA).
+//! The tiled matmul on tensor cores (cubecl's `cmma`: WMMA fragments on CUDA), in two
+//! kernels that share the matrix work ([`multiply_slice`]) and the epilogue ([`write_tile`]).
 //!
 //! Each cube computes a `block_m` × `block_n` output tile with `warps_m × warps_n` planes
 //! (warps of 32 units); each plane owns a `(block_m / warps_m)` × `(block_n / warps_n)` part
-//! of the tile as 16 × 16 f32 accumulator fragments. K is walked in slices of `block_k`,
-//! staged in shared memory in the matrix units' operand type `M` (the input type for f16 and
-//! bf16; TF32 for f32, rounded on the way in), double-buffered: while the planes multiply
-//! slice `t` out of one buffer, the units have already loaded slice `t + 1` from global memory
-//! into registers and store it into the other buffer afterwards, so one barrier per slice
-//! suffices. Shared-memory rows are padded by 16 bytes so that fragment loads hit distinct
-//! banks. Out-of-range rows, columns and K entries are staged as zeros, so any shape works.
+//! of the tile as 16 × 16 f32 accumulator fragments. K is walked in slices of `block_k`
+//! staged in shared memory, whose rows are padded by 16 bytes so that fragment loads hit
+//! distinct banks. Out-of-range rows, columns and K entries are staged as zeros, so any shape
+//! works.
+//!
+//! - [`matmul_cmma_async`], for inputs whose rows are read in 16-byte vectors: `stages` slices
+//!   in flight through asynchronous global-to-shared copies (`cp.async`), one shared barrier
+//!   per stage.
+//! - [`matmul_cmma`], for any strides: slices staged through registers in the matrix units'
+//!   operand type `M` (the input type for f16 and bf16; TF32 for f32, rounded on the way in),
+//!   double-buffered: while the planes multiply slice `t` out of one buffer, the units have
+//!   already loaded slice `t + 1` into registers and store it into the other buffer
+//!   afterwards, so one barrier per slice suffices.
 //!
 //! The epilogue goes through shared memory: each plane stores a fragment into its own
 //! 16 × 16 staging area, then its units write it out in vectors of `NO` elements, converted
