@@ -62,7 +62,8 @@ fn view<B: Backend>(t: <B as BackendTypes>::FloatTensorPrimitive, shape: &[usize
 }
 
 /// `(lhs shape, rhs shape)` pairs: odd sizes around the tile edges (1, 3, 17, 63, 65, 130),
-/// tile-aligned sizes (vector loads), and batches with broadcasting.
+/// sizes whose rows are 16-byte aligned (vector loads; asynchronous copies on CUDA), partial
+/// tiles and K slices, and batches with broadcasting.
 fn cases() -> Vec<(Vec<usize>, Vec<usize>)> {
     vec![
         (vec![1, 1], vec![1, 1]),
@@ -75,6 +76,8 @@ fn cases() -> Vec<(Vec<usize>, Vec<usize>)> {
         (vec![16, 16], vec![16, 16]),
         (vec![64, 32], vec![32, 64]),
         (vec![129, 40], vec![40, 131]),
+        (vec![65, 40], vec![40, 136]),
+        (vec![2, 20, 48], vec![2, 48, 24]),
         (vec![2, 17, 33], vec![2, 33, 19]),
         (vec![2, 1, 20, 8], vec![1, 3, 8, 36]),
         (vec![1, 17, 8], vec![3, 8, 20]),
@@ -83,12 +86,16 @@ fn cases() -> Vec<(Vec<usize>, Vec<usize>)> {
 }
 
 /// Runs every float case at `dtype`, with both operands through every view (each operand's
-/// view is checked against a contiguous other operand, plus both transposed together).
-fn float_cases(suite: &mut Suite, dtype: DType, tol: Tol, label: &str, rng: &mut Rng, seed: u64) {
+/// view is checked against a contiguous other operand, plus both transposed together), or
+/// only contiguous operands and a transposed lhs unless `all_views`.
+fn float_cases(suite: &mut Suite, dtype: DType, tol: Tol, label: &str, rng: &mut Rng, seed: u64, all_views: bool) {
     for (ls, rs) in cases() {
         let mut pairs: Vec<(Operand, Operand)> = OPERANDS.iter().map(|&v| (v, Operand::Contiguous)).collect();
         pairs.extend(OPERANDS[1..].iter().map(|&v| (Operand::Contiguous, v)));
         pairs.push((Operand::Transposed, Operand::Transposed));
+        if !all_views {
+            pairs.retain(|p| matches!(p, (Operand::Contiguous | Operand::Transposed, Operand::Contiguous)));
+        }
         for (lv, rv) in pairs {
             // Broadcasting a dimension needs one to broadcast.
             if (lv == Operand::Expanded && (ls.len() < 3 || ls[0] < 2)) || (rv == Operand::Expanded && (rs.len() < 3 || rs[0] < 2)) {
@@ -112,16 +119,28 @@ fn float_matmul_matches_ndarray() {
     set_matmul_precision(MatmulPrecision::Exact);
     for dtype in float_dtypes() {
         let tol = Tol::of(1e-4).for_dtype(dtype);
-        float_cases(&mut suite, dtype, tol, "exact", &mut rng, seed);
+        float_cases(&mut suite, dtype, tol, "exact", &mut rng, seed, true);
     }
     // TF32 rounds each operand to a 10-bit mantissa: products of values in [-1, 1] over at
     // most 130 terms stay well within 1e-2 (devices without TF32 units compute exactly).
     set_matmul_precision(MatmulPrecision::Tf32);
-    float_cases(&mut suite, DType::F32, Tol::of(1e-2), "tf32", &mut rng, seed);
+    float_cases(&mut suite, DType::F32, Tol::of(1e-2), "tf32", &mut rng, seed, false);
     suite.record("matmul_precision round trip", match matmul_precision() {
         MatmulPrecision::Tf32 => Ok(()),
         other => Err(format!("set Tf32, read {other:?}")),
     });
+
+    // Large operands with strided rows are copied to contiguous rows first.
+    for dtype in float_dtypes() {
+        let (ls, rs) = (vec![257, 256], vec![256, 130]);
+        for (lv, rv) in [(Operand::Transposed, Operand::Contiguous), (Operand::Contiguous, Operand::Stepped)] {
+            let a = float_data(&mut rng, &upload_shape(&ls, lv), dtype, -1.0, 1.0);
+            let b = float_data(&mut rng, &upload_shape(&rs, rv), dtype, -1.0, 1.0);
+            let r = on_both!(|B| rf::<B>(B::float_matmul(view::<B>(f::<B>(&a), &ls, lv), view::<B>(f::<B>(&b), &rs, rv))));
+            let tol = if dtype == DType::F32 { Tol::of(1e-2) } else { Tol::of(1e-2).for_dtype(dtype) };
+            suite.check(format!("float_matmul {ls:?} ({lv:?}) x {rs:?} ({rv:?}) {dtype:?} seed={seed}"), tol, r);
+        }
+    }
 
     for dtype in float_dtypes() {
         // k = 0: zeros (burn-ndarray divides by zero on empty operands, so the reference is
@@ -131,6 +150,11 @@ fn float_matmul_matches_ndarray() {
         let zeros = TensorData::new(vec![0.0f32; 3 * 17], [3, 17]);
         let ours = catch(|| rf::<Ex>(Ex::float_matmul(f::<Ex>(&a), f::<Ex>(&b))));
         suite.check(format!("float_matmul [3, 0] x [0, 17] {dtype:?}"), Tol::EXACT, (ours, zeros));
+        let a = float_data(&mut rng, &[20, 0], dtype, -1.0, 1.0);
+        let b = float_data(&mut rng, &[0, 32], dtype, -1.0, 1.0);
+        let zeros = TensorData::new(vec![0.0f32; 20 * 32], [20, 32]);
+        let ours = catch(|| rf::<Ex>(Ex::float_matmul(f::<Ex>(&a), f::<Ex>(&b))));
+        suite.check(format!("float_matmul [20, 0] x [0, 32] {dtype:?}"), Tol::EXACT, (ours, zeros));
         let a = float_data(&mut rng, &[2, 20, 0], dtype, -1.0, 1.0);
         let b = float_data(&mut rng, &[2, 0, 33], dtype, -1.0, 1.0);
         let zeros = TensorData::new(vec![0.0f32; 2 * 20 * 33], [2, 20, 33]);
@@ -148,6 +172,41 @@ fn float_matmul_matches_ndarray() {
             let empty = TensorData::new(Vec::<f32>::new(), out);
             let ours = catch(|| rf::<Ex>(Ex::float_matmul(f::<Ex>(&a), f::<Ex>(&b))));
             suite.check(format!("float_matmul {ls:?} x {rs:?} {dtype:?}"), Tol::EXACT, (ours, empty));
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn tensor_core_tilings_match_ndarray() {
+    use ex_cubecl::launch::matmul::{CmmaTiling, HALF_TILING, HALF_TILING_LARGE, TF32_TILING, TF32_TILING_LARGE, matmul_with};
+    // Where the device has matrix units each tiling runs the tensor-core kernel (asynchronous
+    // copies for the aligned shapes, register staging for the others); elsewhere the tiling is
+    // ignored and the tiled kernel runs.
+    let mut suite = Suite::new("matmul tilings");
+    let seed = 37;
+    let mut rng = Rng::new(seed);
+    let small = CmmaTiling { block_m: 64, block_n: 128, block_k: 32, warps_m: 2, warps_n: 2, stages: 2 };
+    let shapes: [(Vec<usize>, Vec<usize>); 3] = [
+        (vec![65, 40], vec![40, 136]),
+        (vec![70, 33], vec![33, 50]),
+        (vec![2, 260, 48], vec![2, 48, 264]),
+    ];
+    for dtype in float_dtypes() {
+        // f32 runs exactly or through TF32, depending on what the other tests of this binary
+        // have set: the tolerance covers both.
+        let tol = if dtype == DType::F32 { Tol::of(1e-2) } else { Tol::of(1e-2).for_dtype(dtype) };
+        for tiling in [HALF_TILING, HALF_TILING_LARGE, TF32_TILING, TF32_TILING_LARGE, small] {
+            if dtype == DType::F32 && tiling.block_k % 8 != 0 || dtype != DType::F32 && tiling.block_k % 16 != 0 {
+                continue;
+            }
+            for (ls, rs) in &shapes {
+                let a = float_data(&mut rng, ls, dtype, -1.0, 1.0);
+                let b = float_data(&mut rng, rs, dtype, -1.0, 1.0);
+                let ours = catch(|| rf::<Ex>(matmul_with("float_matmul", f::<Ex>(&a), f::<Ex>(&b), Some(tiling))));
+                let reference = rf::<Ref>(Ref::float_matmul(f::<Ref>(&a), f::<Ref>(&b)));
+                suite.check(format!("float_matmul {ls:?} x {rs:?} {dtype:?} {tiling:?} seed={seed}"), tol, (ours, reference));
+            }
         }
     }
     suite.finish();

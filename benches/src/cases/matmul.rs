@@ -59,11 +59,28 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         Box::new(Matmul { dtype: DType::F32, batch: bs, m: bn, k: bn, n: bn, variant: Variant::Default }),
     ];
     if tune {
-        let t = |block_m, block_n, block_k, warps_m, warps_n| CmmaTiling { block_m, block_n, block_k, warps_m, warps_n };
-        for tiling in [t(128, 128, 32, 2, 4), t(128, 256, 32, 2, 4), t(256, 128, 32, 4, 2), t(128, 128, 64, 2, 4), t(64, 128, 32, 2, 2), t(128, 128, 32, 4, 2)] {
+        let t = |block_m, block_n, block_k, warps_m, warps_n, stages| CmmaTiling { block_m, block_n, block_k, warps_m, warps_n, stages };
+        for tiling in [
+            t(128, 128, 32, 2, 4, 3),
+            t(128, 128, 32, 2, 4, 5),
+            t(128, 128, 64, 2, 4, 3),
+            t(128, 256, 32, 2, 4, 3),
+            t(256, 128, 32, 4, 2, 3),
+            t(128, 128, 32, 4, 2, 4),
+            t(64, 128, 32, 2, 2, 4),
+            t(256, 128, 32, 4, 4, 3),
+            t(128, 256, 32, 2, 8, 3),
+        ] {
             out.push(Box::new(sq(DType::F16, Variant::Tiling(tiling))));
         }
-        for tiling in [t(128, 128, 16, 2, 4), t(128, 128, 32, 2, 4), t(128, 256, 16, 2, 4), t(256, 128, 16, 4, 2), t(64, 128, 32, 2, 2)] {
+        for tiling in [
+            t(128, 128, 16, 2, 4, 6),
+            t(128, 128, 32, 2, 4, 3),
+            t(128, 256, 16, 2, 4, 4),
+            t(256, 128, 16, 4, 2, 4),
+            t(64, 128, 32, 2, 2, 4),
+            t(256, 128, 16, 4, 4, 4),
+        ] {
             out.push(Box::new(sq(DType::F32, Variant::Tiling(tiling))));
         }
     }
@@ -77,8 +94,8 @@ impl Case for Matmul {
             Variant::TransposedRhs => " (rhs transposed)".into(),
             Variant::Exact => " exact (ours only)".into(),
             Variant::Tiling(t) => format!(
-                " tiling {}x{}x{} {}x{} warps (ours only)",
-                t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n
+                " tiling {}x{}x{} {}x{} warps {} stages (ours only)",
+                t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, t.stages
             ),
         };
         format!("matmul {:?}{variant}", self.dtype).to_lowercase()

@@ -15,7 +15,8 @@ use super::tile_pos;
 
 /// `out[b] = lhs[b] @ rhs[b]`; see the module docs. `NA` and `NB` are the vector sizes of the
 /// loads along K (`lhs`) and N (`rhs`). The launcher guarantees that the units of a cube
-/// divide the vector counts of both staged slices.
+/// divide the vector counts of both staged slices. `unroll_k` unrolls the loop over a K slice
+/// (faster code, but much longer shader compilation on some drivers).
 #[cube(launch_unchecked)]
 pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     lhs: &Tensor<Vector<T, NA>>,
@@ -29,6 +30,7 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     #[comptime] block_k: usize,
     #[comptime] unit_m: usize,
     #[comptime] unit_n: usize,
+    #[comptime] unroll_k: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube, before any barrier.
@@ -107,7 +109,7 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
         }
         sync_cube();
 
-        #[unroll]
+        #[unroll(unroll_k)]
         for kk in 0..block_k {
             #[unroll]
             for i in 0..unit_m {
