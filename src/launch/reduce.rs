@@ -50,23 +50,25 @@ fn launch_reduce<R: Runtime>(
         None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![1]), DType::U32),
     };
     let dtypes = [tensor.storage(), out.storage(), indices.storage()];
+    let client = tensor.client.clone();
+    let (o, idx) = (out.clone(), indices.clone());
     if len >= 2 * CUBE_SIZE && outputs < 8192 {
         let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
-        launch(&tensor.client, &name, geometry, |count, cube_dim| {
+        launch(&client, &name, geometry, move |client, count, cube_dim| {
             // SAFETY: cubes past the output leave before any access; every read is inside the line.
             unsafe {
                 reduce_per_cube::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(), indices.as_arg(),
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
                     tensor.layout.offset, dim, op, CUBE_SIZE, with_indices, dtypes,
                 )
             }
         });
     } else {
-        launch(&tensor.client, &name, Geometry::Units(outputs), |count, cube_dim| {
+        launch(&client, &name, Geometry::Units(outputs), move |client, count, cube_dim| {
             // SAFETY: the kernel guards `pos < outputs`; every read is inside the line.
             unsafe {
                 reduce_per_unit::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(), indices.as_arg(),
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
                     tensor.layout.offset, dim, op, with_indices, dtypes,
                 )
             }
