@@ -4,12 +4,12 @@
 //! ([`CommandQueue`]).
 
 mod capture;
-mod command_queue;
+pub mod command_queue;
 mod context;
 mod dtype;
 mod launcher;
 mod layout;
-mod pipeline;
+pub mod pipeline;
 
 pub use capture::check_host_read;
 pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, CommandQueue, CommandStatus, DEFAULT_RETENTION, Work};

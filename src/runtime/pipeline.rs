@@ -105,7 +105,8 @@ use cubecl::stream_id::StreamId;
 use super::capture::{self, RecordedLaunch};
 use super::launcher::replay;
 use crate::backend::ExCubeclBackend;
-use crate::launch::copy::{copy_as, copy_into};
+use super::Layout;
+use crate::launch::copy::copy_into;
 use crate::tensor::CubeTensor;
 
 /// Why a capture or a run failed.
@@ -258,7 +259,7 @@ impl<R: Runtime> Pipeline<R> {
         }
         check_devices(device, inputs)?;
         let client = super::DeviceContext::client::<R>(device);
-        let owned: Vec<CubeTensor<R>> = inputs.iter().map(|t| copy_as(t, t.dtype, 0)).collect();
+        let owned: Vec<CubeTensor<R>> = inputs.iter().map(fresh_copy).collect();
         let seen = owned.clone();
 
         if !capture::begin() {
@@ -281,7 +282,7 @@ impl<R: Runtime> Pipeline<R> {
             // The closure caught the read's panic itself; the capture is still unusable.
             return Err(PipelineError::HostRead { op });
         }
-        let fresh = outputs.iter().map(|t| copy_as(t, t.dtype, 0)).collect();
+        let fresh = outputs.iter().map(fresh_copy).collect();
         let pipeline = Self {
             device: device.clone(),
             client,
@@ -321,12 +322,12 @@ impl<R: Runtime> Pipeline<R> {
         catch_unwind(AssertUnwindSafe(|| {
             self.align_streams(&mut replayer);
             for (new, owned) in inputs.iter().zip(&self.inputs) {
-                copy_into(new, &new.layout, 0, owned, &owned.layout);
+                copy_to(new, owned);
             }
             for launch in &replayer.launches {
                 replay(launch);
             }
-            self.outputs.iter().map(|t| copy_as(t, t.dtype, 0)).collect()
+            self.outputs.iter().map(fresh_copy).collect()
         }))
         .map_err(|payload| PipelineError::ReplayPanicked { message: panic_message(payload.as_ref()) })
     }
@@ -374,6 +375,28 @@ impl<R: Runtime> Pipeline<R> {
     pub fn output_specs(&self) -> Vec<(Vec<usize>, DType)> {
         self.outputs.iter().map(|t| (t.dims().to_vec(), t.dtype)).collect()
     }
+}
+
+/// Copies `src` (any layout) into `dst` (contiguous from its start; same shape and dtype),
+/// as a flat copy when `src` is contiguous too.
+fn copy_to<R: Runtime>(src: &CubeTensor<R>, dst: &CubeTensor<R>) {
+    let flat = |layout: &Layout| {
+        let mut out = Layout::contiguous(burn_backend::Shape::from(vec![layout.num_elements()]));
+        out.offset = layout.offset;
+        out
+    };
+    if src.layout.is_contiguous() {
+        copy_into(src, &flat(&src.layout), 0, dst, &flat(&dst.layout));
+    } else {
+        copy_into(src, &src.layout, 0, dst, &dst.layout);
+    }
+}
+
+/// A fresh contiguous copy of `t`.
+fn fresh_copy<R: Runtime>(t: &CubeTensor<R>) -> CubeTensor<R> {
+    let out = CubeTensor::empty(&t.client, &t.device, t.layout.shape.clone(), t.dtype);
+    copy_to(t, &out);
+    out
 }
 
 fn check_devices<R: Runtime>(device: &R::Device, inputs: &[CubeTensor<R>]) -> Result<(), PipelineError> {
