@@ -27,6 +27,8 @@ pub type Runtime = cubecl::wgpu::WgpuRuntime;
 pub type Ours = ex_cubecl::ExCubeclBackend<Runtime>;
 /// burn-cubecl on [`Runtime`].
 pub type Peer = burn_cubecl::CubeBackend<Runtime, f32, i32, u8>;
+/// burn-ndarray on the CPU.
+pub type Cpu = burn_ndarray::NdArray<f32>;
 
 /// Benchmark sizes: `Small` fits a software rasteriser (lavapipe), `Full` fills a GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,22 +39,71 @@ pub enum Size {
     Full,
 }
 
-/// What one run of a case does, for the rate column.
+/// What one run of a case does, for the rate and floor columns.
 #[derive(Clone, Copy, Debug)]
 pub enum Work {
-    /// Floating-point operations (a multiply-add counts 2): rate in TFLOP/s.
-    Flops(f64),
-    /// Bytes read plus bytes written: rate in GB/s.
+    /// Floating-point operations (a multiply-add counts 2) at a precision: rate in TFLOP/s,
+    /// floor = flops over the device's peak at that precision.
+    Flops(f64, Precision),
+    /// Bytes read plus bytes written: rate in GB/s, floor = bytes over the memory bandwidth.
     Bytes(f64),
+}
+
+/// The arithmetic a case's flops run on, which sets the peak its floor is taken against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 on tensor cores rounded to TF32 (the default of both backends for f32 products).
+    Tf32,
+    /// f16 or bf16 on tensor cores.
+    Half,
+    /// Exact f32 on the ordinary arithmetic units.
+    F32,
 }
 
 impl Work {
     fn rate(self, seconds: f64) -> String {
         match self {
-            Work::Flops(f) => format!("{} TFLOP/s", significant(f / seconds / 1e12)),
+            Work::Flops(f, _) => format!("{} TFLOP/s", significant(f / seconds / 1e12)),
             Work::Bytes(b) => format!("{} GB/s", significant(b / seconds / 1e9)),
         }
     }
+
+    /// The shortest time this work can take on `gpu`: bytes over bandwidth or flops over peak.
+    pub fn floor(self, gpu: &Gpu) -> f64 {
+        match self {
+            Work::Bytes(b) => b / gpu.bandwidth,
+            Work::Flops(f, Precision::Tf32) => f / gpu.tf32,
+            Work::Flops(f, Precision::Half) => f / gpu.half,
+            Work::Flops(f, Precision::F32) => f / gpu.f32,
+        }
+    }
+}
+
+/// A device's datasheet peaks (dense, no sparsity), for the floor column.
+#[derive(Clone, Debug)]
+pub struct Gpu {
+    /// The name it is known by.
+    pub name: &'static str,
+    /// Memory bandwidth in bytes per second.
+    pub bandwidth: f64,
+    /// f32 flops per second on the ordinary arithmetic units.
+    pub f32: f64,
+    /// TF32 tensor-core flops per second.
+    pub tf32: f64,
+    /// f16 / bf16 tensor-core flops per second.
+    pub half: f64,
+}
+
+/// Datasheet peaks of the GPUs the benchmarks are run on (NVIDIA's published figures).
+pub const GPUS: [Gpu; 3] = [
+    Gpu { name: "H200", bandwidth: 4.8e12, f32: 67e12, tf32: 494.7e12, half: 989.4e12 },
+    Gpu { name: "H100 PCIe", bandwidth: 2.0e12, f32: 51e12, tf32: 378e12, half: 756e12 },
+    Gpu { name: "H100", bandwidth: 3.35e12, f32: 67e12, tf32: 494.7e12, half: 989.4e12 },
+];
+
+/// The entry of [`GPUS`] whose name `device` (as `nvidia-smi` prints it) contains, if any.
+pub fn gpu_named(device: &str) -> Option<&'static Gpu> {
+    GPUS.iter().find(|g| g.name.split(' ').all(|word| device.contains(word)))
 }
 
 /// `x` with three significant digits.
@@ -77,6 +128,11 @@ pub trait Case {
     /// waiting for it). `None` when the case doesn't apply to backend `B` (a variant of ours
     /// only, say).
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>>;
+    /// Whether burn-ndarray on the CPU is timed too (where a CPU run is a useful reference
+    /// and finishes in reasonable time).
+    fn on_cpu(&self) -> bool {
+        false
+    }
 }
 
 /// A [`Case`] behind a trait object, run on both backends.
@@ -91,6 +147,8 @@ pub trait DynCase {
     fn run_ours(&self, opts: &Options) -> Option<Timing>;
     /// Times the case on burn-cubecl.
     fn run_peer(&self, opts: &Options) -> Option<Timing>;
+    /// Times the case on burn-ndarray (CPU) where [`Case::on_cpu`] says so.
+    fn run_cpu(&self, opts: &Options) -> Option<Timing>;
 }
 
 impl<C: Case> DynCase for C {
@@ -109,6 +167,9 @@ impl<C: Case> DynCase for C {
     fn run_peer(&self, opts: &Options) -> Option<Timing> {
         time::<Peer, C>(self, opts)
     }
+    fn run_cpu(&self, opts: &Options) -> Option<Timing> {
+        if self.on_cpu() { time::<Cpu, C>(self, opts) } else { None }
+    }
 }
 
 /// How to run the cases.
@@ -126,23 +187,27 @@ pub struct Options {
 pub struct Timing {
     /// Median wall time of one run, each run ending in a device sync.
     pub median: Duration,
-    /// The last run's output, read back.
+    /// The output of a fresh preparation's first run, read back.
     pub output: TensorData,
 }
 
-/// Runs `case` on backend `B`: `warmup` runs, then `iters` timed runs that each end in a
-/// device sync; the output is dropped after the sync.
+/// Runs `case` on backend `B`: `warmup` runs, then at least `iters` timed runs that each end
+/// in a device sync (more for short cases, up to [`MAX_ITERS`] or about half a second, so that
+/// latencies of microseconds get a stable median); the output is dropped after the sync.
 pub fn time<B: Backend, C: Case>(case: &C, opts: &Options) -> Option<Timing> {
     let device = B::Device::default();
     let mut run = case.prepare::<B>(&device)?;
     B::sync(&device).expect("sync");
+    let start = Instant::now();
     for _ in 0..opts.warmup {
         let out = run();
         B::sync(&device).expect("sync");
         drop(out);
     }
-    let mut times = Vec::with_capacity(opts.iters);
-    for _ in 0..opts.iters {
+    let per_run = start.elapsed().as_secs_f64() / opts.warmup.max(1) as f64;
+    let iters = ((0.5 / per_run.max(1e-9)) as usize).clamp(opts.iters, MAX_ITERS.max(opts.iters));
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
         let start = Instant::now();
         let out = run();
         B::sync(&device).expect("sync");
@@ -150,9 +215,15 @@ pub fn time<B: Backend, C: Case>(case: &C, opts: &Options) -> Option<Timing> {
         drop(out);
     }
     times.sort();
-    let output = run().into_data();
+    // The output compared between backends comes from a fresh preparation's first run, so
+    // that stateful cases (training steps) compare the same step whatever the run counts.
+    drop(run);
+    let output = case.prepare::<B>(&device)?().into_data();
     Some(Timing { median: times[times.len() / 2], output })
 }
+
+/// The most timed runs of one case.
+pub const MAX_ITERS: usize = 2000;
 
 /// Largest |a - b| over the largest |b|: how far our output is from the peer's.
 pub fn relative_difference(ours: &TensorData, peer: &TensorData) -> f64 {
@@ -163,12 +234,29 @@ pub fn relative_difference(ours: &TensorData, peer: &TensorData) -> f64 {
     diff / scale
 }
 
-/// One row of the results table.
-pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>) -> String {
-    let ms = |t: Option<&Timing>| t.map_or("-".to_string(), |t| format!("{:.3}", t.median.as_secs_f64() * 1e3));
+/// Milliseconds with at least three significant digits.
+fn millis(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms >= 1.0 { format!("{ms:.3}") } else { format!("{}", significant_ms(ms)) }
+}
+
+fn significant_ms(ms: f64) -> String {
+    let digits = (2 - ms.log10().floor() as i32).clamp(3, 6) as usize;
+    format!("{ms:.digits$}")
+}
+
+/// One row of the results table; `gpu` gives the floor column.
+pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>, cpu: Option<&Timing>, gpu: Option<&Gpu>) -> String {
+    let ms = |t: Option<&Timing>| t.map_or("-".to_string(), |t| millis(t.median));
     let rate = |t: Option<&Timing>| t.map_or("-".to_string(), |t| case.work().rate(t.median.as_secs_f64()));
     let ratio = match (ours, peer) {
         (Some(o), Some(p)) => format!("{:.2}x", p.median.as_secs_f64() / o.median.as_secs_f64()),
+        _ => "-".into(),
+    };
+    let floor = gpu.map(|g| case.work().floor(g));
+    let floor_ms = floor.map_or("-".to_string(), |f| millis(Duration::from_secs_f64(f)));
+    let of_floor = match (ours, floor) {
+        (Some(o), Some(f)) => format!("{:.2}x", o.median.as_secs_f64() / f),
         _ => "-".into(),
     };
     let diff = match (ours, peer) {
@@ -176,7 +264,7 @@ pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>) -> 
         _ => "-".into(),
     };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         case.name(),
         case.size(),
         ms(ours),
@@ -184,9 +272,12 @@ pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>) -> 
         ratio,
         rate(ours),
         rate(peer),
+        floor_ms,
+        of_floor,
+        ms(cpu),
         diff
     )
 }
 
 /// The table's header.
-pub const HEADER: &str = "| op | size | ours (ms) | burn-cubecl (ms) | speed-up (burn-cubecl / ours) | ours | burn-cubecl | max diff / max |\n|---|---|---|---|---|---|---|---|";
+pub const HEADER: &str = "| op | size | ours (ms) | burn-cubecl (ms) | speed-up (burn-cubecl / ours) | ours | burn-cubecl | floor (ms) | ours / floor | burn-ndarray CPU (ms) | max diff / max |\n|---|---|---|---|---|---|---|---|---|---|---|";

@@ -14,6 +14,9 @@ fn float_reductions_match_ndarray() {
         // Long lines take the one-cube-per-line path.
         all_shapes.push(vec![3, 700]);
         all_shapes.push(vec![1500]);
+        // Few very long lines take the split path (chunks per cube, then a merge).
+        all_shapes.push(vec![2, 9000]);
+        all_shapes.push(vec![20001]);
         for shape in all_shapes {
             for view in [View::Contiguous, View::Transposed, View::Reversed] {
                 let a = float_data(&mut rng, &shape, dtype, -2.0, 2.0);
@@ -70,6 +73,22 @@ fn float_reductions_match_ndarray() {
                 }
             }
         }
+    }
+    // Split reductions keep the first index on ties across chunks, and find a maximum in the
+    // last, shorter chunk.
+    let n = 20001;
+    let ones = TensorData::new(vec![1.0f32; n], [n]);
+    let mut last = vec![0.0f32; n];
+    last[n - 1] = 5.0;
+    let last = TensorData::new(last, [n]);
+    for (name, result) in [
+        ("argmax ties split", on_both!(|B| ri::<B>(B::float_argmax(f::<B>(&ones), 0, IntDType::I64)))),
+        ("argmin ties split", on_both!(|B| ri::<B>(B::float_argmin(f::<B>(&ones), 0, IntDType::I64)))),
+        ("argmax last split", on_both!(|B| ri::<B>(B::float_argmax(f::<B>(&last), 0, IntDType::I64)))),
+        ("sum ones split", on_both!(|B| rf::<B>(B::float_sum(f::<B>(&ones))))),
+        ("mean split", on_both!(|B| rf::<B>(B::float_mean(f::<B>(&last))))),
+    ] {
+        suite.check(name, Tol::EXACT, result);
     }
     // max and min skip NaN as burn-ndarray does; sum propagates it.
     let nan = TensorData::new(vec![1.0f32, f32::NAN, 3.0, -1.0], [4]);

@@ -206,34 +206,24 @@ pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
     }
 }
 
-/// One cube per output element (`CUBE_POS`), `cube_size` units striding over the line, then a
-/// shared-memory tree.
-#[cube(launch_unchecked)]
-pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
+/// `cube_size` units of one cube fold `[lo, hi)` of the line that starts at `start`, then merge
+/// their partial results through a shared-memory tree. Every unit gets the cube's total;
+/// `lo < hi` for every cube (uniform), so the total is always valid.
+#[cube]
+fn cube_fold<T: Numeric>(
     input: &Tensor<T>,
-    output: &mut Tensor<O>,
-    indices: &mut Tensor<I>,
-    offset: usize,
-    dim: usize,
+    start: usize,
+    stride: usize,
+    lo: usize,
+    hi: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
-    #[comptime] with_indices: bool,
-    #[define(T, O, I)] _dtypes: [StorageType; 3],
-) {
-    let out_pos = CUBE_POS;
-    // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
-    if out_pos >= output.len() {
-        terminate!();
-    }
-    let start = offset + line_offset::<T>(input, out_pos, dim);
-    let len = input.shape(dim);
-    let stride = input.stride(dim);
+) -> Acc<T> {
     let unit = UNIT_POS as usize;
-
     let mut acc = acc_init::<T>(op);
-    let mut k = unit;
+    let mut k = lo + unit;
     let mut first = true;
-    while k < len {
+    while k < hi {
         acc_push::<T>(&mut acc, input[start + k * stride], k as u32, first, op);
         first = false;
         k += cube_size;
@@ -274,15 +264,106 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
         sync_cube();
         half /= 2;
     }
+    Acc::<T> {
+        value: shared_values[0],
+        index: shared_indices[0],
+    }
+}
 
-    if unit == 0 {
-        let total = Acc::<T> {
-            value: shared_values[0],
-            index: shared_indices[0],
-        };
+/// One cube per output element (`CUBE_POS`), `cube_size` units striding over the line, then a
+/// shared-memory tree.
+#[cube(launch_unchecked)]
+pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
+    input: &Tensor<T>,
+    output: &mut Tensor<O>,
+    indices: &mut Tensor<I>,
+    offset: usize,
+    dim: usize,
+    #[comptime] op: ReduceOp,
+    #[comptime] cube_size: usize,
+    #[comptime] with_indices: bool,
+    #[define(T, O, I)] _dtypes: [StorageType; 3],
+) {
+    let out_pos = CUBE_POS;
+    // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
+    if out_pos >= output.len() {
+        terminate!();
+    }
+    let start = offset + line_offset::<T>(input, out_pos, dim);
+    let len = input.shape(dim);
+    let total = cube_fold::<T>(input, start, input.stride(dim), 0, len, op, cube_size);
+    if UNIT_POS == 0 {
         output[out_pos] = acc_write::<T, O>(total, len, op, with_indices);
         if with_indices {
             indices[out_pos] = I::cast_from(total.index);
         }
+    }
+}
+
+/// First pass of a split reduction, for few long lines: cube `CUBE_POS` folds chunk
+/// `CUBE_POS % splits` (`chunk` elements, the last one shorter, none empty) of line
+/// `CUBE_POS / splits` and writes its partial value and index at `CUBE_POS`.
+#[cube(launch_unchecked)]
+pub fn reduce_split<T: Numeric>(
+    input: &Tensor<T>,
+    partial_values: &mut Tensor<T>,
+    partial_indices: &mut Tensor<u32>,
+    offset: usize,
+    dim: usize,
+    splits: usize,
+    chunk: usize,
+    #[comptime] op: ReduceOp,
+    #[comptime] cube_size: usize,
+    #[define(T)] _dtype: StorageType,
+) {
+    let pos = CUBE_POS;
+    // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
+    if pos >= partial_values.len() {
+        terminate!();
+    }
+    let line = pos / splits;
+    let lo = (pos % splits) * chunk;
+    let len = input.shape(dim);
+    let hi = select(lo + chunk < len, lo + chunk, len);
+    let start = offset + line_offset::<T>(input, line, dim);
+    let total = cube_fold::<T>(input, start, input.stride(dim), lo, hi, op, cube_size);
+    if UNIT_POS == 0 {
+        partial_values[pos] = total.value;
+        partial_indices[pos] = total.index;
+    }
+}
+
+/// Second pass of a split reduction: one unit per line merges the line's `splits` partial
+/// results in order. `len` is the length of the reduced dimension (for `Mean`).
+#[cube(launch_unchecked)]
+pub fn reduce_split_merge<T: Numeric, O: Numeric, I: Numeric>(
+    partial_values: &Tensor<T>,
+    partial_indices: &Tensor<u32>,
+    output: &mut Tensor<O>,
+    indices: &mut Tensor<I>,
+    splits: usize,
+    len: usize,
+    #[comptime] op: ReduceOp,
+    #[comptime] with_indices: bool,
+    #[define(T, O, I)] _dtypes: [StorageType; 3],
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let base = ABSOLUTE_POS * splits;
+    let mut acc = Acc::<T> {
+        value: partial_values[base],
+        index: partial_indices[base],
+    };
+    for s in 1..splits {
+        let other = Acc::<T> {
+            value: partial_values[base + s],
+            index: partial_indices[base + s],
+        };
+        acc_merge::<T>(&mut acc, other, true, op);
+    }
+    output[ABSOLUTE_POS] = acc_write::<T, O>(acc, len, op, with_indices);
+    if with_indices {
+        indices[ABSOLUTE_POS] = I::cast_from(acc.index);
     }
 }

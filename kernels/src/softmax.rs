@@ -42,3 +42,75 @@ pub fn softmax<T: Float, A: Float>(
         output[out_start + k * out_stride] = T::cast_from(y);
     }
 }
+
+/// One cube per line (`CUBE_POS`), for long lines: the units stride over the line keeping a
+/// running max and a sum of exponentials rescaled to it (an online softmax), merge those pairs
+/// through a shared-memory tree, then read the line again to write the result (a re-read that
+/// the cache mostly serves).
+#[cube(launch_unchecked)]
+pub fn softmax_per_cube<T: Float, A: Float>(
+    input: &Tensor<T>,
+    output: &mut Tensor<T>,
+    offset: usize,
+    dim: usize,
+    num_lines: usize,
+    #[comptime] cube_size: usize,
+    #[comptime] log: bool,
+    #[define(T, A)] _dtypes: [StorageType; 2],
+) {
+    // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
+    if CUBE_POS >= num_lines {
+        terminate!();
+    }
+    let start = line_start::<T, T>(input, output, CUBE_POS, dim);
+    let in_start = offset + start.input;
+    let out_start = start.output;
+    let len = input.shape(dim);
+    let in_stride = input.stride(dim);
+    let out_stride = output.stride(dim);
+    let unit = UNIT_POS as usize;
+
+    // Units with no element keep max = the line's first element and sum = 0, which merge
+    // as a no-op.
+    let mut max = A::cast_from(input[in_start]);
+    let mut sum = A::new(0.0);
+    let mut k = unit;
+    while k < len {
+        let x = A::cast_from(input[in_start + k * in_stride]);
+        if x > max {
+            sum = sum * A::exp(max - x);
+            max = x;
+        }
+        sum += A::exp(x - max);
+        k += cube_size;
+    }
+
+    let mut shared_max = SharedMemory::<A>::new(cube_size);
+    let mut shared_sum = SharedMemory::<A>::new(cube_size);
+    shared_max[unit] = max;
+    shared_sum[unit] = sum;
+    sync_cube();
+    let mut half = CUBE_DIM as usize / 2;
+    while half > 0 {
+        if unit < half {
+            let m1 = shared_max[unit];
+            let m2 = shared_max[unit + half];
+            let m = select(m2 > m1, m2, m1);
+            shared_sum[unit] = shared_sum[unit] * A::exp(m1 - m) + shared_sum[unit + half] * A::exp(m2 - m);
+            shared_max[unit] = m;
+        }
+        sync_cube();
+        half /= 2;
+    }
+    let max = shared_max[0];
+    let sum = shared_sum[0];
+    let log_sum = A::ln(sum);
+
+    let mut k = unit;
+    while k < len {
+        let z = A::cast_from(input[in_start + k * in_stride]) - max;
+        let y = if log { z - log_sum } else { A::exp(z) / sum };
+        output[out_start + k * out_stride] = T::cast_from(y);
+        k += cube_size;
+    }
+}

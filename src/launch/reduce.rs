@@ -2,7 +2,7 @@
 use burn_backend::{DType, Shape};
 use cubecl::prelude::CubeDim;
 use cubecl::Runtime;
-use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit};
+use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit, reduce_split, reduce_split_merge};
 
 use super::check_dim;
 use super::copy::into_contiguous;
@@ -11,6 +11,13 @@ use crate::tensor::CubeTensor;
 
 /// Units per cube when one cube reduces one line.
 const CUBE_SIZE: usize = 256;
+
+/// Cubes a reduction of few long lines is spread over (a few per multiprocessor of a large
+/// GPU): each line is split into chunks reduced by separate cubes, then merged.
+const SPLIT_CUBES: usize = 1024;
+
+/// Fewest elements per unit in a chunk of a split reduction.
+const SPLIT_MIN_PER_UNIT: usize = 8;
 
 /// Reduces `dim` to size 1, giving `out_dtype` elements.
 pub fn reduce_dim<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ReduceOp, out_dtype: DType) -> CubeTensor<R> {
@@ -50,21 +57,29 @@ fn launch_reduce<R: Runtime>(
         None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![1]), DType::U32),
     };
     let dtypes = [tensor.storage(), out.storage(), indices.storage()];
-    let client = tensor.client.clone();
-    let (o, idx) = (out.clone(), indices.clone());
-    if len >= 2 * CUBE_SIZE && outputs < 8192 {
-        let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
-        launch(&client, &name, geometry, move |client, count, cube_dim| {
-            // SAFETY: cubes past the output leave before any access; every read is inside the line.
-            unsafe {
-                reduce_per_cube::launch_unchecked::<R>(
-                    client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
-                    tensor.layout.offset, dim, op, CUBE_SIZE, with_indices, dtypes,
-                )
-            }
-        });
+    // One cube per line when lines are long and either few (not enough lines for a unit each)
+    // or contiguous (a cube reads a line coalesced; a unit per line would not).
+    let contiguous = tensor.layout.strides[dim] == 1;
+    if len >= 2 * CUBE_SIZE && (outputs < 8192 || contiguous) {
+        let splits = (SPLIT_CUBES.div_ceil(outputs)).min(len / (CUBE_SIZE * SPLIT_MIN_PER_UNIT));
+        if splits > 1 {
+            launch_split(&name, &tensor, &out, &indices, dim, op, splits, with_indices);
+        } else {
+            let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
+            let (o, idx) = (out.clone(), indices.clone());
+            launch(&out.client, &name, geometry, move |client, count, cube_dim| {
+                // SAFETY: cubes past the output leave before any access; every read is inside the line.
+                unsafe {
+                    reduce_per_cube::launch_unchecked::<R>(
+                        client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
+                        tensor.layout.offset, dim, op, CUBE_SIZE, with_indices, dtypes,
+                    )
+                }
+            });
+        }
     } else {
-        launch(&client, &name, Geometry::Units(outputs), move |client, count, cube_dim| {
+        let (o, idx) = (out.clone(), indices.clone());
+        launch(&out.client, &name, Geometry::Units(outputs), move |client, count, cube_dim| {
             // SAFETY: the kernel guards `pos < outputs`; every read is inside the line.
             unsafe {
                 reduce_per_unit::launch_unchecked::<R>(
@@ -89,4 +104,50 @@ pub fn reduce_all<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, out_dtype: DT
         }
     };
     reduce_dim(flat, 0, op, out_dtype)
+}
+
+/// A reduction of few long lines in two passes: each line is cut into `splits` chunks of at
+/// least `CUBE_SIZE * SPLIT_MIN_PER_UNIT` elements, one cube folds each chunk into a partial
+/// result (value and index, in the input's dtype), and one unit per line merges its partials.
+#[allow(clippy::too_many_arguments)]
+fn launch_split<R: Runtime>(
+    name: &str,
+    tensor: &CubeTensor<R>,
+    out: &CubeTensor<R>,
+    indices: &CubeTensor<R>,
+    dim: usize,
+    op: ReduceOp,
+    splits: usize,
+    with_indices: bool,
+) {
+    let len = tensor.dims()[dim];
+    let chunk = len.div_ceil(splits);
+    // With `chunk` rounded up, fewer chunks may cover the line; none is empty.
+    let splits = len.div_ceil(chunk);
+    let lines = out.num_elements();
+    let (client, device) = (&tensor.client, &tensor.device);
+    let partial_values = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), tensor.dtype);
+    let partial_indices = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), DType::U32);
+    let geometry = Geometry::Cubes { count: lines * splits, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
+    let (t, pv, pi) = (tensor.clone(), partial_values.clone(), partial_indices.clone());
+    launch(client, name, geometry, move |client, count, cube_dim| {
+        // SAFETY: cubes past the partials leave before any access; chunks lie inside the line.
+        unsafe {
+            reduce_split::launch_unchecked::<R>(
+                client, count, cube_dim, t.as_arg(), pv.as_arg(), pi.as_arg(),
+                t.layout.offset, dim, splits, chunk, op, CUBE_SIZE, t.storage(),
+            )
+        }
+    });
+    let dtypes = [tensor.storage(), out.storage(), indices.storage()];
+    let (o, idx) = (out.clone(), indices.clone());
+    launch(client, name, Geometry::Units(lines), move |client, count, cube_dim| {
+        // SAFETY: the kernel guards `pos < lines`; it reads the line's `splits` partials.
+        unsafe {
+            reduce_split_merge::launch_unchecked::<R>(
+                client, count, cube_dim, partial_values.as_arg(), partial_indices.as_arg(), o.as_arg(),
+                idx.as_arg(), splits, len, op, with_indices, dtypes,
+            )
+        }
+    });
 }

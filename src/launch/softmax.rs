@@ -1,12 +1,21 @@
 //! Fused softmax / log-softmax.
 use cubecl::Runtime;
-use ex_cubecl_kernels::softmax::softmax as softmax_kernel;
+use cubecl::prelude::CubeDim;
+use ex_cubecl_kernels::softmax::{softmax as softmax_kernel, softmax_per_cube};
 
 use super::check_dim;
 use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
-/// Softmax (or log-softmax with `log`) of a float tensor along `dim`.
+/// Units per cube when one cube handles one line.
+const CUBE_SIZE: usize = 256;
+
+/// Shortest contiguous line handled by a cube rather than a unit.
+const CUBE_MIN_LEN: usize = 512;
+
+/// Softmax (or log-softmax with `log`) of a float tensor along `dim`: one cube per line for
+/// long contiguous lines (reads coalesced), one unit per line otherwise (neighbouring units
+/// read neighbouring lines).
 pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> CubeTensor<R> {
     let name = if log { "log_softmax" } else { "softmax" };
     check_dim(name, &tensor, dim);
@@ -17,15 +26,31 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
     let len = tensor.dims()[dim];
     let lines = if len == 0 { 0 } else { out.num_elements() / len };
     let acc = super::accumulator(tensor.dtype);
-    let o = out.clone();
-    launch(&out.client, name, Geometry::Units(lines), move |client, count, cube_dim| {
-        // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
-        unsafe {
-            softmax_kernel::launch_unchecked::<R>(
-                client, count, cube_dim, tensor.as_arg(), o.as_arg(),
-                tensor.layout.offset, dim, lines, log, [tensor.storage(), acc],
-            )
-        }
-    });
+    let dtypes = [tensor.storage(), acc];
+    if tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
+        let geometry = Geometry::Cubes { count: lines, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
+        let o = out.clone();
+        launch(&out.client, name, geometry, move |client, count, cube_dim| {
+            // SAFETY: cubes past the last line leave before any access; reads and writes stay
+            // inside the line.
+            unsafe {
+                softmax_per_cube::launch_unchecked::<R>(
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(),
+                    tensor.layout.offset, dim, lines, CUBE_SIZE, log, dtypes,
+                )
+            }
+        });
+    } else {
+        let o = out.clone();
+        launch(&out.client, name, Geometry::Units(lines), move |client, count, cube_dim| {
+            // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
+            unsafe {
+                softmax_kernel::launch_unchecked::<R>(
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(),
+                    tensor.layout.offset, dim, lines, log, dtypes,
+                )
+            }
+        });
+    }
     out
 }

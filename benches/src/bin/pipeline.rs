@@ -22,10 +22,7 @@ use ex_cubecl::runtime::{Pipeline, from_cube, launch_count, to_cube};
 use ex_cubecl::tensor::CubeTensor;
 use ex_cubecl_benches::{Ours, Runtime};
 
-#[cfg(feature = "cuda")]
-type Train = ex_cubecl::ExCudaAutodiff;
-#[cfg(all(feature = "wgpu", not(feature = "cuda")))]
-type Train = ex_cubecl::ExWgpuAutodiff;
+type Train = burn_autodiff::Autodiff<Ours>;
 
 type T = CubeTensor<Runtime>;
 

@@ -6,7 +6,7 @@ use ex_cubecl::launch::matmul::{CmmaTiling, matmul_with};
 use ex_cubecl::{CubeTensor, MatmulPrecision, set_matmul_precision};
 
 use super::{downcast, uniform};
-use crate::{Case, DynCase, RunFn, Runtime, Size, Work};
+use crate::{Case, DynCase, Precision, RunFn, Runtime, Size, Work};
 
 /// How the product is computed.
 #[derive(Clone, Copy, Debug)]
@@ -107,7 +107,12 @@ impl Case for Matmul {
     }
 
     fn work(&self) -> Work {
-        Work::Flops(2.0 * (self.batch * self.m * self.k * self.n) as f64)
+        let precision = match (self.dtype, self.variant) {
+            (DType::F32, Variant::Exact) => Precision::F32,
+            (DType::F32, _) => Precision::Tf32,
+            _ => Precision::Half,
+        };
+        Work::Flops(2.0 * (self.batch * self.m * self.k * self.n) as f64, precision)
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {

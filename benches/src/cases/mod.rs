@@ -1,14 +1,22 @@
 //! The benchmark cases, one file per op family.
+pub mod elementwise;
+pub mod index;
 pub mod matmul;
 pub mod module;
+pub mod reduce;
+pub mod train;
 
 use crate::{DynCase, Size};
 
 /// Every case at `size`; `tune` adds variants of ours only (kernel tilings) for tuning.
 pub fn all(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
     let mut cases = Vec::new();
+    cases.extend(elementwise::cases(size));
+    cases.extend(reduce::cases(size));
+    cases.extend(index::cases(size));
     cases.extend(matmul::cases(size, tune));
     cases.extend(module::cases(size));
+    cases.extend(train::cases(size));
     cases
 }
 

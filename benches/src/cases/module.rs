@@ -4,7 +4,7 @@ use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
 use burn_tensor::module::{attention, conv2d, max_pool2d};
 
 use super::uniform;
-use crate::{Case, DynCase, RunFn, Size, Work};
+use crate::{Case, DynCase, Precision, RunFn, Size, Work};
 
 /// `conv2d(x [b, c, h, w], weight [c_out, c, 3, 3])`, stride 1, padding 1.
 pub struct Conv2d {
@@ -50,7 +50,7 @@ impl Case for Conv2d {
 
     fn work(&self) -> Work {
         let [b, c, h, w] = self.x;
-        Work::Flops(2.0 * (b * self.c_out * h * w * c * 9) as f64)
+        Work::Flops(2.0 * (b * self.c_out * h * w * c * 9) as f64, Precision::Tf32)
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
@@ -95,7 +95,7 @@ impl Case for Attention {
 
     fn work(&self) -> Work {
         let [b, h, s, d] = self.shape;
-        Work::Flops(4.0 * (b * h * s * s * d) as f64)
+        Work::Flops(4.0 * (b * h * s * s * d) as f64, Precision::Tf32)
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {

@@ -1,0 +1,107 @@
+//! Elementwise ops on f32: one add, a chain of five unfused ops, and the latency of a tiny add.
+use burn_backend::Backend;
+
+use super::uniform;
+use crate::{Case, DynCase, RunFn, Size, Work};
+
+/// `a + b` on `n` f32 elements.
+pub struct Add {
+    n: usize,
+}
+
+/// Five elementwise ops in a row, each its own launch (no fusion on either backend):
+/// `(((a + b) * c).exp().sqrt()).neg()`.
+pub struct Chain5 {
+    n: usize,
+}
+
+/// `a + b` on 16 elements, synced: the time of launching a tiny op and waiting for it.
+pub struct TinyAdd;
+
+/// The elementwise cases at `size`.
+pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
+    let n = match size {
+        Size::Small => 1 << 16,
+        Size::Full => 1 << 26,
+    };
+    vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(TinyAdd)]
+}
+
+/// `2^k` for powers of two, the number otherwise.
+fn count(n: usize) -> String {
+    if n.is_power_of_two() { format!("2^{}", n.trailing_zeros()) } else { n.to_string() }
+}
+
+impl Case for Add {
+    fn name(&self) -> String {
+        "add f32".into()
+    }
+
+    fn size(&self) -> String {
+        count(self.n)
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(12.0 * self.n as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let a = uniform::<B, 1>([self.n], 1, device);
+        let b = uniform::<B, 1>([self.n], 2, device);
+        Some(Box::new(move || a.clone() + b.clone()))
+    }
+
+    fn on_cpu(&self) -> bool {
+        true
+    }
+}
+
+impl Case for Chain5 {
+    fn name(&self) -> String {
+        "5 elementwise ops f32 (add, mul, exp, sqrt, neg)".into()
+    }
+
+    fn size(&self) -> String {
+        count(self.n)
+    }
+
+    fn work(&self) -> Work {
+        // Unfused: two binary ops (read 2, write 1) and three unary ops (read 1, write 1).
+        Work::Bytes((2.0 * 12.0 + 3.0 * 8.0) * self.n as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let a = uniform::<B, 1>([self.n], 1, device);
+        let b = uniform::<B, 1>([self.n], 2, device);
+        let c = uniform::<B, 1>([self.n], 3, device);
+        Some(Box::new(move || ((a.clone() + b.clone()) * c.clone()).exp().sqrt().neg()))
+    }
+
+    fn on_cpu(&self) -> bool {
+        true
+    }
+}
+
+impl Case for TinyAdd {
+    fn name(&self) -> String {
+        "tiny add f32 + sync (latency)".into()
+    }
+
+    fn size(&self) -> String {
+        "16".into()
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(12.0 * 16.0)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let a = uniform::<B, 1>([16], 1, device);
+        let b = uniform::<B, 1>([16], 2, device);
+        Some(Box::new(move || a.clone() + b.clone()))
+    }
+
+    fn on_cpu(&self) -> bool {
+        true
+    }
+}
