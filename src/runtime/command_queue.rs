@@ -20,6 +20,8 @@
 //!   waiting on a dropped (or never issued) id gives [`CommandError::Unknown`].
 //! - Dropping a queue finishes its queued commands and joins its thread. The shared queues
 //!   of [`CommandQueue::for_device`] live as long as the process.
+//! - A command must not `wait` for a later command of its own queue (that command cannot
+//!   start before this one ends).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -369,7 +371,11 @@ impl<R: Runtime> Drop for CommandQueue<R> {
         // Closing the channel lets the worker finish the queued commands and stop.
         self.shared.lock().sender = None;
         if let Some(worker) = self.worker.take() {
-            let _ = worker.join();
+            // A queue dropped by its own worker (its last owner was a command or a callback)
+            // cannot wait for itself: the worker ends after the commands already queued.
+            if worker.thread().id() != std::thread::current().id() {
+                let _ = worker.join();
+            }
         }
     }
 }
@@ -383,12 +389,16 @@ fn work_loop<R: Runtime>(device: R::Device, shared: Arc<Shared<R>>, receiver: Re
                 *entry = Entry::Running;
             }
         }
-        let result = catch_unwind(AssertUnwindSafe(|| work.run()))
-            .unwrap_or_else(|payload| Err(panic_message(payload.as_ref())))
-            .and_then(|outputs| match cubecl::future::block_on(client.sync()) {
+        // The command and the device sync that completes it; a panic in either fails the
+        // command, never the worker.
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let outputs = work.run()?;
+            match cubecl::future::block_on(client.sync()) {
                 Ok(()) => Ok(outputs),
                 Err(e) => Err(format!("ex_cubecl: command {id}: syncing device {device:?}: {e:?}")),
-            });
+            }
+        }))
+        .unwrap_or_else(|payload| Err(panic_message(payload.as_ref())));
         let outcome: CommandOutcome<R> = result.map_err(|reason| CommandError::Failed { id, reason });
         let for_callback = callback.as_ref().map(|_| outcome.clone());
         {

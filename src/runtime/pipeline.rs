@@ -32,11 +32,17 @@
 //!   devices, ...): the values would be those of the capture, which a replay cannot
 //!   reproduce. Such a read panics inside the closure and [`Pipeline::capture`] returns
 //!   [`PipelineError::HostRead`].
-//! - Host-side decisions are frozen at capture: a branch on a shape, the matmul precision,
-//!   the choice of kernel. Only launches made on the capturing thread are recorded.
+//! - Host-side values are frozen at capture: scalars (a learning rate or a step count given
+//!   as an `f64` is replayed with its capture value: pass values that change as input
+//!   tensors), branches on shapes, the matmul precision, the choice of kernel. Only launches
+//!   made on the capturing thread are recorded.
 //! - Random ops draw their key when their kernel launches, so **every replay draws fresh
 //!   random numbers** (dropout masks change from step to step, as in eager training), and
 //!   after the same `Backend::seed` a replay repeats the numbers of an eager run.
+//!
+//! Costs: a replay launches one copy kernel per input and per output besides the recorded
+//! launches, and a pipeline keeps every intermediate of the captured closure alive at once
+//! (eager execution frees and reuses them within the step).
 //!
 //! Runs of one pipeline are serialised (a pipeline is `Send + Sync` and can be shared
 //! through an `Arc`, e.g. with a [`CommandQueue`](super::CommandQueue)); a pipeline cannot
