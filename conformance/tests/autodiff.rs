@@ -695,3 +695,69 @@ fn autodiff_behaviour() {
     });
     suite.finish();
 }
+
+#[test]
+fn edge_case_grads_match_ndarray() {
+    setup();
+    let mut suite = Suite::new("autodiff edge cases");
+    let s = &mut suite;
+    let t = Tol::of(1e-4);
+    // Empty tensors: empty gradients of the input's shape (zeros where the input is not empty).
+    let e03 = rand(1000, &[0, 3], -1.0, 1.0);
+    let e30 = rand(1001, &[3, 0], -1.0, 1.0);
+    let r13 = rand(1002, &[1, 3], -1.0, 1.0);
+    let r04 = rand(1003, &[0, 4], -1.0, 1.0);
+    let r43 = rand(1004, &[4, 3], -1.0, 1.0);
+    let r23 = rand(1005, &[2, 3], -1.0, 1.0);
+    let r02 = rand(1006, &[0, 2], -1.0, 1.0);
+    grad_check!(s, "exp [0, 3]", t, [x: &e03], |B| B::float_exp(x));
+    grad_check!(s, "add [0, 3] + [1, 3]", t, [x: &e03, y: &r13], |B| B::float_add(x, y));
+    // burn-ndarray's matmul divides by zero on empty operands: the answers are known (an
+    // empty or all-zero output, gradients of zeros of the inputs' shapes).
+    let zeros = |shape: &[usize]| TensorData::new(vec![0.0f32; shape.iter().product()], shape.to_vec());
+    for (x, y, out) in [(&r04, &r43, [0, 3]), (&e30, &r02, [3, 2])] {
+        for (label, r) in [
+            ("plain", catch(|| run::<AdEx, 2>(&[x, y], |[x, y]| AdEx::float_matmul(x, y)))),
+            ("checkpointed", catch(|| run::<AdExCk, 2>(&[x, y], |[x, y]| AdExCk::float_matmul(x, y)))),
+        ] {
+            let case = format!("matmul {:?} x {:?} {label}", x.shape, y.shape);
+            s.record(format!("{case}: output and gradients are zeros"), match r {
+                Ok(GradRun { out: o, grads }) => compare(&o, &zeros(&out), Tol::EXACT)
+                    .and_then(|_| grads[0].as_ref().map_or(Err("no gradient of x".into()), |g| compare(g, &zeros(&x.shape), Tol::EXACT)))
+                    .and_then(|_| grads[1].as_ref().map_or(Err("no gradient of y".into()), |g| compare(g, &zeros(&y.shape), Tol::EXACT))),
+                Err(e) => Err(format!("panicked: {e}")),
+            });
+        }
+    }
+    grad_check!(s, "sum [3, 0]", t, [x: &e30], |B| B::float_sum(x));
+    grad_check!(s, "sum_dim [3, 0] dim=1", t, [x: &e30], |B| B::float_sum_dim(x, 1));
+    grad_check!(s, "softmax [0, 3] dim=1", t, [x: &e03], |B| B::softmax(x, 1));
+    grad_check!(s, "cat [0, 3] and [2, 3] dim=0", t, [x: &e03, y: &r23], |B| B::float_cat(vec![x, y], 0));
+    // Non-differentiable points, where Burn's formulas pick a value: zeros for relu, abs and
+    // sign, values on the clamp bounds, and ties of max / min.
+    let special = TensorData::new(vec![0.0f32, -0.0, 0.5, -0.5, 1.0, -1.0, 2.0, 0.0], [2, 4]);
+    grad_check!(s, "relu at 0", t, [x: &special], |B| B::relu(x));
+    grad_check!(s, "abs at 0", t, [x: &special], |B| B::float_abs(x));
+    grad_check!(s, "sign at 0", t, [x: &special], |B| B::float_sign(x));
+    grad_check!(s, "powi 2 at 0", t, [x: &special], |B| B::float_powi_scalar(x, Scalar::Int(2)));
+    grad_check!(s, "clamp on the bounds [-0.5, 0.5]", t, [x: &special], |B| B::float_clamp(x, Scalar::Float(-0.5), Scalar::Float(0.5)));
+    grad_check!(s, "leaky_relu at 0", t, [x: &special], |B| B::leaky_relu(x, Scalar::Float(0.1)));
+    let ties = TensorData::new(vec![1.0f32, 3.0, 3.0, -1.0, 2.0, 2.0, 1.0, 2.0, -4.0, 5.0, -4.0, 5.0], [3, 4]);
+    for dim in 0..2 {
+        grad_check!(s, format!("max_dim with ties dim={dim}"), t, [x: &ties], |B| B::float_max_dim(x, dim));
+        grad_check!(s, format!("min_dim with ties dim={dim}"), t, [x: &ties], |B| B::float_min_dim(x, dim));
+        grad_check!(s, format!("cummax with ties dim={dim}"), t, [x: &ties], |B| B::float_cummax(x, dim));
+    }
+    grad_check!(s, "max with ties", t, [x: &ties], |B| B::float_max(x));
+    // Longer lines: the multi-cube reduction and scan paths, a tiled matrix product.
+    let long = rand(1010, &[3, 700], -1.0, 1.0);
+    grad_check!(s, "sum_dim [3, 700] dim=1", Tol::of(1e-4), [x: &long], |B| B::float_sum_dim(x, 1));
+    grad_check!(s, "max_dim [3, 700] dim=1", t, [x: &long], |B| B::float_max_dim(x, 1));
+    grad_check!(s, "softmax [3, 700] dim=1", t, [x: &long], |B| B::softmax(x, 1));
+    grad_check!(s, "log_softmax [3, 700] dim=1", t, [x: &long], |B| B::log_softmax(x, 1));
+    grad_check!(s, "cumsum [3, 700] dim=1", Tol::of(1e-3), [x: &long], |B| B::float_cumsum(x, 1));
+    grad_check!(s, "mean [3, 700]", t, [x: &long], |B| B::float_mean(x));
+    let (a, b) = (rand(1011, &[40, 70], -1.0, 1.0), rand(1012, &[70, 33], -1.0, 1.0));
+    grad_check!(s, "matmul [40, 70] x [70, 33]", Tol::of(5e-4), [x: &a, y: &b], |B| B::float_matmul(x, y));
+    suite.finish();
+}
