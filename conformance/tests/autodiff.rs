@@ -105,6 +105,8 @@ fn unary_grads_match_ndarray() {
     unary!(s, "powi_scalar 3", -2.0, 2.0, t, |B, x| B::float_powi_scalar(x, Scalar::Int(3)));
     unary!(s, "powi_scalar -2", 0.4, 2.0, t, |B, x| B::float_powi_scalar(x, Scalar::Int(-2)));
     unary!(s, "powi_scalar -3", 0.4, 2.0, t, |B, x| B::float_powi_scalar(x, Scalar::Int(-3)));
+    unary!(s, "powi_scalar -3 (negative bases)", -2.0, -0.4, t, |B, x| B::float_powi_scalar(x, Scalar::Int(-3)));
+    unary!(s, "powf_scalar -1 (negative bases)", -2.0, -0.4, t, |B, x| B::float_powf_scalar_impl(x, Scalar::Float(-1.0)));
     unary!(s, "powi_scalar 0", -2.0, 2.0, t, |B, x| B::float_powi_scalar(x, Scalar::Int(0)));
     unary!(s, "add_scalar", -2.0, 2.0, t, |B, x| B::float_add_scalar(x, Scalar::Float(1.5)));
     unary!(s, "sub_scalar", -2.0, 2.0, t, |B, x| B::float_sub_scalar(x, Scalar::Float(0.75)));
@@ -193,6 +195,9 @@ fn binary_grads_match_ndarray() {
     binary!(s, "atan2", (-2.0, 2.0), (-2.0, 2.0), t, |B, x, y| B::float_atan2(x, y));
     // Tensor API compositions of two inputs.
     binary!(s, "max_pair", (-2.0, 2.0), (-2.0, 2.0), t, |B, x, y| prim(tensor::<B, 3>(B::float_reshape(x.clone(), unsqueeze3(&x))).max_pair(tensor::<B, 3>(B::float_reshape(y.clone(), unsqueeze3(&y))))));
+    // powi: an int exponent tensor (not differentiable), negative bases included.
+    let (xd, ed) = (rand(180, &[3, 4], -2.0, 2.0), int_data(&mut Rng::new(181), &[3, 4], DType::I64, -2, 4));
+    grad_check!(s, "powi [3, 4] int exponents in -2..4", t, [x: &xd], |B| B::float_powi(x, i::<B>(&ed)));
     binary!(s, "mul then div", (-2.0, 2.0), (0.5, 2.0), t, |B, x, y| B::float_div(B::float_mul(x.clone(), y.clone()), B::float_add(y, x)));
     suite.finish();
 }

@@ -395,3 +395,25 @@ fn norm_embedding_linear_unfold_grads_match_ndarray() {
     });
     suite.finish();
 }
+
+/// Half precision: a convolution, a pooling and an attention on f16 where the device has it,
+/// against the f32 reference.
+#[test]
+fn half_precision_module_grads_match_ndarray() {
+    setup();
+    let mut suite = Suite::new("autodiff module f16");
+    let s = &mut suite;
+    for dtype in float_dtypes().into_iter().filter(|d| *d == DType::F16) {
+        let t = Tol::of(1e-3).for_dtype(dtype);
+        let r = |seed: u64, shape: &[usize]| float_data(&mut Rng::new(seed), shape, dtype, -1.0, 1.0);
+        let (x, w, b) = (r(9500, &[2, 3, 6, 5]), r(9501, &[4, 3, 3, 3]), r(9502, &[4]));
+        grad_check!(s, format!("conv2d x=[2, 3, 6, 5] w=[4, 3, 3, 3] pad=1 {dtype:?}"), t, [x: &x, w: &w, b: &b], |B| {
+            B::conv2d(x, w, Some(b), ConvOptions::new([1, 1], [1, 1], [1, 1], 1))
+        });
+        grad_check!(s, format!("avg_pool2d x=[2, 3, 6, 5] k=2 {dtype:?}"), t, [x: &x], |B| B::avg_pool2d(x, [2, 2], [2, 2], [0, 0], true, false));
+        grad_check!(s, format!("max_pool2d x=[2, 3, 6, 5] k=3 stride=2 {dtype:?}"), t, [x: &x], |B| B::max_pool2d(x, [3, 3], [2, 2], [1, 1], [1, 1], false));
+        let (q, k, v) = (r(9510, &[1, 2, 4, 8]), r(9511, &[1, 2, 5, 8]), r(9512, &[1, 2, 5, 3]));
+        grad_check!(s, format!("attention q=[1, 2, 4, 8] k=[1, 2, 5, 8] {dtype:?}"), t, [q: &q, k: &k, v: &v], |B| B::attention(q, k, v, None, None, Default::default()));
+    }
+    suite.finish();
+}
