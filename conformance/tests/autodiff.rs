@@ -566,6 +566,23 @@ fn two_backwards<AD: AutodiffBackend>(x: &TensorData) -> Vec<Option<TensorData>>
     vec![first, second, AD::grad(&xt, &g1).map(rf::<AD::InnerBackend>)]
 }
 
+/// A training step's backward pass through the Tensor API: a two-layer perceptron, ReLU,
+/// log-softmax and the mean negative log-likelihood of integer labels; returns the gradients
+/// of both weights and the first bias.
+fn mlp_step<AD: AutodiffBackend>(x: &TensorData, w1: &TensorData, b1: &TensorData, w2: &TensorData, labels: &TensorData) -> Vec<Option<TensorData>> {
+    let device = dev::<AD>();
+    let param = |d: &TensorData| Tensor::<AD, 2>::from_data(d.clone(), &device).require_grad();
+    let (w1, w2) = (param(w1), param(w2));
+    let b1 = Tensor::<AD, 1>::from_data(b1.clone(), &device).require_grad();
+    let x = Tensor::<AD, 2>::from_data(x.clone(), &device);
+    let hidden = act::relu(x.matmul(w1.clone()) + b1.clone().unsqueeze_dim(0));
+    let log_probs = act::log_softmax(hidden.matmul(w2.clone()), 1);
+    let labels = Tensor::<AD, 2, burn_tensor::Int>::from_data(labels.clone(), &device);
+    let loss = log_probs.gather(1, labels).mean().neg();
+    let grads = loss.backward();
+    vec![w1.grad(&grads).map(|g| g.into_data()), b1.grad(&grads).map(|g| g.into_data()), w2.grad(&grads).map(|g| g.into_data())]
+}
+
 /// Runs `f` on our backend and the reference, plain and checkpointed, and compares the
 /// gradient lists.
 macro_rules! behaviour {
@@ -685,6 +702,11 @@ fn autodiff_behaviour() {
         s.record(format!("two backward passes {label}: second = exp(x) w, not accumulated"), expect(&r, 1, Some(&times_weight(&x, f64::exp)), Tol::of(1e-5)));
         s.record(format!("two backward passes {label}: the first gradients are unchanged"), expect(&r, 2, Some(&times_weight(&x, |_| 1.0)), Tol::EXACT));
     }
+
+    // A training step through the Tensor API (Tensor::backward, Tensor::grad).
+    let (xs, w1, b1, w2) = (rand(910, &[8, 5], -1.0, 1.0), rand(911, &[5, 16], -1.0, 1.0), rand(912, &[16], -0.5, 0.5), rand(913, &[16, 3], -1.0, 1.0));
+    let labels = int_data(&mut Rng::new(914), &[8, 1], DType::I64, 0, 3);
+    behaviour!(s, "Tensor API training step: linear-relu-linear-log_softmax-nll", Tol::of(1e-5), mlp_step(&xs, &w1, &b1, &w2, &labels));
 
     // Int and bool ops in the middle of the graph: argmax picks, a comparison masks, an int
     // tensor round-trips through float; the gradient flows through the float path only.
