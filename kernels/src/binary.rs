@@ -116,7 +116,7 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
             let r = x - y * f32::trunc(x / y);
             F::cast_from(select(!(r == 0.0) && (r < 0.0) != (y < 0.0), r + y, r))
         }
-        BinaryFloatOp::Powf => F::powf(a, b),
+        BinaryFloatOp::Powf => crate::unary::pow::<F>(a, b),
         BinaryFloatOp::Atan2 => crate::unary::nan_unless::<F>(a == a && b == b, F::atan2(a, b)),
         BinaryFloatOp::Min => select(a < b || !(a == a), a, b),
         BinaryFloatOp::Max => select(a > b || !(a == a), a, b),

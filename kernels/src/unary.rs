@@ -159,7 +159,7 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
                 x
             }
         }
-        UnaryFloatOp::PowScalar => F::powf(x, a),
+        UnaryFloatOp::PowScalar => pow::<F>(x, a),
         UnaryFloatOp::Clamp => clamp_nan_aware::<F>(x, a, b),
         UnaryFloatOp::ClampMin => select(x < a, a, x),
         UnaryFloatOp::ClampMax => select(x > a, a, x),
@@ -217,6 +217,21 @@ pub fn round_half_even<F: Float>(x: F) -> F {
     }
     // NaN and infinities pass through.
     select(!(x == x) || is_inf::<F>(x), x, out)
+}
+
+/// `x^y` with C's `pow` semantics for a negative base: `±|x|^y` when `y` is an integer
+/// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
+/// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
+#[cube]
+pub fn pow<F: Float>(x: F, y: F) -> F {
+    let zero = F::new(0.0);
+    let direct = F::powf(x, y);
+    let magnitude = F::powf(F::abs(x), y);
+    let integer = F::floor(y) == y;
+    let half = y * F::new(0.5);
+    let odd = integer && !(F::floor(half) == half);
+    let signed = select(odd, zero - magnitude, magnitude);
+    select(x < zero && integer, signed, direct)
 }
 
 /// `value` where `ok`, NaN elsewhere: some drivers' `atan` turns NaN into 0.
