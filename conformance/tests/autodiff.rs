@@ -438,15 +438,15 @@ fn index_grads_match_ndarray() {
         let o = || GridSampleOptions { mode: InterpolateMode::Bilinear, padding_mode: GridSamplePaddingMode::Zeros, align_corners: align };
         grad_check!(s, format!("grid_sample_2d bilinear align_corners={align}"), Tol::of(1e-4), [x: &img, g: &grid], |B| B::float_grid_sample_2d(x, g, o()));
     }
-    // gather_nd / scatter_nd have a backward pass in autodiff but no forward pass in our
-    // backend yet (it keeps FloatTensorOps' `unimplemented!` defaults): documented here so that
-    // this check fails, and gets replaced by gradient checks, once they exist.
-    let nd = TensorData::new(vec![1i64, 2, 0, 1], [2, 2]);
-    let ours = catch(|| {
-        let gathered = AdEx::float_gather_nd(leaf::<AdEx>(&x3, true), i::<AdEx>(&nd));
-        rf::<AdEx>(gathered)
+    // gather_nd / scatter_nd: k = 1 and 2 coordinates, repeated tuples (gradients accumulate).
+    let nd1 = TensorData::new(vec![1i64, 0, 1], [3, 1]);
+    let nd2 = TensorData::new(vec![1i64, 2, 0, 1, 1, 2], [3, 2]);
+    grad_check!(s, "gather_nd [2, 3, 4] k=1", t, [x: &x3], |B| B::float_gather_nd(x, i::<B>(&nd1)));
+    grad_check!(s, "gather_nd [2, 3, 4] k=2", t, [x: &x3], |B| B::float_gather_nd(x, i::<B>(&nd2)));
+    let v2 = rand(650, &[3, 4], -2.0, 2.0);
+    grad_check!(s, "scatter_nd add [2, 3, 4] k=2", t, [x: &x3, v: &v2], |B| {
+        B::float_scatter_nd(B::float_exp(x), i::<B>(&nd2), v, burn_backend::tensor::IndexingUpdateOp::Add)
     });
-    s.check_panics("gather_nd: not implemented by our backend", "not implemented", ours);
     suite.finish();
 }
 

@@ -37,6 +37,8 @@ pub mod fft;
 #[allow(missing_docs)]
 pub mod index;
 #[allow(missing_docs)]
+pub mod index_nd;
+#[allow(missing_docs)]
 pub mod interpolate;
 #[allow(missing_docs)]
 pub mod mask;
