@@ -78,6 +78,39 @@ pub fn binary_float<F: Float>(
     output[ABSOLUTE_POS] = apply_binary_float::<F>(a, b, op);
 }
 
+/// `out = op(lhs, rhs)` for float dtypes when both operands are contiguous with the output's
+/// shape (or the right one is the scalar), `N` elements per unit: vectors are loaded and
+/// stored whole, the op runs per lane. Offsets and `vectors` are counted in vectors.
+#[cube(launch_unchecked)]
+pub fn binary_float_vec<F: Float, N: Size>(
+    lhs: &Tensor<Vector<F, N>>,
+    rhs: &Tensor<Vector<F, N>>,
+    output: &mut Tensor<Vector<F, N>>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    vectors: usize,
+    scalar: InputScalar,
+    #[comptime] op: BinaryFloatOp,
+    #[comptime] rhs_scalar: bool,
+    #[define(F)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let a = lhs[lhs_offset + ABSOLUTE_POS];
+    let b = if rhs_scalar {
+        Vector::<F, N>::new(scalar.get::<F>())
+    } else {
+        rhs[rhs_offset + ABSOLUTE_POS]
+    };
+    let mut y = Vector::<F, N>::empty();
+    #[unroll]
+    for i in 0..a.vector_size() {
+        y[i] = apply_binary_float::<F>(a[i], b[i], op);
+    }
+    output[ABSOLUTE_POS] = y;
+}
+
 /// `out = op(lhs, rhs)` for integer dtypes.
 #[cube(launch_unchecked)]
 pub fn binary_int<I: Int>(

@@ -89,6 +89,33 @@ pub fn unary_float<F: Float>(
     output[ABSOLUTE_POS] = apply_unary_float::<F>(x, a.get::<F>(), b.get::<F>(), op);
 }
 
+/// `out[i] = op(input[i])` for float dtypes on contiguous input and output, `N` elements per
+/// unit: vectors are loaded and stored whole (wide memory accesses), the op runs per lane.
+/// `offset` and `vectors` are counted in vectors.
+#[cube(launch_unchecked)]
+pub fn unary_float_vec<F: Float, N: Size>(
+    input: &Tensor<Vector<F, N>>,
+    output: &mut Tensor<Vector<F, N>>,
+    offset: usize,
+    vectors: usize,
+    a: InputScalar,
+    b: InputScalar,
+    #[comptime] op: UnaryFloatOp,
+    #[define(F)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let x = input[offset + ABSOLUTE_POS];
+    let (a, b) = (a.get::<F>(), b.get::<F>());
+    let mut y = Vector::<F, N>::empty();
+    #[unroll]
+    for i in 0..x.vector_size() {
+        y[i] = apply_unary_float::<F>(x[i], a, b, op);
+    }
+    output[ABSOLUTE_POS] = y;
+}
+
 /// `out[i] = op(input[i])` for integer dtypes.
 #[cube(launch_unchecked)]
 pub fn unary_int<I: Int>(

@@ -1,10 +1,10 @@
 //! Elementwise unary, binary and comparison launches.
 use burn_backend::{BoolStore, DType, Scalar};
 use cubecl::Runtime;
-use cubecl::prelude::InputScalar;
-use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_int};
+use cubecl::prelude::{ComputeClient, InputScalar};
+use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_float_vec, binary_int};
 use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
-use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_int};
+use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
 use super::{broadcast_shape, check_same_dtype, float_arg, scalar_arg};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
@@ -16,6 +16,16 @@ pub enum Rhs<R: Runtime> {
     Tensor(CubeTensor<R>),
     /// A scalar.
     Scalar(Scalar),
+}
+
+/// The widest vector (among the device's efficient sizes) in which `n` contiguous elements of
+/// `dtype` starting at each of `offsets` can be read and written: it divides `n` and every
+/// offset. 1 when there is none.
+fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DType, n: usize, offsets: &[usize]) -> usize {
+    client
+        .io_optimized_vector_sizes(storage_type(dtype).size())
+        .find(|&v| n % v == 0 && offsets.iter().all(|o| o % v == 0))
+        .unwrap_or(1)
 }
 
 fn check_float<R: Runtime>(op: &str, t: &CubeTensor<R>) {
@@ -36,7 +46,27 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let (a, b) = (float_arg(a, tensor.dtype), float_arg(b, tensor.dtype));
-    launch(&tensor.client, &name, Geometry::Units(out.num_elements()), |count, dim| {
+    let n = out.num_elements();
+    let offset = tensor.layout.offset;
+    let v = match tensor.layout.is_contiguous() {
+        true => flat_vector_size(&tensor.client, tensor.dtype, n, &[offset]),
+        false => 1,
+    };
+    if v > 1 {
+        let (input, output) = (tensor.clone(), out.clone());
+        launch(&tensor.client, &name, Geometry::Units(n / v), move |count, dim| {
+            // SAFETY: the kernel guards `pos < n / v`; input and output hold `n` contiguous
+            // elements from offsets that `v` divides.
+            unsafe {
+                unary_float_vec::launch_unchecked::<R>(
+                    &input.client, count, dim, v, input.as_arg(), output.as_arg(), offset / v, n / v, a, b, op,
+                    input.storage(),
+                )
+            }
+        });
+        return out;
+    }
+    launch(&tensor.client, &name, Geometry::Units(n), |count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
             unary_float::launch_unchecked::<R>(
@@ -134,7 +164,27 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
     let name = format!("float {op:?}");
     check_float(&name, &lhs);
     let p = plan(&name, &lhs, rhs, lhs.dtype);
-    launch(&lhs.client, &name, Geometry::Units(p.out.num_elements()), |count, dim| {
+    let n = p.out.num_elements();
+    if p.layout.lhs_linear && p.layout.rhs_linear {
+        let (lo, ro) = (p.lhs_view.offset, p.rhs_view.offset);
+        let v = flat_vector_size(&lhs.client, lhs.dtype, n, &[lo, ro]);
+        if v > 1 {
+            let (l, r, out, scalar, rhs_scalar) = (lhs.clone(), p.rhs.clone(), p.out.clone(), p.scalar, p.layout.rhs_scalar);
+            let (lv, rv) = (p.lhs_view.clone(), p.rhs_view.clone());
+            launch(&lhs.client, &name, Geometry::Units(n / v), move |count, dim| {
+                // SAFETY: the kernel guards `pos < n / v`; both operands and the output hold
+                // `n` contiguous elements from offsets that `v` divides.
+                unsafe {
+                    binary_float_vec::launch_unchecked::<R>(
+                        &l.client, count, dim, v, l.view_arg(&lv), r.view_arg(&rv), out.as_arg(), lo / v, ro / v,
+                        n / v, scalar, op, rhs_scalar, l.storage(),
+                    )
+                }
+            });
+            return p.out;
+        }
+    }
+    launch(&lhs.client, &name, Geometry::Units(n), |count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
         unsafe {
             binary_float::launch_unchecked::<R>(
