@@ -22,7 +22,40 @@
 //! `set_matmul_precision(MatmulPrecision::Exact)` for exact f32 products; see
 //! [`MatmulPrecision`].
 //!
-//! Layers: [`runtime`] (buffers, layouts, device contexts and the single launcher),
+//! ## Pipelines and asynchronous commands
+//!
+//! A [`Pipeline`] records the kernel launches of a closure of backend ops (a forward pass,
+//! or a whole training step with `backward` and the optimizer update) once, and replays them
+//! on new inputs of the same shapes without re-running the host-side logic of the ops; its
+//! intermediate buffers are allocated once and reused by every replay. A [`CommandQueue`]
+//! runs pipeline replays and closures of ops off the caller's thread, in submission order,
+//! with `submit` / `poll` / `wait` and completion callbacks. See [`runtime::Pipeline`] and
+//! [`runtime::CommandQueue`] for the rules and examples; in short:
+//!
+//! ```
+//! use burn_tensor::{Float, Tensor};
+//! use ex_cubecl::{CommandQueue, Pipeline, Work, from_cube, to_cube};
+//! use ex_cubecl::ExWgpu;
+//! use std::sync::Arc;
+//!
+//! let device = Default::default();
+//! let x = Tensor::<ExWgpu, 2>::ones([2, 3], &device);
+//! let pipeline = Pipeline::capture(&device, &[to_cube(x.clone())], |inputs| {
+//!     let x = from_cube::<_, 2, Float>(inputs[0].clone());
+//!     vec![to_cube((x.clone() * x).sum())]
+//! })
+//! .unwrap();
+//! let y = from_cube::<_, 1, Float>(pipeline.run(&[to_cube(x.clone() * 2.0)]).unwrap().remove(0));
+//! assert_eq!(y.into_scalar(), 24.0);
+//!
+//! let queue = CommandQueue::for_device(&device);
+//! let id = queue.submit(Work::replay(&Arc::new(pipeline), vec![to_cube(x)]));
+//! let outputs = queue.wait(id).unwrap();
+//! assert_eq!(from_cube::<_, 1, Float>(outputs[0].clone()).into_scalar(), 6.0);
+//! ```
+//!
+//! Layers: [`runtime`] (buffers, layouts, device contexts, the single launcher, pipelines
+//! and command queues),
 //! [`tensor`] (the one primitive for float, int and bool tensors), `launch` (host side of
 //! each kernel family) and `ops` (Burn's ops traits, one file each).
 #![warn(missing_docs)]
@@ -34,7 +67,13 @@ pub mod runtime;
 pub mod tensor;
 
 pub use backend::ExCubeclBackend;
+/// The CubeCL version the backend is built on (its runtimes name the backend's type
+/// parameter, e.g. `cubecl::wgpu::WgpuRuntime`).
+pub use cubecl;
 pub use launch::matmul::{MatmulPrecision, matmul_precision, set_matmul_precision};
+pub use runtime::{
+    CommandError, CommandId, CommandQueue, CommandStatus, Pipeline, PipelineError, Work, from_cube, to_cube,
+};
 pub use tensor::{CubeTensor, QuantizedTensor};
 
 /// The backend on wgpu (Vulkan, Metal, DX12; Mesa's lavapipe on machines without a GPU).

@@ -62,12 +62,13 @@ pub fn attention<R: Runtime>(
     let bias_ref = bias.as_ref().unwrap_or(&scores);
     let mask_storage = mask.as_ref().map_or(scores.storage(), |m| m.storage());
     if k[2] > 0 {
-        launch(&scores.client, op, Geometry::Units(rows), |count, dim| {
+        let (mask_ref, bias_ref, p) = (mask_ref.clone(), bias_ref.clone(), probs.clone());
+        launch(&probs.client, op, Geometry::Units(rows), move |client, count, dim| {
             // SAFETY: the kernel guards `row < rows`; mask and bias are views of the scores'
             // shape, read within it.
             unsafe {
                 attention_probs::launch_unchecked::<R>(
-                    &scores.client, count, dim, scores.as_arg(), mask_ref.as_arg(), bias_ref.as_arg(), probs.as_arg(),
+                    client, count, dim, scores.as_arg(), mask_ref.as_arg(), bias_ref.as_arg(), p.as_arg(),
                     mask_ref.layout.offset, bias_ref.layout.offset, scale, softcap, lowest, tiny, rows, mask.is_some(),
                     bias.is_some(), options.softcap.is_some(), options.is_causal,
                     [scores.storage(), mask_storage, accumulator(dtype)],

@@ -164,12 +164,13 @@ fn launch_conv_gemm<R: Runtime>(
     let has_bias = bias.is_some();
     let bias = bias.unwrap_or(weight);
     let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(units) };
-    launch(&x.client, op, geometry, |count, dim| {
+    let (x, bias) = (x.clone(), bias.clone());
+    launch(&out.client, op, geometry, move |client, count, dim| {
         // SAFETY: cubes past `cubes` leave uniformly; every gather and write is checked
         // against the input's and output's extents.
         unsafe {
             conv_gemm::launch_unchecked::<R>(
-                &x.client, count, dim, x5.as_arg(), w5.as_arg(), bias.as_arg(), out5.as_arg(), x5.layout.offset,
+                client, count, dim, x5.as_arg(), w5.as_arg(), bias.as_arg(), out5.as_arg(), x5.layout.offset,
                 w5.layout.offset, bias.layout.offset, spec.arg(), cubes, has_bias, bn, bm, bk, un, um,
                 [x.storage(), accumulator(x.dtype)],
             )
@@ -223,14 +224,15 @@ fn launch_conv_transpose<R: Runtime>(
     let has_bias = bias.is_some();
     let bias = bias.unwrap_or(weight);
     let dtypes = [x.storage(), accumulator(x.dtype)];
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let bias = bias.clone();
+    launch(&x.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         let args = (x5.as_arg(), w5.as_arg(), bias.as_arg(), out5.as_arg());
         let offsets = (x5.layout.offset, w5.layout.offset, bias.layout.offset);
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; input coordinates are
         // checked against the input's extent before every read.
         unsafe {
             conv_transpose_forward::launch_unchecked::<R>(
-                &x.client, count, dim, args.0, args.1, args.2, args.3, offsets.0, offsets.1, offsets.2,
+                client, count, dim, args.0, args.1, args.2, args.3, offsets.0, offsets.1, offsets.2,
                 spec.arg(), has_bias, dtypes,
             )
         }
@@ -257,12 +259,12 @@ pub fn conv_weight_backward<R: Runtime>(
     let grad = CubeTensor::empty(&x.client, &x.device, weight_shape, x.dtype);
     let grad5 = lift(&grad, n);
     let geometry = Geometry::Cubes { count: grad.num_elements(), dim: CubeDim::new_1d(GRAD_CUBE as u32) };
-    launch(&x.client, op, geometry, |count, dim| {
+    launch(&grad.client, op, geometry, move |client, count, dim| {
         // SAFETY: cubes past the weight's size leave uniformly; reads are checked against
         // both tensors' extents.
         unsafe {
             conv_weight_grad::launch_unchecked::<R>(
-                &x.client, count, dim, outer5.as_arg(), inner5.as_arg(), grad5.as_arg(),
+                client, count, dim, outer5.as_arg(), inner5.as_arg(), grad5.as_arg(),
                 outer5.layout.offset, inner5.layout.offset, spec.arg(), GRAD_CUBE,
                 [x.storage(), accumulator(x.dtype)],
             )
@@ -291,12 +293,13 @@ pub fn unfold4d<R: Runtime>(x: CubeTensor<R>, kernel: [usize; 2], spec: ConvSpec
     let (oh, ow) = (conv_out(op, &xd, &wd, 0, &spec), conv_out(op, &xd, &wd, 1, &spec));
     let out = CubeTensor::empty(&x.client, &x.device, Shape::new([xd[0], xd[1] * kernel[0] * kernel[1], oh * ow]), x.dtype);
     let x5 = lift(&x, 2);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; padding reads are masked
         // and clamped to the first element.
         unsafe {
             unfold_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, x5.as_arg(), out.as_arg(), x5.layout.offset, kernel[0], kernel[1], ow,
+                client, count, dim, x5.as_arg(), o.as_arg(), x5.layout.offset, kernel[0], kernel[1], ow,
                 spec.arg(), x.storage(),
             )
         }

@@ -23,15 +23,17 @@ pub(crate) fn copy_into<R: Runtime>(
         CopyConvert::Cast
     };
     let n = in_view.num_elements();
-    launch(&input.client, "copy", Geometry::Units(n), |count, dim| {
+    let client = &output.client;
+    let (input, in_view, output, out_view) = (input.clone(), in_view.clone(), output.clone(), out_view.clone());
+    launch(client, "copy", Geometry::Units(n), move |client, count, dim| {
         // SAFETY: both views lie inside their buffers and the kernel guards `pos < n`.
         unsafe {
             copy_view::launch_unchecked::<R>(
-                &input.client,
+                client,
                 count,
                 dim,
-                input.view_arg(in_view),
-                output.view_arg(out_view),
+                input.view_arg(&in_view),
+                output.view_arg(&out_view),
                 in_view.offset,
                 out_view.offset,
                 n,
@@ -88,9 +90,10 @@ pub fn full<R: Runtime>(device: &R::Device, shape: Shape, value: Scalar, dtype: 
     let client = crate::runtime::DeviceContext::client::<R>(device);
     let out = CubeTensor::empty(&client, device, shape, dtype);
     let value = scalar_arg("full", value, dtype);
-    launch(&client, "full", Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&client, "full", Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`.
-        unsafe { fill_kernel::launch_unchecked::<R>(&client, count, dim, out.as_arg(), value, out.storage()) }
+        unsafe { fill_kernel::launch_unchecked::<R>(client, count, dim, o.as_arg(), value, o.storage()) }
     });
     out
 }

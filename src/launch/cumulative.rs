@@ -14,11 +14,12 @@ pub fn cumulative<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ScanOp) -> 
     let len = tensor.dims()[dim];
     let lines = if len == 0 { 0 } else { out.num_elements() / len };
     let acc = super::accumulator(tensor.dtype);
-    launch(&tensor.client, &name, Geometry::Units(lines), |count, cube_dim| {
+    let o = out.clone();
+    launch(&out.client, &name, Geometry::Units(lines), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
         unsafe {
             scan_kernel::launch_unchecked::<R>(
-                &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
+                client, count, cube_dim, tensor.as_arg(), o.as_arg(),
                 tensor.layout.offset, dim, lines, op, [tensor.storage(), acc],
             )
         }

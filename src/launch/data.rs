@@ -3,7 +3,7 @@ use burn_backend::{BoolStore, DType, ExecutionError, Shape, TensorData};
 use cubecl::Runtime;
 
 use super::copy::into_contiguous;
-use crate::runtime::{DeviceContext, dtype_usage, elem_size};
+use crate::runtime::{DeviceContext, check_host_read, dtype_usage, elem_size};
 use crate::tensor::CubeTensor;
 
 /// Uploads `data` to `device` as a tensor of `dtype` (converting on the host if the data has
@@ -69,9 +69,14 @@ fn pad(mut bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// Reads a tensor back to the host. Bool tensors come back as native bools.
+///
+/// # Panics
+/// During a pipeline capture on this thread (see [`crate::runtime::Pipeline`]): the values
+/// read would be those of the capture, which a replay cannot reproduce.
 pub fn into_data<R: Runtime>(
     tensor: CubeTensor<R>,
 ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+    check_host_read("into_data");
     let tensor = into_contiguous(tensor);
     let shape = tensor.layout.shape.clone();
     let dtype = tensor.dtype;

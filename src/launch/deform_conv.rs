@@ -16,6 +16,7 @@ use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
 /// Validated shapes of a deformable convolution.
+#[derive(Clone, Copy)]
 struct Dims {
     batch: usize,
     c_in: usize,
@@ -107,12 +108,13 @@ fn check<R: Runtime>(
 fn columns<R: Runtime>(op: &str, x: &CubeTensor<R>, offset: &CubeTensor<R>, mask: Option<&CubeTensor<R>>, d: &Dims) -> CubeTensor<R> {
     let cols = CubeTensor::empty(&x.client, &x.device, Shape::new([d.groups, d.k(), d.n()]), x.dtype);
     let mask_ref = mask.unwrap_or(offset);
-    launch(&x.client, op, Geometry::Units(cols.num_elements()), |count, dim| {
+    let (x, offset, mask_ref, has_mask, c, d) = (x.clone(), offset.clone(), mask_ref.clone(), mask.is_some(), cols.clone(), *d);
+    launch(&cols.client, op, Geometry::Units(cols.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < columns.len()`; samples outside x read 0.
         unsafe {
             deform_im2col::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), offset.as_arg(), mask_ref.as_arg(), cols.as_arg(), x.layout.offset,
-                offset.layout.offset, mask_ref.layout.offset, d.arg(), mask.is_some(), [x.storage(), accumulator(x.dtype)],
+                client, count, dim, x.as_arg(), offset.as_arg(), mask_ref.as_arg(), c.as_arg(), x.layout.offset,
+                offset.layout.offset, mask_ref.layout.offset, d.arg(), has_mask, [x.storage(), accumulator(x.dtype)],
             )
         }
     });
@@ -199,13 +201,14 @@ fn col2im<R: Runtime>(
     // Accumulated atomically in f32.
     let bits = full(&x.device, x.layout.shape.clone(), Scalar::Float(0.0), DType::F32);
     let mask_ref = mask.unwrap_or(offset);
-    launch(&x.client, op, Geometry::Units(col_grad.num_elements()), |count, dim| {
+    let (col_grad, offset, mask_ref, has_mask, b, d, storage) = (col_grad.clone(), offset.clone(), mask_ref.clone(), mask.is_some(), bits.clone(), *d, x.storage());
+    launch(&x.client, op, Geometry::Units(col_grad.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < columns.len()`; scattered positions are
         // checked against the input's extent.
         unsafe {
             deform_col2im::launch_unchecked::<R>(
-                &x.client, count, dim, col_grad.as_arg(), offset.as_arg(), mask_ref.as_arg(), bits.as_arg(),
-                offset.layout.offset, mask_ref.layout.offset, d.arg(), mask.is_some(), x.storage(),
+                client, count, dim, col_grad.as_arg(), offset.as_arg(), mask_ref.as_arg(), b.as_arg(),
+                offset.layout.offset, mask_ref.layout.offset, d.arg(), has_mask, storage,
             )
         }
     });
@@ -225,14 +228,16 @@ fn offset_mask_grad<R: Runtime>(
     let mask_ref = mask.unwrap_or(offset);
     let mask_out = mask_grad.as_ref().unwrap_or(&offset_grad);
     let units = offset.num_elements() / 2;
-    launch(&x.client, op, Geometry::Units(units), |count, dim| {
+    let (x, offset, mask_ref, col_grad, has_mask, d) = (x.clone(), offset.clone(), mask_ref.clone(), col_grad.clone(), mask.is_some(), *d);
+    let (grad, mask_out) = (offset_grad.clone(), mask_out.clone());
+    launch(&offset_grad.client, op, Geometry::Units(units), move |client, count, dim| {
         // SAFETY: the kernel guards its unit count (one per offset pair); reads of x are
         // checked against its extent.
         unsafe {
             deform_offset_grad::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), offset.as_arg(), mask_ref.as_arg(), col_grad.as_arg(),
-                offset_grad.as_arg(), mask_out.as_arg(), x.layout.offset, offset.layout.offset, mask_ref.layout.offset,
-                d.arg(), mask.is_some(), [x.storage(), accumulator(x.dtype)],
+                client, count, dim, x.as_arg(), offset.as_arg(), mask_ref.as_arg(), col_grad.as_arg(),
+                grad.as_arg(), mask_out.as_arg(), x.layout.offset, offset.layout.offset, mask_ref.layout.offset,
+                d.arg(), has_mask, [x.storage(), accumulator(x.dtype)],
             )
         }
     });

@@ -52,29 +52,29 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
         true => flat_vector_size(&tensor.client, tensor.dtype, n, &[offset]),
         false => 1,
     };
+    let o = out.clone();
     if v > 1 {
-        let (input, output) = (tensor.clone(), out.clone());
-        launch(&tensor.client, &name, Geometry::Units(n / v), move |count, dim| {
+        launch(&out.client, &name, Geometry::Units(n / v), move |client, count, dim| {
             // SAFETY: the kernel guards `pos < n / v`; input and output hold `n` contiguous
             // elements from offsets that `v` divides.
             unsafe {
                 unary_float_vec::launch_unchecked::<R>(
-                    &input.client, count, dim, v, input.as_arg(), output.as_arg(), offset / v, n / v, a, b, op,
-                    input.storage(),
+                    client, count, dim, v, tensor.as_arg(), o.as_arg(), offset / v, n / v, a, b, op,
+                    tensor.storage(),
                 )
             }
         });
         return out;
     }
-    launch(&tensor.client, &name, Geometry::Units(n), |count, dim| {
+    launch(&out.client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
             unary_float::launch_unchecked::<R>(
-                &tensor.client,
+                client,
                 count,
                 dim,
                 tensor.as_arg(),
-                out.as_arg(),
+                o.as_arg(),
                 tensor.layout.offset,
                 a,
                 b,
@@ -93,15 +93,16 @@ pub fn unary_int_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryIntOp, a: Scalar
     check_int(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let (a, b) = (scalar_arg(&name, a, tensor.dtype), scalar_arg(&name, b, tensor.dtype));
-    launch(&tensor.client, &name, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
             unary_int::launch_unchecked::<R>(
-                &tensor.client,
+                client,
                 count,
                 dim,
                 tensor.as_arg(),
-                out.as_arg(),
+                o.as_arg(),
                 tensor.layout.offset,
                 a,
                 b,
@@ -163,100 +164,102 @@ fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DTy
 pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
     let name = format!("float {op:?}");
     check_float(&name, &lhs);
-    let p = plan(&name, &lhs, rhs, lhs.dtype);
-    let n = p.out.num_elements();
-    if p.layout.lhs_linear && p.layout.rhs_linear {
-        let (lo, ro) = (p.lhs_view.offset, p.rhs_view.offset);
-        let v = flat_vector_size(&lhs.client, lhs.dtype, n, &[lo, ro]);
-        if v > 1 {
-            let (l, r, out, scalar, rhs_scalar) = (lhs.clone(), p.rhs.clone(), p.out.clone(), p.scalar, p.layout.rhs_scalar);
-            let (lv, rv) = (p.lhs_view.clone(), p.rhs_view.clone());
-            launch(&lhs.client, &name, Geometry::Units(n / v), move |count, dim| {
-                // SAFETY: the kernel guards `pos < n / v`; both operands and the output hold
-                // `n` contiguous elements from offsets that `v` divides.
-                unsafe {
-                    binary_float_vec::launch_unchecked::<R>(
-                        &l.client, count, dim, v, l.view_arg(&lv), r.view_arg(&rv), out.as_arg(), lo / v, ro / v,
-                        n / v, scalar, op, rhs_scalar, l.storage(),
-                    )
-                }
-            });
-            return p.out;
-        }
+    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, lhs.dtype);
+    let n = out.num_elements();
+    let o = out.clone();
+    let (lo, ro) = (lhs_view.offset, rhs_view.offset);
+    let v = match layout.lhs_linear && layout.rhs_linear {
+        true => flat_vector_size(&lhs.client, lhs.dtype, n, &[lo, ro]),
+        false => 1,
+    };
+    if v > 1 {
+        launch(&out.client, &name, Geometry::Units(n / v), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n / v`; both operands and the output hold `n`
+            // contiguous elements from offsets that `v` divides.
+            unsafe {
+                binary_float_vec::launch_unchecked::<R>(
+                    client, count, dim, v, lhs.view_arg(&lhs_view), rhs.view_arg(&rhs_view), o.as_arg(), lo / v,
+                    ro / v, n / v, scalar, op, layout.rhs_scalar, lhs.storage(),
+                )
+            }
+        });
+        return out;
     }
-    launch(&lhs.client, &name, Geometry::Units(n), |count, dim| {
+    launch(&out.client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
         unsafe {
             binary_float::launch_unchecked::<R>(
-                &lhs.client,
+                client,
                 count,
                 dim,
-                lhs.view_arg(&p.lhs_view),
-                p.rhs.view_arg(&p.rhs_view),
-                p.out.as_arg(),
-                p.lhs_view.offset,
-                p.rhs_view.offset,
-                p.scalar,
+                lhs.view_arg(&lhs_view),
+                rhs.view_arg(&rhs_view),
+                o.as_arg(),
+                lhs_view.offset,
+                rhs_view.offset,
+                scalar,
                 op,
-                p.layout,
+                layout,
                 lhs.storage(),
             )
         }
     });
-    p.out
+    out
 }
 
 /// `op(lhs, rhs)` for int (or bool-storage) tensors, broadcasting.
 pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntOp) -> CubeTensor<R> {
     let name = format!("int {op:?}");
     check_int(&name, &lhs);
-    let p = plan(&name, &lhs, rhs, lhs.dtype);
-    launch(&lhs.client, &name, Geometry::Units(p.out.num_elements()), |count, dim| {
+    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, lhs.dtype);
+    let o = out.clone();
+    launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
         unsafe {
             binary_int::launch_unchecked::<R>(
-                &lhs.client,
+                client,
                 count,
                 dim,
-                lhs.view_arg(&p.lhs_view),
-                p.rhs.view_arg(&p.rhs_view),
-                p.out.as_arg(),
-                p.lhs_view.offset,
-                p.rhs_view.offset,
-                p.scalar,
+                lhs.view_arg(&lhs_view),
+                rhs.view_arg(&rhs_view),
+                o.as_arg(),
+                lhs_view.offset,
+                rhs_view.offset,
+                scalar,
                 op,
-                p.layout,
+                layout,
                 lhs.storage(),
             )
         }
     });
-    p.out
+    out
 }
 
 /// `lhs op rhs` as a bool tensor stored as `store`.
 pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store: BoolStore) -> CubeTensor<R> {
     let name = format!("compare {op:?}");
-    let p = plan(&name, &lhs, rhs, DType::Bool(store));
-    launch(&lhs.client, &name, Geometry::Units(p.out.num_elements()), |count, dim| {
+    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, DType::Bool(store));
+    let o = out.clone();
+    launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
         unsafe {
             compare_kernel::launch_unchecked::<R>(
-                &lhs.client,
+                client,
                 count,
                 dim,
-                lhs.view_arg(&p.lhs_view),
-                p.rhs.view_arg(&p.rhs_view),
-                p.out.as_arg(),
-                p.lhs_view.offset,
-                p.rhs_view.offset,
-                p.scalar,
+                lhs.view_arg(&lhs_view),
+                rhs.view_arg(&rhs_view),
+                o.as_arg(),
+                lhs_view.offset,
+                rhs_view.offset,
+                scalar,
                 op,
-                p.layout,
-                [lhs.storage(), p.out.storage()],
+                layout,
+                [lhs.storage(), o.storage()],
             )
         }
     });
-    p.out
+    out
 }
 
 /// `predicate(tensor)` for a float tensor, as a bool tensor stored as `store`.
@@ -264,19 +267,20 @@ pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: Bool
     let name = format!("float {op:?}");
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::Bool(store));
-    launch(&tensor.client, &name, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
             float_predicate::launch_unchecked::<R>(
-                &tensor.client,
+                client,
                 count,
                 dim,
                 tensor.as_arg(),
-                out.as_arg(),
+                o.as_arg(),
                 tensor.layout.offset,
                 op,
                 tensor.layout.is_contiguous(),
-                [tensor.storage(), out.storage()],
+                [tensor.storage(), o.storage()],
             )
         }
     });

@@ -43,16 +43,17 @@ pub fn rfft<R: Runtime>(signal: CubeTensor<R>, dim: usize, n: Option<usize>) -> 
     let lines = out_re.num_elements() / bins;
     let avail = len.min(n);
     let plan = Plan::new(&signal, n);
-    let (client, dtypes) = (&signal.client, [signal.storage(), plan.acc]);
+    let (client, dtypes) = (&out_re.client, [signal.storage(), plan.acc]);
 
     if plan.shared {
         let geometry = Geometry::Cubes { count: lines, dim: plan.cube_dim() };
-        launch(client, op, geometry, |count, cube_dim| {
+        let (signal, re, im) = (signal.clone(), out_re.clone(), out_im.clone());
+        launch(client, op, geometry, move |client, count, cube_dim| {
             // SAFETY: cubes past `lines` leave before any access; samples past `avail` and
             // bins past `n/2` are never touched, and shared indices stay below `m`.
             unsafe {
                 rfft_shared::launch_unchecked::<R>(
-                    client, count, cube_dim, signal.as_arg(), out_re.as_arg(), out_im.as_arg(),
+                    client, count, cube_dim, signal.as_arg(), re.as_arg(), im.as_arg(),
                     signal.layout.offset, dim, n, avail, lines, plan.pi(), plan.m, plan.log2m, dtypes,
                 )
             }
@@ -62,23 +63,25 @@ pub fn rfft<R: Runtime>(signal: CubeTensor<R>, dim: usize, n: Option<usize>) -> 
 
     let work = Work::new(&signal, &plan, lines);
     let total = lines * plan.m;
-    launch(client, op, Geometry::Units(total), |count, cube_dim| {
+    let (re, im) = (work.re[0].clone(), work.im[0].clone());
+    launch(client, op, Geometry::Units(total), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines × m`; samples past `avail` are not read.
         unsafe {
             rfft_pack::launch_unchecked::<R>(
-                client, count, cube_dim, signal.as_arg(), work.re[0].as_arg(), work.im[0].as_arg(),
+                client, count, cube_dim, signal.as_arg(), re.as_arg(), im.as_arg(),
                 signal.layout.offset, dim, avail, plan.m, total, dtypes,
             )
         }
     });
     let result = work.transform(op, &plan, false);
     let total = lines * bins;
-    launch(client, op, Geometry::Units(total), |count, cube_dim| {
+    let (re, im, o_re, o_im) = (work.re[result].clone(), work.im[result].clone(), out_re.clone(), out_im.clone());
+    launch(client, op, Geometry::Units(total), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines × bins`; work indices stay inside the line.
         unsafe {
             rfft_unpack::launch_unchecked::<R>(
-                client, count, cube_dim, work.re[result].as_arg(), work.im[result].as_arg(),
-                out_re.as_arg(), out_im.as_arg(), dim, n, plan.m, total, plan.pi(), dtypes,
+                client, count, cube_dim, re.as_arg(), im.as_arg(),
+                o_re.as_arg(), o_im.as_arg(), dim, n, plan.m, total, plan.pi(), dtypes,
             )
         }
     });
@@ -106,16 +109,17 @@ pub fn irfft<R: Runtime>(re: CubeTensor<R>, im: CubeTensor<R>, dim: usize, n: Op
     let lines = out.num_elements() / n;
     let avail = bins.min(n / 2 + 1);
     let plan = Plan::new(&re, n);
-    let (client, dtypes) = (&re.client, [re.storage(), plan.acc]);
+    let (client, dtypes) = (&out.client, [re.storage(), plan.acc]);
 
     if plan.shared {
         let geometry = Geometry::Cubes { count: lines, dim: plan.cube_dim() };
-        launch(client, op, geometry, |count, cube_dim| {
+        let (re, im, o) = (re.clone(), im.clone(), out.clone());
+        launch(client, op, geometry, move |client, count, cube_dim| {
             // SAFETY: cubes past `lines` leave before any access; bins past `avail` are not
             // read, samples past `n` not written, and shared indices stay below `m`.
             unsafe {
                 irfft_shared::launch_unchecked::<R>(
-                    client, count, cube_dim, re.as_arg(), im.as_arg(), out.as_arg(), re.layout.offset,
+                    client, count, cube_dim, re.as_arg(), im.as_arg(), o.as_arg(), re.layout.offset,
                     im.layout.offset, dim, n, avail, lines, plan.pi(), plan.m, plan.log2m, dtypes,
                 )
             }
@@ -125,23 +129,25 @@ pub fn irfft<R: Runtime>(re: CubeTensor<R>, im: CubeTensor<R>, dim: usize, n: Op
 
     let work = Work::new(&re, &plan, lines);
     let total = lines * plan.m;
-    launch(client, op, Geometry::Units(total), |count, cube_dim| {
+    let (w_re, w_im) = (work.re[0].clone(), work.im[0].clone());
+    launch(client, op, Geometry::Units(total), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines × m`; bins past `avail` are not read.
         unsafe {
             irfft_pack::launch_unchecked::<R>(
-                client, count, cube_dim, re.as_arg(), im.as_arg(), work.re[0].as_arg(),
-                work.im[0].as_arg(), re.layout.offset, im.layout.offset, dim, n, avail, plan.m,
+                client, count, cube_dim, re.as_arg(), im.as_arg(), w_re.as_arg(),
+                w_im.as_arg(), re.layout.offset, im.layout.offset, dim, n, avail, plan.m,
                 total, plan.pi(), dtypes,
             )
         }
     });
     let result = work.transform(op, &plan, true);
-    launch(client, op, Geometry::Units(total), |count, cube_dim| {
+    let (w_re, w_im, o) = (work.re[result].clone(), work.im[result].clone(), out.clone());
+    launch(client, op, Geometry::Units(total), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines × m`; samples past `n` are not written.
         unsafe {
             irfft_unpack::launch_unchecked::<R>(
-                client, count, cube_dim, work.re[result].as_arg(), work.im[result].as_arg(),
-                out.as_arg(), dim, n, plan.m, total, dtypes,
+                client, count, cube_dim, w_re.as_arg(), w_im.as_arg(),
+                o.as_arg(), dim, n, plan.m, total, dtypes,
             )
         }
     });
@@ -149,6 +155,7 @@ pub fn irfft<R: Runtime>(re: CubeTensor<R>, im: CubeTensor<R>, dim: usize, n: Op
 }
 
 /// How lines of N samples are transformed: as M = max(N/2, 1) complex values, in `acc`.
+#[derive(Clone, Copy)]
 struct Plan {
     m: usize,
     log2m: u32,
@@ -196,18 +203,19 @@ impl<R: Runtime> Work<R> {
     /// Runs the log2(m) Stockham stages on buffer 0; gives the index of the buffer holding
     /// the result.
     fn transform(&self, op: &str, plan: &Plan, inverse: bool) -> usize {
-        let client = &self.re[0].client;
+        let (client, plan) = (&self.re[0].client, *plan);
         let total = self.lines * plan.m / 2;
         let (mut src, mut len, mut s) = (0, plan.m, 1);
         while len > 1 {
             let dst = 1 - src;
-            launch(client, op, Geometry::Units(total), |count, cube_dim| {
+            let (re, im) = (self.re.clone(), self.im.clone());
+            launch(client, op, Geometry::Units(total), move |client, count, cube_dim| {
                 // SAFETY: the kernel guards `pos < lines × m / 2`; every index stays inside
                 // its line of `m` values.
                 unsafe {
                     fft_stage::launch_unchecked::<R>(
-                        client, count, cube_dim, self.re[src].as_arg(), self.im[src].as_arg(),
-                        self.re[dst].as_arg(), self.im[dst].as_arg(), len, s, plan.m, total,
+                        client, count, cube_dim, re[src].as_arg(), im[src].as_arg(),
+                        re[dst].as_arg(), im[dst].as_arg(), len, s, plan.m, total,
                         plan.pi(), inverse, plan.acc,
                     )
                 }

@@ -24,11 +24,12 @@ pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: 
         panic!("ex_cubecl: {op}: indices of shape {i:?} don't fit tensor of shape {t:?} along dim {dim}");
     }
     let out = CubeTensor::empty(&tensor.client, &tensor.device, indices.layout.shape.clone(), tensor.dtype);
-    launch(&tensor.client, op, Geometry::Units(out.num_elements()), |count, cube_dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < len` and checks every index against the dimension.
         unsafe {
             gather_kernel::launch_unchecked::<R>(
-                &tensor.client, count, cube_dim, tensor.as_arg(), indices.as_arg(), out.as_arg(),
+                client, count, cube_dim, tensor.as_arg(), indices.as_arg(), o.as_arg(),
                 tensor.layout.offset, indices.layout.offset, dim, [tensor.storage(), indices.storage()],
             )
         }
@@ -46,11 +47,12 @@ pub fn select<R: Runtime>(op: &str, tensor: CubeTensor<R>, dim: usize, indices: 
     let mut shape = tensor.dims().to_vec();
     shape[dim] = indices.dims()[0];
     let out = CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(shape), tensor.dtype);
-    launch(&tensor.client, op, Geometry::Units(out.num_elements()), |count, cube_dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < len` and checks every index against the dimension.
         unsafe {
             index_select::launch_unchecked::<R>(
-                &tensor.client, count, cube_dim, tensor.as_arg(), indices.as_arg(), out.as_arg(),
+                client, count, cube_dim, tensor.as_arg(), indices.as_arg(), o.as_arg(),
                 tensor.layout.offset, indices.layout.offset, dim, [tensor.storage(), indices.storage()],
             )
         }
@@ -77,11 +79,12 @@ pub fn scatter<R: Runtime>(
     let out = copy_as(&tensor, tensor.dtype, 0);
     let len = i[dim];
     let lines = if len == 0 { 0 } else { indices.num_elements() / len };
-    launch(&tensor.client, op, Geometry::Units(lines), |count, cube_dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(lines), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `line < lines` and checks every index against the dimension.
         unsafe {
             scatter_kernel::launch_unchecked::<R>(
-                &tensor.client, count, cube_dim, indices.as_arg(), value.as_arg(), out.as_arg(),
+                client, count, cube_dim, indices.as_arg(), value.as_arg(), o.as_arg(),
                 indices.layout.offset, value.layout.offset, dim, lines, combine,
                 [tensor.storage(), indices.storage()],
             )
@@ -112,11 +115,12 @@ pub fn select_scatter<R: Runtime>(
     }
     let out = copy_as(&tensor, tensor.dtype, 0);
     let lines = if t[dim] == 0 { 0 } else { out.num_elements() / t[dim] };
-    launch(&tensor.client, op, Geometry::Units(lines), |count, cube_dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(lines), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `line < lines` and checks every index against the dimension.
         unsafe {
             select_scatter_kernel::launch_unchecked::<R>(
-                &tensor.client, count, cube_dim, indices.as_arg(), value.as_arg(), out.as_arg(),
+                client, count, cube_dim, indices.as_arg(), value.as_arg(), o.as_arg(),
                 indices.layout.offset, value.layout.offset, dim, lines, combine,
                 [tensor.storage(), indices.storage()],
             )

@@ -40,11 +40,11 @@ pub fn gather_nd<R: Runtime>(op: &str, data: CubeTensor<R>, indices: CubeTensor<
     let dtypes = [data.storage(), indices.storage()];
     let client = data.client.clone();
     let o = out.clone();
-    launch(&client, op, Geometry::Units(out.num_elements()), move |count, cube_dim| {
+    launch(&client, op, Geometry::Units(out.num_elements()), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < len` and checks every coordinate against `data`.
         unsafe {
             gather_nd_kernel::launch_unchecked::<R>(
-                &data.client, count, cube_dim, data.as_arg(), indices.as_arg(), o.as_arg(), k, slice, dtypes,
+                client, count, cube_dim, data.as_arg(), indices.as_arg(), o.as_arg(), k, slice, dtypes,
             )
         }
     });
@@ -91,20 +91,20 @@ pub fn scatter_nd<R: Runtime>(
     let (indices, values) = (into_contiguous(indices), into_contiguous(values));
     let dtypes = [data.storage(), indices.storage()];
     let (r, w) = (rows.clone(), owner.clone());
-    launch(&client, op, Geometry::Units(tuples), move |count, cube_dim| {
+    launch(&client, op, Geometry::Units(tuples), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `n < tuples`; rows past the data are never written.
         unsafe {
             scatter_nd_rows::launch_unchecked::<R>(
-                &data.client, count, cube_dim, data.as_arg(), indices.as_arg(), r.as_arg(), w.as_arg(), k, dtypes,
+                client, count, cube_dim, data.as_arg(), indices.as_arg(), r.as_arg(), w.as_arg(), k, dtypes,
             )
         }
     });
     let o = out.clone();
-    launch(&client, op, Geometry::Units(tuples * slice), move |count, cube_dim| {
+    launch(&client, op, Geometry::Units(tuples * slice), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < tuples * slice`; valid rows lie inside `out`.
         unsafe {
             scatter_nd_apply::launch_unchecked::<R>(
-                &values.client, count, cube_dim, rows.as_arg(), owner.as_arg(), values.as_arg(), o.as_arg(), slice,
+                client, count, cube_dim, rows.as_arg(), owner.as_arg(), values.as_arg(), o.as_arg(), slice,
                 combine, values.storage(),
             )
         }

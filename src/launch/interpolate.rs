@@ -34,12 +34,13 @@ pub fn interpolate<R: Runtime>(x: CubeTensor<R>, output_size: [usize; 2], option
     check(op, &x, output_size);
     let d = x.dims();
     let out = CubeTensor::empty(&x.client, &x.device, Shape::new([d[0], d[1], output_size[0], output_size[1]]), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let (o, mode, align) = (out.clone(), kind(&options.mode), options.align_corners);
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; taps are clamped into x.
         unsafe {
             forward_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), out.as_arg(), x.layout.offset, kind(&options.mode),
-                options.align_corners, [x.storage(), accumulator(x.dtype)],
+                client, count, dim, x.as_arg(), o.as_arg(), x.layout.offset, mode,
+                align, [x.storage(), accumulator(x.dtype)],
             )
         }
     });
@@ -61,13 +62,14 @@ pub fn interpolate_backward<R: Runtime>(
         panic!("ex_cubecl: {op}: grad {:?} must be x {d:?} resampled to {output_size:?}", grad.dims());
     }
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let (o, mode, align) = (out.clone(), kind(&options.mode), options.align_corners);
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; visited outputs are clipped
         // to the gradient's extent.
         unsafe {
             backward_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, grad.as_arg(), out.as_arg(), grad.layout.offset, kind(&options.mode),
-                options.align_corners, [x.storage(), accumulator(x.dtype)],
+                client, count, dim, grad.as_arg(), o.as_arg(), grad.layout.offset, mode,
+                align, [x.storage(), accumulator(x.dtype)],
             )
         }
     });

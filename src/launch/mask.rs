@@ -38,17 +38,18 @@ pub fn mask_where<R: Runtime>(
     let bcast = |t: &CubeTensor<R>| t.layout.broadcast_to(&shape).expect("broadcast shape");
     let (tv, mv, vv) = (bcast(&tensor), bcast(&mask), if value_scalar { bcast(&tensor) } else { bcast(&value) });
     let out = CubeTensor::empty(&tensor.client, &tensor.device, shape.clone(), tensor.dtype);
-    launch(&tensor.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; all views lie inside their buffers.
         unsafe {
             mask_kernel::launch_unchecked::<R>(
-                &tensor.client,
+                client,
                 count,
                 dim,
                 tensor.view_arg(&tv),
                 mask.view_arg(&mv),
                 value.view_arg(&vv),
-                out.as_arg(),
+                o.as_arg(),
                 tv.offset,
                 mv.offset,
                 vv.offset,

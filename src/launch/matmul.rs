@@ -262,35 +262,36 @@ fn launch_cmma<R: Runtime>(
     let stage_bytes = (t.block_m * (t.block_k + 16 / elem) + t.block_k * (t.block_n + 16 / elem)) * elem;
     let max_shared = lhs.client.properties().hardware.max_shared_memory_size;
     let stages = (2..=t.stages).rev().find(|s| s * stage_bytes + units * 32 <= max_shared);
+    let (l, r, o, lv, rv) = (lhs.clone(), rhs.clone(), out.clone(), lhs_view.clone(), rhs_view.clone());
     match stages {
         Some(stages) if na * elem == 16 && nb * elem == 16 => {
             let pad = 16 / elem;
-            launch(&lhs.client, op, geometry, |count, dim| {
+            launch(&lhs.client, op, geometry, move |client, count, dim| {
                 // SAFETY: cubes past `cubes` leave before any access; copies of vectors
                 // outside the matrices read nothing (length 0, zero-filled), the vector sizes
                 // divide the dimensions, strides and offsets they step over, and stores are
                 // guarded by m and n; shared-memory indices stay inside the stages.
                 unsafe {
                     matmul_cmma_async::launch_unchecked::<R>(
-                        &lhs.client, count, dim, na, nb, no, lhs.view_arg(lhs_view),
-                        rhs.view_arg(rhs_view), out.as_arg(), lhs_view.offset, rhs_view.offset,
+                        client, count, dim, na, nb, no, l.view_arg(&lv),
+                        r.view_arg(&rv), o.as_arg(), lv.offset, rv.offset,
                         cubes, t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, frag_k, pad,
-                        stages, [lhs.storage(), operand],
+                        stages, [l.storage(), operand],
                     )
                 }
             });
         }
-        _ => launch(&lhs.client, op, geometry, |count, dim| {
+        _ => launch(&lhs.client, op, geometry, move |client, count, dim| {
             // SAFETY: cubes past `cubes` leave before any access; global loads and stores are
             // guarded by m, n and k, and vector sizes divide the dimensions, strides and
             // offsets they step over (see `vector_size`); shared-memory indices stay inside
             // the tiles.
             unsafe {
                 matmul_cmma::launch_unchecked::<R>(
-                    &lhs.client, count, dim, na, nb, no, lhs.view_arg(lhs_view),
-                    rhs.view_arg(rhs_view), out.as_arg(), lhs_view.offset, rhs_view.offset, cubes,
+                    client, count, dim, na, nb, no, l.view_arg(&lv),
+                    r.view_arg(&rv), o.as_arg(), lv.offset, rv.offset, cubes,
                     t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, frag_k, pad,
-                    [lhs.storage(), operand],
+                    [l.storage(), operand],
                 )
             }
         }),
@@ -317,14 +318,15 @@ fn launch_tiled<R: Runtime>(
     let geometry = Geometry::Cubes { count: cubes, dim: CubeDim::new_1d(units as u32) };
     // Vulkan drivers compile the fully unrolled kernel slowly (seconds on lavapipe).
     let unroll_k = !R::name(&lhs.client).starts_with("wgpu");
-    launch(&lhs.client, op, geometry, |count, dim| {
+    let (l, r, o, lv, rv) = (lhs.clone(), rhs.clone(), out.clone(), lhs_view.clone(), rhs_view.clone());
+    launch(&lhs.client, op, geometry, move |client, count, dim| {
         // SAFETY: cubes past `cubes` leave before any access; loads are guarded by m, n and
         // k, and vector sizes divide the dimensions, strides and offsets they step over.
         unsafe {
             matmul_tiled::launch_unchecked::<R>(
-                &lhs.client, count, dim, na, nb, lhs.view_arg(lhs_view), rhs.view_arg(rhs_view),
-                out.as_arg(), lhs_view.offset, rhs_view.offset, cubes, t.block_m, t.block_n,
-                t.block_k, t.unit_m, t.unit_n, unroll_k, [lhs.storage(), accumulator(lhs.dtype)],
+                client, count, dim, na, nb, l.view_arg(&lv), r.view_arg(&rv),
+                o.as_arg(), lv.offset, rv.offset, cubes, t.block_m, t.block_n,
+                t.block_k, t.unit_m, t.unit_n, unroll_k, [l.storage(), accumulator(l.dtype)],
             )
         }
     });

@@ -21,14 +21,16 @@ pub fn layer_norm<R: Runtime>(x: CubeTensor<R>, gamma: CubeTensor<R>, beta: Opti
     }
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
     let rows = if d == 0 { 0 } else { x.num_elements() / d };
-    let beta_ref = beta.as_ref().unwrap_or(&gamma);
+    let has_beta = beta.is_some();
+    let beta_ref = beta.unwrap_or_else(|| gamma.clone());
     let eps = float_arg(epsilon, accumulator_dtype(x.dtype));
-    launch(&x.client, op, Geometry::Units(rows), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(rows), move |client, count, dim| {
         // SAFETY: the kernel guards `row < rows`; rows lie inside x and the output.
         unsafe {
             layer_norm_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), gamma.as_arg(), beta_ref.as_arg(), out.as_arg(), x.layout.offset,
-                gamma.layout.offset, beta_ref.layout.offset, eps, rows, beta.is_some(), [x.storage(), accumulator(x.dtype)],
+                client, count, dim, x.as_arg(), gamma.as_arg(), beta_ref.as_arg(), o.as_arg(), x.layout.offset,
+                gamma.layout.offset, beta_ref.layout.offset, eps, rows, has_beta, [x.storage(), accumulator(x.dtype)],
             )
         }
     });

@@ -65,11 +65,12 @@ impl Window {
 pub fn avg_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, count_include_pad: bool) -> CubeTensor<R> {
     let op = "avg_pool2d";
     let out = CubeTensor::empty(&x.client, &x.device, window.output_shape(op, &x), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()` and reads only inside x.
         unsafe {
             avg_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), out.as_arg(), x.layout.offset, window.arg(), count_include_pad,
+                client, count, dim, x.as_arg(), o.as_arg(), x.layout.offset, window.arg(), count_include_pad,
                 [x.storage(), accumulator(x.dtype)],
             )
         }
@@ -82,12 +83,13 @@ pub fn avg_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, wi
     let op = "avg_pool2d_backward";
     check_grad(op, &x, &grad, window);
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; window ranges are clipped to
         // the gradient's extent.
         unsafe {
             avg_backward_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, grad.as_arg(), out.as_arg(), grad.layout.offset, window.arg(), count_include_pad,
+                client, count, dim, grad.as_arg(), o.as_arg(), grad.layout.offset, window.arg(), count_include_pad,
                 [x.storage(), accumulator(x.dtype)],
             )
         }
@@ -103,14 +105,15 @@ pub fn max_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, index_dtype: Opt
     let indices = index_dtype.map(|dtype| CubeTensor::empty(&x.client, &x.device, shape, dtype));
     let index_storage = storage_type(index_dtype.unwrap_or(DType::I32));
     let neg_inf = float_arg(f64::NEG_INFINITY, x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
-        let idx = indices.as_ref().unwrap_or(&out);
+    let (o, written) = (out.clone(), indices.clone());
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
+        let idx = written.as_ref().unwrap_or(&o);
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()` and reads only inside x;
         // `indices` is written only when it exists.
         unsafe {
             max_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), out.as_arg(), idx.as_arg(), x.layout.offset, neg_inf, window.arg(),
-                indices.is_some(), [x.storage(), index_storage],
+                client, count, dim, x.as_arg(), o.as_arg(), idx.as_arg(), x.layout.offset, neg_inf, window.arg(),
+                written.is_some(), [x.storage(), index_storage],
             )
         }
     });
@@ -125,12 +128,13 @@ pub fn max_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, in
         panic!("ex_cubecl: {op}: indices {:?} ({:?}) must be ints shaped like the gradient {:?}", indices.dims(), indices.dtype, grad.dims());
     }
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; window positions are
         // checked against the gradient's extent before reading it or the indices.
         unsafe {
             max_backward_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, grad.as_arg(), indices.as_arg(), out.as_arg(), grad.layout.offset,
+                client, count, dim, grad.as_arg(), indices.as_arg(), o.as_arg(), grad.layout.offset,
                 indices.layout.offset, window.arg(), [x.storage(), indices.storage(), accumulator(x.dtype)],
             )
         }
@@ -149,11 +153,12 @@ pub fn adaptive_avg_pool2d<R: Runtime>(x: CubeTensor<R>, output_size: [usize; 2]
         panic!("ex_cubecl: {op}: cannot pool x {d:?} to {output_size:?}: the input has no positions");
     }
     let out = CubeTensor::empty(&x.client, &x.device, Shape::new([d[0], d[1], output_size[0], output_size[1]]), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; windows lie inside x.
         unsafe {
             adaptive_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, x.as_arg(), out.as_arg(), x.layout.offset, [x.storage(), accumulator(x.dtype)],
+                client, count, dim, x.as_arg(), o.as_arg(), x.layout.offset, [x.storage(), accumulator(x.dtype)],
             )
         }
     });
@@ -170,12 +175,13 @@ pub fn adaptive_avg_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTens
         panic!("ex_cubecl: {op}: grad {:?} does not match x {:?}", grad.dims(), x.dims());
     }
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
-    launch(&x.client, op, Geometry::Units(out.num_elements()), |count, dim| {
+    let o = out.clone();
+    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; window ranges are clipped
         // to the gradient's extent.
         unsafe {
             adaptive_backward_kernel::launch_unchecked::<R>(
-                &x.client, count, dim, grad.as_arg(), out.as_arg(), grad.layout.offset, [x.storage(), accumulator(x.dtype)],
+                client, count, dim, grad.as_arg(), o.as_arg(), grad.layout.offset, [x.storage(), accumulator(x.dtype)],
             )
         }
     });

@@ -132,11 +132,10 @@ pub fn quantize_dynamic<R: Runtime>(tensor: CubeTensor<R>, scheme: &QuantScheme)
         }
     };
     let scales = max_abs.with_layout(Layout::contiguous(Shape::from(vec![count])));
-    launch(&scales.client, op, Geometry::Units(count), |cubes, dim| {
+    let (s, quant_range) = (scales.clone(), range(scheme));
+    launch(&scales.client, op, Geometry::Units(count), move |client, cubes, dim| {
         // SAFETY: the kernel guards `pos < count`, the length of the scales.
-        unsafe {
-            scales_from_max_abs::launch_unchecked::<R>(&scales.client, cubes, dim, scales.as_arg(), count, range(scheme))
-        }
+        unsafe { scales_from_max_abs::launch_unchecked::<R>(client, cubes, dim, s.as_arg(), count, quant_range) }
     });
     encode(&tensor, scheme, scales, block)
 }
@@ -145,13 +144,14 @@ pub fn quantize_dynamic<R: Runtime>(tensor: CubeTensor<R>, scheme: &QuantScheme)
 fn encode<R: Runtime>(tensor: &CubeTensor<R>, scheme: &QuantScheme, scales: CubeTensor<R>, block: usize) -> Q<R> {
     let values = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::I8);
     let n = tensor.num_elements();
-    launch(&tensor.client, "quantize", Geometry::Units(n), |cubes, dim| {
+    let (t, s, v, quant_range) = (tensor.clone(), scales.clone(), values.clone(), range(scheme));
+    launch(&tensor.client, "quantize", Geometry::Units(n), move |client, cubes, dim| {
         // SAFETY: the kernel guards `pos < n`; the input view lies inside its buffer and
         // `pos / block` is below the number of scales.
         unsafe {
             quantize_symmetric::launch_unchecked::<R>(
-                &tensor.client, cubes, dim, tensor.as_arg(), scales.as_arg(), values.as_arg(),
-                tensor.layout.offset, n, block, range(scheme), tensor.layout.is_contiguous(), tensor.storage(),
+                client, cubes, dim, t.as_arg(), s.as_arg(), v.as_arg(),
+                t.layout.offset, n, block, quant_range, t.layout.is_contiguous(), t.storage(),
             )
         }
     });
@@ -168,13 +168,14 @@ pub fn dequantize<R: Runtime>(q: Q<R>, dtype: DType) -> CubeTensor<R> {
     let n = out.num_elements();
     // Per tensor, one block spans every position the view reaches.
     let block = q.block_elems().unwrap_or(values.layout.span().max(1));
-    launch(&values.client, "dequantize", Geometry::Units(n), |cubes, dim| {
+    let (v, s, o) = (values.clone(), q.scales.clone(), out.clone());
+    launch(&values.client, "dequantize", Geometry::Units(n), move |client, cubes, dim| {
         // SAFETY: the kernel guards `pos < n`; the view lies inside its buffer and every
         // buffer position has a scale.
         unsafe {
             dequantize_symmetric::launch_unchecked::<R>(
-                &values.client, cubes, dim, values.as_arg(), q.scales.as_arg(), out.as_arg(),
-                values.layout.offset, n, block, out.storage(),
+                client, cubes, dim, v.as_arg(), s.as_arg(), o.as_arg(),
+                v.layout.offset, n, block, o.storage(),
             )
         }
     });
@@ -201,14 +202,15 @@ fn requantize<R: Runtime>(
         Some((dim, indices)) => (dim, indices, Gather::Select),
         None => (0, CubeTensor::empty(&values.client, &values.device, Shape::from(vec![1]), DType::U32), Gather::View),
     };
-    launch(&values.client, op, Geometry::Units(chunks), |cubes, cube_dim| {
+    let (v, s, ov, os, quant_range) = (values.clone(), q.scales.clone(), out_values.clone(), out_scales.clone(), range(&q.scheme));
+    launch(&values.client, op, Geometry::Units(chunks), move |client, cubes, cube_dim| {
         // SAFETY: the kernel guards `chunk < chunks` and `pos < n`; sources are read through
         // views inside their buffers, and select indices out of range read nothing.
         unsafe {
             requantize_blocks::launch_unchecked::<R>(
-                &values.client, cubes, cube_dim, values.as_arg(), q.scales.as_arg(), indices.as_arg(),
-                out_values.as_arg(), out_scales.as_arg(), values.layout.offset, indices.layout.offset,
-                n, chunks, block, flip_mask, dim, range(&q.scheme), gather, indices.storage(),
+                client, cubes, cube_dim, v.as_arg(), s.as_arg(), indices.as_arg(),
+                ov.as_arg(), os.as_arg(), v.layout.offset, indices.layout.offset,
+                n, chunks, block, flip_mask, dim, quant_range, gather, indices.storage(),
             )
         }
     });
@@ -366,6 +368,7 @@ pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device) -> Q<R> {
 /// # Panics
 /// When a per-block view is not a whole number of blocks, which the format cannot hold.
 pub fn into_data<R: Runtime>(q: Q<R>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
+    crate::runtime::check_host_read("q_into_data");
     let q = compact(q);
     let shape = q.values.layout.shape.clone();
     let n = shape.num_elements();

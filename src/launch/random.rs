@@ -18,13 +18,16 @@ pub fn random<R: Runtime>(shape: Shape, distribution: Distribution, device: &R::
         Distribution::Normal(mean, std) => (RandomKind::Normal, mean, std),
         Distribution::Bernoulli(p) => (RandomKind::Bernoulli, p, 0.0),
     };
-    let (seed, counter) = next_random_key(device);
-    launch(&client, "random", Geometry::Units(out.num_elements()), |count, dim| {
+    // The key is drawn when the kernel launches, so that every pipeline replay draws fresh
+    // numbers (and a replay after the same `seed` repeats the eager run).
+    let (o, device) = (out.clone(), device.clone());
+    launch(&client, "random", Geometry::Units(out.num_elements()), move |client, count, dim| {
+        let (seed, counter) = next_random_key(&device);
         // SAFETY: the kernel guards `pos < len`.
         unsafe {
             random_kernel::launch_unchecked::<R>(
-                &client, count, dim, out.as_arg(), seed as u32, (seed >> 32) as u32, counter,
-                a as f32, b as f32, kind, out.storage(),
+                client, count, dim, o.as_arg(), seed as u32, (seed >> 32) as u32, counter,
+                a as f32, b as f32, kind, o.storage(),
             )
         }
     });

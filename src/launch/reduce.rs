@@ -66,22 +66,24 @@ fn launch_reduce<R: Runtime>(
             launch_split(&name, &tensor, &out, &indices, dim, op, splits, with_indices);
         } else {
             let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
-            launch(&tensor.client, &name, geometry, |count, cube_dim| {
+            let (o, idx) = (out.clone(), indices.clone());
+            launch(&out.client, &name, geometry, move |client, count, cube_dim| {
                 // SAFETY: cubes past the output leave before any access; every read is inside the line.
                 unsafe {
                     reduce_per_cube::launch_unchecked::<R>(
-                        &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(), indices.as_arg(),
+                        client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
                         tensor.layout.offset, dim, op, CUBE_SIZE, with_indices, dtypes,
                     )
                 }
             });
         }
     } else {
-        launch(&tensor.client, &name, Geometry::Units(outputs), |count, cube_dim| {
+        let (o, idx) = (out.clone(), indices.clone());
+        launch(&out.client, &name, Geometry::Units(outputs), move |client, count, cube_dim| {
             // SAFETY: the kernel guards `pos < outputs`; every read is inside the line.
             unsafe {
                 reduce_per_unit::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(), indices.as_arg(),
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
                     tensor.layout.offset, dim, op, with_indices, dtypes,
                 )
             }
@@ -127,22 +129,24 @@ fn launch_split<R: Runtime>(
     let partial_values = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), tensor.dtype);
     let partial_indices = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), DType::U32);
     let geometry = Geometry::Cubes { count: lines * splits, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
-    launch(client, name, geometry, |count, cube_dim| {
+    let (t, pv, pi) = (tensor.clone(), partial_values.clone(), partial_indices.clone());
+    launch(client, name, geometry, move |client, count, cube_dim| {
         // SAFETY: cubes past the partials leave before any access; chunks lie inside the line.
         unsafe {
             reduce_split::launch_unchecked::<R>(
-                client, count, cube_dim, tensor.as_arg(), partial_values.as_arg(), partial_indices.as_arg(),
-                tensor.layout.offset, dim, splits, chunk, op, CUBE_SIZE, tensor.storage(),
+                client, count, cube_dim, t.as_arg(), pv.as_arg(), pi.as_arg(),
+                t.layout.offset, dim, splits, chunk, op, CUBE_SIZE, t.storage(),
             )
         }
     });
     let dtypes = [tensor.storage(), out.storage(), indices.storage()];
-    launch(client, name, Geometry::Units(lines), |count, cube_dim| {
+    let (o, idx) = (out.clone(), indices.clone());
+    launch(client, name, Geometry::Units(lines), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines`; it reads the line's `splits` partials.
         unsafe {
             reduce_split_merge::launch_unchecked::<R>(
-                client, count, cube_dim, partial_values.as_arg(), partial_indices.as_arg(), out.as_arg(),
-                indices.as_arg(), splits, len, op, with_indices, dtypes,
+                client, count, cube_dim, partial_values.as_arg(), partial_indices.as_arg(), o.as_arg(),
+                idx.as_arg(), splits, len, op, with_indices, dtypes,
             )
         }
     });

@@ -29,22 +29,24 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
     let dtypes = [tensor.storage(), acc];
     if tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
         let geometry = Geometry::Cubes { count: lines, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
-        launch(&tensor.client, name, geometry, |count, cube_dim| {
+        let o = out.clone();
+        launch(&out.client, name, geometry, move |client, count, cube_dim| {
             // SAFETY: cubes past the last line leave before any access; reads and writes stay
             // inside the line.
             unsafe {
                 softmax_per_cube::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(),
                     tensor.layout.offset, dim, lines, CUBE_SIZE, log, dtypes,
                 )
             }
         });
     } else {
-        launch(&tensor.client, name, Geometry::Units(lines), |count, cube_dim| {
+        let o = out.clone();
+        launch(&out.client, name, Geometry::Units(lines), move |client, count, cube_dim| {
             // SAFETY: the kernel guards `line < lines`; reads and writes stay inside the line.
             unsafe {
                 softmax_kernel::launch_unchecked::<R>(
-                    &tensor.client, count, cube_dim, tensor.as_arg(), out.as_arg(),
+                    client, count, cube_dim, tensor.as_arg(), o.as_arg(),
                     tensor.layout.offset, dim, lines, log, dtypes,
                 )
             }

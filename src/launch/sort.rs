@@ -28,12 +28,13 @@ pub fn sort<R: Runtime>(
     let client = &tensor.client;
     let keys = CubeTensor::empty(client, &tensor.device, Shape::from(vec![lines, p]), tensor.dtype);
     let indices = CubeTensor::empty(client, &tensor.device, Shape::from(vec![lines, p]), DType::U32);
-    launch(client, "sort", Geometry::Units(lines * p), |count, cube_dim| {
+    let (k_, i_, storage) = (keys.clone(), indices.clone(), tensor.storage());
+    launch(client, "sort", Geometry::Units(lines * p), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines * p` and reads the view only for i < n.
         unsafe {
             sort_init::launch_unchecked::<R>(
-                client, count, cube_dim, moved.as_arg(), keys.as_arg(), indices.as_arg(),
-                moved.layout.offset, n, p, tensor.storage(),
+                client, count, cube_dim, moved.as_arg(), k_.as_arg(), i_.as_arg(),
+                moved.layout.offset, n, p, storage,
             )
         }
     });
@@ -41,12 +42,13 @@ pub fn sort<R: Runtime>(
     while k <= p {
         let mut j = k / 2;
         while j > 0 {
-            launch(client, "sort", Geometry::Units(lines * p / 2), |count, cube_dim| {
+            let (k_, i_) = (keys.clone(), indices.clone());
+            launch(client, "sort", Geometry::Units(lines * p / 2), move |client, count, cube_dim| {
                 // SAFETY: the kernel guards `pos < lines * p / 2`; partners stay in the line.
                 unsafe {
                     sort_step::launch_unchecked::<R>(
-                        client, count, cube_dim, keys.as_arg(), indices.as_arg(), n as u32, p, k, j,
-                        descending, tensor.storage(),
+                        client, count, cube_dim, k_.as_arg(), i_.as_arg(), n as u32, p, k, j,
+                        descending, storage,
                     )
                 }
             });

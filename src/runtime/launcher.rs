@@ -1,10 +1,17 @@
 //! The launcher: every kernel launch of the backend goes through [`launch`], so launches are
-//! checked in one place (empty work is skipped, cube counts are within the device's limits)
-//! and counted (a later pipeline capture hooks in here too).
+//! checked in one place (empty work is skipped, cube counts are within the device's limits),
+//! counted, and recorded while a [`Pipeline`](super::Pipeline) captures on this thread.
+//!
+//! A launch is a closure that owns what it binds (tensors, which are cheap handle clones,
+//! and scalars by value) and receives the client, cube count and cube dimension. Outside a
+//! capture it runs once, at once. During a capture it runs once as well and is then kept,
+//! boxed, in the recording, so that the pipeline can call it again on every replay.
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cubecl::prelude::*;
 use cubecl::{CubeCount, CubeDim, Runtime};
+
+use super::capture::{self, RecordedLaunch};
 
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
 
@@ -25,8 +32,12 @@ pub enum Geometry {
     },
 }
 
-/// Launches a kernel: `kernel` receives the cube count and cube dimension to launch with.
-/// Nothing is launched for empty work. `op` names the operation in error messages.
+/// Launches a kernel: `kernel` receives the client, and the cube count and cube dimension to
+/// launch with. Nothing is launched for empty work. `op` names the operation in error
+/// messages.
+///
+/// `kernel` must own everything it binds, and launch the same work each time it is called:
+/// during a pipeline capture it is recorded and called again on every replay.
 ///
 /// # Panics
 /// When the work needs more cubes than the device can run in one launch.
@@ -34,7 +45,7 @@ pub fn launch<R: Runtime>(
     client: &ComputeClient<R>,
     op: &str,
     geometry: Geometry,
-    kernel: impl FnOnce(CubeCount, CubeDim),
+    kernel: impl Fn(&ComputeClient<R>, CubeCount, CubeDim) + Send + 'static,
 ) {
     let (cubes, dim) = match geometry {
         Geometry::Units(0) | Geometry::Cubes { count: 0, .. } => return,
@@ -49,7 +60,24 @@ pub fn launch<R: Runtime>(
     );
     let count = spread(cubes as u32, max);
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
-    kernel(count, dim);
+    if capture::is_capturing() {
+        kernel(client, count.clone(), dim);
+        let client = client.clone();
+        capture::record(RecordedLaunch {
+            op: op.to_string(),
+            count,
+            dim,
+            kernel: Box::new(move |count, dim| kernel(&client, count, dim)),
+        });
+    } else {
+        kernel(client, count, dim);
+    }
+}
+
+/// Launches a recorded kernel again (pipeline replays).
+pub(crate) fn replay(launch: &RecordedLaunch) {
+    LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    (launch.kernel)(launch.count.clone(), launch.dim);
 }
 
 /// Spreads `cubes` over x, then y, then z; the kernels number cubes linearly and skip those

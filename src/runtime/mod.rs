@@ -1,12 +1,20 @@
 //! The ExCubecl runtime: device buffers with a dtype, layouts that make views free, a context
-//! per device, and the single launcher through which every kernel launch goes.
+//! per device, the single launcher through which every kernel launch goes, pipelines that
+//! capture and replay those launches ([`Pipeline`]), and queues of asynchronous commands
+//! ([`CommandQueue`]).
 
+mod capture;
+pub mod command_queue;
 mod context;
 mod dtype;
 mod launcher;
 mod layout;
+pub mod pipeline;
 
+pub use capture::check_host_read;
+pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, CommandQueue, CommandStatus, DEFAULT_RETENTION, Work};
 pub use context::{DeviceContext, next_random_key};
 pub use dtype::{dtype_usage, elem_size, storage_type};
 pub use launcher::{Geometry, launch, launch_count};
 pub use layout::Layout;
+pub use pipeline::{CubeKind, Pipeline, PipelineError, from_cube, to_cube};
