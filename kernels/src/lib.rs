@@ -25,6 +25,8 @@ pub mod compare;
 #[allow(missing_docs)]
 pub mod conv;
 #[allow(missing_docs)]
+pub mod conv_cmma;
+#[allow(missing_docs)]
 pub mod conv_gemm;
 #[allow(missing_docs)]
 pub mod copy;
