@@ -8,7 +8,7 @@ use crate::{DynCase, Size};
 pub fn all(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
     let mut cases = Vec::new();
     cases.extend(matmul::cases(size, tune));
-    cases.extend(module::cases(size));
+    cases.extend(module::cases(size, tune));
     cases
 }
 
