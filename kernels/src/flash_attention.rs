@@ -6,10 +6,12 @@
 //! soft cap, boolean mask, causal mask aligned bottom-right, additive bias (masks and bias are
 //! strided views, stride 0 where broadcast), and a fully masked row gives zeros.
 //!
-//! Each plane of 32 units (a "warp"; planes are a layout convention here, synchronisation is
-//! per cube) owns 16 query rows; units `2r` and `2r + 1` of a plane share row `r`, each taking
-//! half of every key tile's columns for the softmax and half of the value columns for the
-//! output, which they keep in registers (f32). Per key tile:
+//! Each group of 32 units (a "warp") owns 16 query rows; units `2r` and `2r + 1` of a warp
+//! share row `r`, each taking half of every key tile's columns for the softmax and half of
+//! the value columns for the output, which they keep in registers (f32). Only the staging of
+//! a key tile needs the whole cube; the phases after it touch the warp's own rows, so they
+//! synchronise per plane where planes are 32 units wide (`plane_sync`), per cube otherwise.
+//! Per key tile:
 //!
 //! 1. the cube stages the tile's keys and values (zero past `seq_k` and past the head
 //!    dimensions, which are padded to multiples of 16);
@@ -39,12 +41,14 @@ const FRAG: usize = 16;
 /// `scale`, `softcap`, `lowest` (the dtype's most negative finite value) and `tiny` (its
 /// smallest positive normal) are f32. The launcher guarantees: `16` divides `d_pad ≥ d` and
 /// `dv_pad ≥ dv`; `block_kv` is 32 or 64; `frag_k` divides 16; `pad` is 16 bytes in elements
-/// of `T`; with `tensor_cores`, 32 units per plane and matrix units for `M`.
+/// of `T`; `NV` divides `d`, `dv`, the strides and offsets of `q`, `k` and `v`, whose last
+/// dimension is contiguous when `NV > 1`; with `tensor_cores`, 32 units per plane and matrix
+/// units for `M`; with `plane_sync`, 32 units per plane.
 #[cube(launch_unchecked)]
-pub fn flash_attention<T: Float, M: Float, B: Numeric>(
-    q: &Tensor<T>,
-    k: &Tensor<T>,
-    v: &Tensor<T>,
+pub fn flash_attention<T: Float, M: Float, B: Numeric, NV: Size>(
+    q: &Tensor<Vector<T, NV>>,
+    k: &Tensor<Vector<T, NV>>,
+    v: &Tensor<Vector<T, NV>>,
     mask: &Tensor<B>,
     bias: &Tensor<T>,
     out: &mut Tensor<T>,
@@ -70,6 +74,7 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
     #[comptime] frag_k: usize,
     #[comptime] pad: usize,
     #[comptime] unroll: bool,
+    #[comptime] plane_sync: bool,
     #[define(T, M, B)] _dtypes: [StorageType; 3],
 ) {
     // Uniform per cube, before any barrier.
@@ -116,7 +121,7 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
     let q_base = q_offset + b * q.stride(0) + h * q.stride(1);
     let k_base = k_offset + b * k.stride(0) + h * k.stride(1);
     let v_base = v_offset + b * v.stride(0) + h * v.stride(1);
-    load_tile::<T>(q, &mut smem_q, q_base, q0, seq_q, d, unit, units, block_q, d_pad, ldq);
+    load_tile::<T, NV>(q, &mut smem_q, q_base, q0, seq_q, d, unit, units, block_q, d_pad, ldq);
 
     let mask_row = mask_offset + b * mask.stride(0) + h * mask.stride(1) + i * mask.stride(2);
     let bias_row = bias_offset + b * bias.stride(0) + h * bias.stride(1) + i * bias.stride(2);
@@ -155,8 +160,8 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
 
     for kv0 in range_stepped(0usize, kv_end, block_kv) {
         sync_cube();
-        load_tile::<T>(k, &mut smem_k, k_base, kv0, seq_k, d, unit, units, block_kv, d_pad, ldq);
-        load_tile::<T>(v, &mut smem_v, v_base, kv0, seq_k, dv, unit, units, block_kv, dv_pad, ldv);
+        load_tile::<T, NV>(k, &mut smem_k, k_base, kv0, seq_k, d, unit, units, block_kv, d_pad, ldq);
+        load_tile::<T, NV>(v, &mut smem_v, v_base, kv0, seq_k, dv, unit, units, block_kv, dv_pad, ldv);
         sync_cube();
 
         // Scores of the plane's 16 rows.
@@ -173,7 +178,7 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
                 smem_s[row * lds + c] = s;
             }
         }
-        sync_cube();
+        sync_rows(plane_sync);
 
         // Logits of this unit's half row (columns staggered by row against bank conflicts),
         // which of them the masks keep, and their maximum.
@@ -207,7 +212,7 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
             }
         }
         stats[row * 2 + half] = tile_max;
-        sync_cube();
+        sync_rows(plane_sync);
         let other = stats[row * 2 + 1 - half];
         let mut new_max = select(other > tile_max, other, tile_max);
         new_max = select(max > new_max, max, new_max);
@@ -229,12 +234,12 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
         for c in 0..half_dv {
             acc[c] *= alpha;
         }
-        sync_cube();
+        sync_rows(plane_sync);
 
         // The plane's P·V.
         if tensor_cores {
             values_cmma::<T, M>(&smem_p, &smem_v, &mut smem_s, &o_frags, warp, ldp, ldv, lds, block_kv, dv_pad, frag_k);
-            sync_cube();
+            sync_rows(plane_sync);
             #[unroll(unroll)]
             for c in 0..half_dv {
                 acc[c] += smem_s[row * lds + half * half_dv + c];
@@ -251,9 +256,9 @@ pub fn flash_attention<T: Float, M: Float, B: Numeric>(
     }
 
     // Each row's sum is split over its two units.
-    sync_cube();
+    sync_rows(plane_sync);
     stats[row * 2 + half] = sum;
-    sync_cube();
+    sync_rows(plane_sync);
     let mut total = sum + stats[row * 2 + 1 - half];
     let t = tiny.get::<f32>();
     total = select(total < t, t, total);
@@ -282,12 +287,14 @@ fn zero_fragment(#[comptime] frag_k: usize) -> cmma::Matrix<f32> {
     )
 }
 
-/// Stages rows `row0..row0 + rows` of a `[b, h, seq, cols]` view (from `base`) into shared
-/// memory rows of `ld` elements, zero past `seq` and past `cols` up to `cols_pad`.
+/// Stages rows `row0..row0 + rows` of a `[b, h, seq, cols]` view (from `base`, in elements)
+/// into shared memory rows of `ld` elements, zero past `seq` and past `cols` up to
+/// `cols_pad`, reading vectors of `NV` elements along the rows (the launcher picks `NV > 1`
+/// only where the rows are contiguous and `NV` divides `cols`, the strides and the offset).
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn load_tile<T: Float>(
-    src: &Tensor<T>,
+fn load_tile<T: Float, NV: Size>(
+    src: &Tensor<Vector<T, NV>>,
     smem: &mut SharedMemory<T>,
     base: usize,
     row0: usize,
@@ -299,17 +306,36 @@ fn load_tile<T: Float>(
     #[comptime] cols_pad: usize,
     #[comptime] ld: usize,
 ) {
+    let nv = src.vector_size();
     let row_stride = src.stride(2);
     let col_stride = src.stride(3);
-    for l in 0..comptime!(rows * cols_pad / units) {
+    let per_row = comptime!(cols_pad / nv);
+    let total = comptime!(rows * per_row);
+    for l in 0..comptime!(total.div_ceil(units)) {
         let idx = unit + l * units;
-        let r = idx / cols_pad;
-        let c = idx % cols_pad;
-        let mut value = T::from_int(0);
-        if row0 + r < seq && c < cols {
-            value = src[base + (row0 + r) * row_stride + c * col_stride];
+        if idx < total {
+            let r = idx / per_row;
+            let c = (idx % per_row) * nv;
+            let mut value = Vector::<T, NV>::new(T::from_int(0));
+            if row0 + r < seq && c < cols {
+                value = src[(base + (row0 + r) * row_stride + c * col_stride) / nv];
+            }
+            #[unroll]
+            for e in 0..nv {
+                smem[r * ld + c + e] = value[e];
+            }
         }
-        smem[r * ld + c] = value;
+    }
+}
+
+/// A barrier over the plane when planes are 32 units (`plane_sync`: the phases it separates
+/// touch only the plane's own rows), over the cube otherwise.
+#[cube]
+fn sync_rows(#[comptime] plane_sync: bool) {
+    if plane_sync {
+        sync_plane();
+    } else {
+        sync_cube();
     }
 }
 

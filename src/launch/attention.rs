@@ -16,7 +16,7 @@ use ex_cubecl_kernels::attention::attention_probs;
 use ex_cubecl_kernels::flash_attention::flash_attention;
 
 use super::conv::check_float;
-use super::matmul::cmma_operand;
+use super::matmul::{cmma_operand, vector_size};
 use super::{accumulator, accumulator_dtype, float_arg, matmul::matmul};
 use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -38,15 +38,20 @@ struct FlashPlan {
 
 /// The fused kernel's plan for `dtype` and head dimensions `d`, `dv`, or `None` where it
 /// doesn't apply (other dtypes, wider heads, too little shared memory).
-fn flash_plan<R: Runtime>(client: &ComputeClient<R>, dtype: DType, d: usize, dv: usize) -> Option<FlashPlan> {
+fn flash_plan<R: Runtime>(client: &ComputeClient<R>, dtype: DType, d: usize, dv: usize, warps: Option<usize>) -> Option<FlashPlan> {
     if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) || d > MAX_FUSED_DIM || dv > MAX_FUSED_DIM {
         return None;
     }
     let (d_pad, dv_pad) = (d.div_ceil(16).max(1) * 16, dv.div_ceil(16).max(1) * 16);
     let tensor_cores = cmma_operand(client, dtype);
     let max_shared = client.properties().hardware.max_shared_memory_size;
-    [(4, 64), (4, 32), (2, 32)]
+    let shapes = match warps {
+        Some(w) => vec![(w, 64), (w, 32)],
+        None => vec![(4, 64), (4, 32), (2, 32)],
+    };
+    shapes
         .into_iter()
+        .filter(|&(w, _)| w > 0)
         .map(|(warps, block_kv)| FlashPlan { warps, block_kv, d_pad, dv_pad, tensor_cores })
         .find(|p| flash_shared_bytes(p, dtype) <= max_shared)
 }
@@ -70,6 +75,22 @@ pub fn attention<R: Runtime>(
     mask: Option<CubeTensor<R>>,
     bias: Option<CubeTensor<R>>,
     options: AttentionModuleOptions,
+) -> CubeTensor<R> {
+    attention_with(query, key, value, mask, bias, options, None)
+}
+
+/// [`attention`] with the fused kernel's planes per cube (16 query rows each) chosen by the
+/// caller (for benchmarks and tuning); `None` picks the default. Ignored where the fused
+/// kernel doesn't run.
+#[doc(hidden)]
+pub fn attention_with<R: Runtime>(
+    query: CubeTensor<R>,
+    key: CubeTensor<R>,
+    value: CubeTensor<R>,
+    mask: Option<CubeTensor<R>>,
+    bias: Option<CubeTensor<R>>,
+    options: AttentionModuleOptions,
+    warps: Option<usize>,
 ) -> CubeTensor<R> {
     let op = "attention";
     let mut all = vec![("query", &query), ("key", &key), ("value", &value)];
@@ -100,7 +121,7 @@ pub fn attention<R: Runtime>(
     });
     let bias = bias.map(|b| view(&b, "attn_bias"));
 
-    match flash_plan(&query.client, query.dtype, q[3], v[3]) {
+    match flash_plan(&query.client, query.dtype, q[3], v[3], warps) {
         Some(plan) => fused(op, query, key, value, mask, bias, options, plan),
         None => unfused(op, query, key, value, mask, bias, options),
     }
@@ -137,6 +158,10 @@ fn fused<R: Runtime>(
     let dtypes = [query.storage(), operand, mask.storage()];
     // Vulkan drivers compile fully unrolled loops slowly (seconds on lavapipe).
     let unroll = !R::name(&query.client).starts_with("wgpu");
+    let hardware = &query.client.properties().hardware;
+    let plane_sync = hardware.plane_size_min == 32 && hardware.plane_size_max == 32;
+    // Queries, keys and values are read in the widest vector that all three allow.
+    let nv = [&query, &key, &value].into_iter().map(|t| vector_size(&t.client, &t.layout, dtype, 8)).min().unwrap_or(1);
     let client = query.client.clone();
     let out_arg = out.clone();
     launch(&out.client, op, geometry, move |count, dim| {
@@ -146,11 +171,11 @@ fn fused<R: Runtime>(
         // query row and value dimension; shared-memory indices stay inside the tiles.
         unsafe {
             flash_attention::launch_unchecked::<R>(
-                &client, count, dim, query.as_arg(), key.as_arg(), value.as_arg(), mask.as_arg(), bias.as_arg(),
+                &client, count, dim, nv, query.as_arg(), key.as_arg(), value.as_arg(), mask.as_arg(), bias.as_arg(),
                 out_arg.as_arg(), query.layout.offset, key.layout.offset, value.layout.offset, mask.layout.offset,
                 bias.layout.offset, scale, softcap, lowest, tiny, cubes, has_mask, has_bias, options.softcap.is_some(),
                 options.is_causal, plan.tensor_cores.is_some(), plan.warps, plan.block_kv, plan.d_pad, plan.dv_pad,
-                frag_k, pad, unroll, dtypes,
+                frag_k, pad, unroll, plane_sync, dtypes,
             )
         }
     });

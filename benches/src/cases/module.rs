@@ -5,6 +5,7 @@ use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
 use burn_backend::{Backend, DType, TensorPrimitive};
 use burn_tensor::Tensor;
 use burn_tensor::module::{attention, conv2d, max_pool2d};
+use ex_cubecl::launch::attention::attention_with;
 use ex_cubecl::launch::conv::{ConvSpec, ConvTiling, conv_with};
 use ex_cubecl::{CubeTensor, MatmulPrecision, set_matmul_precision};
 
@@ -20,6 +21,8 @@ pub enum Variant {
     Exact,
     /// Ours with a given tensor-core convolution tiling (tuning; no peer).
     Tiling(ConvTiling),
+    /// Ours with a given number of planes per cube in the fused attention (tuning; no peer).
+    Warps(usize),
 }
 
 impl Variant {
@@ -31,6 +34,7 @@ impl Variant {
                 " {}x{}x{} tiles, {}x{} planes (ours only)",
                 t.block_co, t.block_pix, t.block_k, t.warps_co, t.warps_pix
             ),
+            Variant::Warps(w) => format!(" {w} planes (ours only)"),
         }
     }
 
@@ -86,6 +90,10 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         }
         for tiling in [t(64, 128, 32, 2, 4), t(64, 256, 64, 2, 4), t(64, 128, 64, 4, 2)] {
             out.push(conv(DType::F16, Variant::Tiling(tiling)));
+        }
+        for warps in [2, 8] {
+            out.push(att(DType::F32, false, Variant::Warps(warps)));
+            out.push(att(DType::F16, false, Variant::Warps(warps)));
         }
     }
     out
@@ -190,6 +198,15 @@ impl Case for Attention {
         let k = uniform::<B, 4>(self.shape, 5, device).cast(self.dtype);
         let v = uniform::<B, 4>(self.shape, 6, device).cast(self.dtype);
         let options = AttentionModuleOptions { is_causal: self.causal, ..Default::default() };
+        if let Variant::Warps(warps) = self.variant {
+            let prim = |t: Tensor<B, 4>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor()).expect("ours");
+            let (q, k, v) = (prim(q), prim(k), prim(v));
+            return Some(Box::new(move || {
+                let out = attention_with(q.clone(), k.clone(), v.clone(), None, None, options, Some(warps));
+                let out = downcast::<B::FloatTensorPrimitive, _>(out).expect("ours");
+                Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(out)).flatten::<1>(0, 3)
+            }));
+        }
         let exact = matches!(self.variant, Variant::Exact);
         Some(Box::new(move || {
             with_precision(exact, || attention(q.clone(), k.clone(), v.clone(), None, None, options)).flatten::<1>(0, 3)
