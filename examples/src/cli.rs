@@ -24,7 +24,7 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
 
   --device    the runtime (default: wgpu; lavapipe where there is no GPU)
   --model     which model to train (default: all = mlp, then cnn)
-  --epochs    passes over the training set (default: 12 for mlp, 8 for cnn)
+  --epochs    passes over the training set (default: 10 for mlp, 8 for cnn)
   --batch     images per step (default: 32)
   --lr        Adam's learning rate (default: 0.003)
   --seed      seeds the split, the initial weights and the batch order (default: 42)
@@ -129,7 +129,7 @@ impl Default for Options {
 /// Epochs of `model` when `--epochs` is not given: enough for at least 95% test accuracy.
 pub fn default_epochs(model: ModelKind) -> usize {
     match model {
-        ModelKind::Mlp => 12,
+        ModelKind::Mlp => 10,
         ModelKind::Cnn => 8,
     }
 }

@@ -64,29 +64,32 @@ impl<B: Backend> Classifier<B> for Mlp<B> {
     }
 }
 
-/// A small convolutional network: two 3×3 convolutions (16 and 32 channels, same padding)
-/// with ReLU, a 2×2 max pool to 4×4, then 512 → 64 → 10.
+/// A small convolutional network in LeNet's shape: a 3×3 convolution to 8 channels with ReLU
+/// and a 2×2 max pool (8×8 → 4×4), a 3×3 convolution to 16 channels with ReLU, then
+/// 256 → 64 → 10. Few channels and pooling before the second convolution keep its backward
+/// pass cheap on a software rasteriser (lavapipe).
 #[derive(Module, Debug)]
 pub struct Cnn<B: Backend> {
     conv1: Conv2d<B>,
-    conv2: Conv2d<B>,
     pool: MaxPool2d,
+    conv2: Conv2d<B>,
     hidden: Linear<B>,
     output: Linear<B>,
     activation: Relu,
 }
 
-const CONV1: usize = 16;
-const CONV2: usize = 32;
-const FLAT: usize = CONV2 * (SIDE / 2) * (SIDE / 2);
+const CONV1: usize = 8;
+const CONV2: usize = 16;
+const POOLED: usize = SIDE / 2;
+const FLAT: usize = CONV2 * POOLED * POOLED;
 
 impl<B: Backend> Classifier<B> for Cnn<B> {
     fn init(device: &B::Device) -> Self {
         let conv = |channels| Conv2dConfig::new(channels, [3, 3]).with_padding(PaddingConfig2d::Same);
         Self {
             conv1: conv([1, CONV1]).init(device),
-            conv2: conv([CONV1, CONV2]).init(device),
             pool: MaxPool2dConfig::new([2, 2]).init(),
+            conv2: conv([CONV1, CONV2]).init(device),
             hidden: LinearConfig::new(FLAT, 64).init(device),
             output: LinearConfig::new(64, CLASSES).init(device),
             activation: Relu::new(),
@@ -96,9 +99,8 @@ impl<B: Backend> Classifier<B> for Cnn<B> {
     fn forward(&self, images: Tensor<B, 2>) -> Tensor<B, 2> {
         let [batch, _] = images.dims();
         let x = images.reshape([batch, 1, SIDE, SIDE]);
-        let x = self.activation.forward(self.conv1.forward(x));
-        let x = self.activation.forward(self.conv2.forward(x));
-        let x = self.pool.forward(x).reshape([batch, FLAT]);
+        let x = self.pool.forward(self.activation.forward(self.conv1.forward(x)));
+        let x = self.activation.forward(self.conv2.forward(x)).reshape([batch, FLAT]);
         let x = self.activation.forward(self.hidden.forward(x));
         self.output.forward(x)
     }
