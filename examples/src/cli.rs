@@ -2,6 +2,7 @@
 //! itself (train, report, save, reload, compare).
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use burn::module::AutodiffModule;
@@ -264,11 +265,22 @@ pub fn probe_device(device: DeviceName) -> Result<String, String> {
     }
 }
 
-/// Sums two numbers on `device`, catching the panic of a runtime that finds no device (the
-/// panic message is kept for the listing, not printed).
+/// Sums two numbers on `device`, catching the panic of a runtime that finds no device. The
+/// panic messages are kept for the listing, not printed: the first one names the cause (a
+/// runtime may panic on its own device thread, and the caller then sees a closed channel).
 fn probe<B: Backend>(device: &B::Device) -> Result<String, String> {
+    let messages = Arc::new(Mutex::new(Vec::<String>::new()));
     let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    let sink = Arc::clone(&messages);
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "the runtime panicked".into());
+        sink.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+    }));
     let result = catch_unwind(AssertUnwindSafe(|| {
         let sum: f32 = Tensor::<B, 1>::from_floats([1.0, 2.0], device).sum().into_data().to_vec::<f32>().unwrap()[0];
         (sum, B::name(device))
@@ -277,15 +289,11 @@ fn probe<B: Backend>(device: &B::Device) -> Result<String, String> {
     match result {
         Ok((sum, name)) if sum == 3.0 => Ok(name),
         Ok((sum, _)) => Err(format!("1 + 2 gave {sum}")),
-        Err(payload) => Err(payload
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "the runtime panicked".into())
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .to_string()),
+        Err(_) => {
+            let messages = messages.lock().unwrap_or_else(|e| e.into_inner());
+            let first = messages.first().map_or("the runtime panicked", String::as_str);
+            Err(first.lines().next().unwrap_or_default().to_string())
+        }
     }
 }
 
@@ -386,10 +394,10 @@ where
     };
     let model = M::init(device);
     println!(
-        "\n{}: {} parameters; Adam lr {}, batch {}, {} epochs",
+        "\n{}: {} parameters; Adam (learning rate {}), batch {}, epochs {}",
         kind.name(),
         model.num_params(),
-        config.lr,
+        if (1e-4..1e3).contains(&config.lr) { config.lr.to_string() } else { format!("{:e}", config.lr) },
         config.batch_size,
         config.epochs
     );

@@ -97,7 +97,16 @@ fn nan_loss_stops_at_its_step() {
 }
 
 fn digits(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_digits")).args(args).env("XDG_RUNTIME_DIR", "/tmp").output().expect("run digits");
+    digits_with(args, &[])
+}
+
+fn digits_with(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_digits"));
+    command.args(args).env("XDG_RUNTIME_DIR", "/tmp");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let out = command.output().expect("run digits");
     let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
     (out.status.code().unwrap_or(-1), text(out.stdout), text(out.stderr))
 }
@@ -129,6 +138,19 @@ fn command_lists_devices_for_a_bad_device() {
         assert!(stderr.starts_with("ex_cubecl digits: device `cuda` is not compiled into this build"), "{stderr}");
         assert!(stderr.contains("wgpu  present"), "stderr: {stderr}");
     }
+}
+
+/// With the Vulkan loader pointed at no driver, wgpu is compiled in but has no device: the
+/// command says so, with the runtime's reason, instead of training on nothing.
+#[cfg(target_os = "linux")]
+#[test]
+fn command_says_when_a_compiled_device_is_missing() {
+    let (code, stdout, stderr) = digits_with(&["--model", "mlp"], &[("VK_ICD_FILENAMES", "/nonexistent/icd.json")]);
+    assert_eq!(code, 2, "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stderr.starts_with("ex_cubecl digits: device `wgpu` is compiled in but not present: "), "stderr: {stderr}");
+    assert!(stderr.contains("adapter"), "the runtime's reason is kept: {stderr}");
+    assert!(stderr.contains("wgpu  compiled in, no device"), "stderr: {stderr}");
+    assert!(stdout.is_empty(), "stdout: {stdout}");
 }
 
 #[test]
