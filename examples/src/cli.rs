@@ -27,7 +27,8 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
   --model     which model to train (default: all = mlp, then cnn)
   --epochs    passes over the training set (default: 10 for mlp, 8 for cnn)
   --batch     images per step (default: 32)
-  --lr        Adam's learning rate (default: 0.003)
+  --lr        Adam's learning rate at the first step, decaying to 0 along a cosine
+              (default: 0.003)
   --seed      seeds the split, the initial weights and the batch order (default: 42)
   --test-fraction  share of the images held out for testing (default: 0.2)
   --out       folder for the saved models (default: the system's temporary folder)
@@ -394,7 +395,7 @@ where
     };
     let model = M::init(device);
     println!(
-        "\n{}: {} parameters; Adam (learning rate {}), batch {}, epochs {}",
+        "\n{}: {} parameters; Adam (learning rate {}, cosine decay), batch {}, epochs {}",
         kind.name(),
         model.num_params(),
         if (1e-4..1e3).contains(&config.lr) { config.lr.to_string() } else { format!("{:e}", config.lr) },

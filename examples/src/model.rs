@@ -64,15 +64,14 @@ impl<B: Backend> Classifier<B> for Mlp<B> {
     }
 }
 
-/// A small convolutional network in LeNet's shape: a 3×3 convolution to 8 channels with ReLU
-/// and a 2×2 max pool (8×8 → 4×4), a 3×3 convolution to 16 channels with ReLU, then
-/// 256 → 64 → 10. Few channels and pooling before the second convolution keep its backward
-/// pass cheap on a software rasteriser (lavapipe).
+/// A small convolutional network: two 3×3 convolutions (8 and 16 channels, same padding) with
+/// ReLU, a 2×2 max pool (8×8 → 4×4), then 256 → 64 → 10. Few channels keep the backward pass
+/// cheap on a software rasteriser (lavapipe).
 #[derive(Module, Debug)]
 pub struct Cnn<B: Backend> {
     conv1: Conv2d<B>,
-    pool: MaxPool2d,
     conv2: Conv2d<B>,
+    pool: MaxPool2d,
     hidden: Linear<B>,
     output: Linear<B>,
     activation: Relu,
@@ -88,8 +87,8 @@ impl<B: Backend> Classifier<B> for Cnn<B> {
         let conv = |channels| Conv2dConfig::new(channels, [3, 3]).with_padding(PaddingConfig2d::Same);
         Self {
             conv1: conv([1, CONV1]).init(device),
-            pool: MaxPool2dConfig::new([2, 2]).init(),
             conv2: conv([CONV1, CONV2]).init(device),
+            pool: MaxPool2dConfig::new([2, 2]).init(),
             hidden: LinearConfig::new(FLAT, 64).init(device),
             output: LinearConfig::new(64, CLASSES).init(device),
             activation: Relu::new(),
@@ -99,8 +98,8 @@ impl<B: Backend> Classifier<B> for Cnn<B> {
     fn forward(&self, images: Tensor<B, 2>) -> Tensor<B, 2> {
         let [batch, _] = images.dims();
         let x = images.reshape([batch, 1, SIDE, SIDE]);
-        let x = self.pool.forward(self.activation.forward(self.conv1.forward(x)));
-        let x = self.activation.forward(self.conv2.forward(x)).reshape([batch, FLAT]);
+        let x = self.activation.forward(self.conv1.forward(x));
+        let x = self.pool.forward(self.activation.forward(self.conv2.forward(x))).reshape([batch, FLAT]);
         let x = self.activation.forward(self.hidden.forward(x));
         self.output.forward(x)
     }

@@ -22,7 +22,8 @@ pub struct TrainConfig {
     pub epochs: usize,
     /// Images per optimizer step.
     pub batch_size: usize,
-    /// Adam's learning rate.
+    /// Adam's learning rate at the first step; it decays to 0 along a cosine over the run
+    /// ([`cosine_lr`]), which steadies the last epochs' test accuracy.
     pub lr: f64,
     /// Seeds the model's initial weights and the order of the batches.
     pub seed: u64,
@@ -96,6 +97,8 @@ where
 {
     let mut optimizer = AdamConfig::new().init::<B, M>();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
+    let steps_per_epoch = split.train.len().div_ceil(config.batch_size);
+    let total_steps = config.epochs * steps_per_epoch;
     for epoch in 1..=config.epochs {
         let batches = epoch_batches(split.train.len(), config.batch_size, config.seed.wrapping_add(epoch as u64));
         let bar = progress_bar(config.progress, epoch, config.epochs, batches.len());
@@ -108,7 +111,8 @@ where
             let hits = logits.inner().argmax(1).squeeze_dim::<1>(1).equal(labels.inner()).int().sum().float();
             let read = Tensor::cat(vec![loss.clone().inner(), hits], 0);
             let grads = GradientsParams::from_grads(loss.backward(), &model);
-            model = optimizer.step(config.lr, model, grads);
+            let done = (epoch - 1) * steps_per_epoch + step;
+            model = optimizer.step(cosine_lr(config.lr, done, total_steps), model, grads);
             // One read per step, after the backward pass and the update are queued.
             let read = read.into_data().convert::<f32>().to_vec::<f32>().expect("ex_cubecl digits: loss values");
             if !read[0].is_finite() {
@@ -135,6 +139,11 @@ where
         });
     }
     Ok(model)
+}
+
+/// The learning rate after `done` of `total` steps: `peak · (1 + cos(π · done / total)) / 2`.
+pub fn cosine_lr(peak: f64, done: usize, total: usize) -> f64 {
+    peak * 0.5 * (1.0 + (std::f64::consts::PI * done as f64 / total.max(1) as f64).cos())
 }
 
 fn progress_bar(enabled: bool, epoch: usize, epochs: usize, steps: usize) -> ProgressBar {
