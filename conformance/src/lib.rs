@@ -23,6 +23,8 @@ pub type Ref = burn_ndarray::NdArray<f32>;
 
 pub use burn_backend;
 
+pub mod grad;
+
 /// Runs `$body` with the type alias `$B` bound to [`Ex`] (catching panics) and to [`Ref`];
 /// gives `(Result<TensorData, String>, TensorData)`.
 #[macro_export]

@@ -48,6 +48,26 @@ fn tol(dtype: DType) -> Tol {
     Tol::of(2e-4).for_dtype(dtype)
 }
 
+/// Whether f32 products run on TF32 matrix units on this device (the default precision where
+/// the device has them): then `[1 + 2⁻²⁰, ..] @ identity`, 16 × 16, comes out as exactly 1,
+/// since TF32 keeps 10 mantissa bits.
+fn tf32_products() -> bool {
+    static TF32: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TF32.get_or_init(|| {
+        let n = 16;
+        let lhs = TensorData::new(vec![1.0f32 + 2f32.powi(-20); n * n], [n, n]);
+        let eye = TensorData::new((0..n * n).map(|i| if i % (n + 1) == 0 { 1.0f32 } else { 0.0 }).collect::<Vec<_>>(), [n, n]);
+        let out = rf::<Ex>(Ex::float_matmul(f::<Ex>(&lhs), f::<Ex>(&eye)));
+        out.to_vec::<f32>().expect("f32")[0] == 1.0
+    })
+}
+
+/// Tolerance of ops built on matrix products (the forward convolution, attention): TF32
+/// operands (a 10-bit mantissa) where the device multiplies f32 on TF32 units.
+fn product_tol(dtype: DType) -> Tol {
+    if dtype == DType::F32 && tf32_products() { Tol::of(1e-2) } else { tol(dtype) }
+}
+
 struct ConvCase {
     x: Vec<usize>,
     w: Vec<usize>,
@@ -120,7 +140,12 @@ fn run_conv<const N: usize>(suite: &mut Suite, name: &str, cases: &[ConvCase]) {
             );
             let ours = catch(|| conv_all::<Ex, N>(c, &x, &w, &b, &g));
             let reference = conv_all::<Ref, N>(c, &x, &w, &b, &g);
-            check_outputs(suite, &case, &["out", "x_grad", "weight_grad", "bias_grad"], tol(dtype), ours, reference);
+            // The forward convolution runs on TF32 matrix units where the device has them.
+            for (k, name) in ["out", "x_grad", "weight_grad", "bias_grad"].into_iter().enumerate() {
+                let t = if k == 0 { product_tol(dtype) } else { tol(dtype) };
+                let mine = ours.as_ref().map(|v| v[k].clone()).map_err(|e| e.clone());
+                suite.check(format!("{case} [{name}]"), t, (mine, reference[k].clone()));
+            }
         }
     }
 }
@@ -146,6 +171,22 @@ fn conv_matches_ndarray() {
         conv_case(&[2, 6, 6, 5], &[40, 3, 3, 2], &[1, 1], &[1, 0], &[1, 1], 2, true, Contig),
         // empty batch
         conv_case(&[0, 3, 5, 5], &[2, 3, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+    ]);
+    // Groups of 16 or more output channels run on tensor cores where the device has them:
+    // channel and pixel tiles with remainders, pixel tiles across batch entries, reductions
+    // that are and aren't a multiple of the K slice, strides, dilation, padding and groups.
+    run_conv::<2>(&mut suite, "conv2d (wide groups)", &[
+        conv_case(&[2, 16, 9, 11], &[24, 16, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 64, 7, 6], &[64, 32, 3, 3], &[2, 2], &[2, 2], &[2, 2], 2, true, Swapped),
+        conv_case(&[1, 32, 18, 18], &[160, 32, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, false, Contig),
+        conv_case(&[3, 5, 6, 20], &[16, 5, 1, 3], &[1, 2], &[0, 1], &[1, 1], 1, true, Expanded),
+    ]);
+    run_conv::<1>(&mut suite, "conv1d (wide groups)", &[
+        conv_case(&[3, 8, 40], &[20, 8, 5], &[1], &[2], &[1], 1, true, Contig),
+        conv_case(&[2, 32, 19], &[48, 16, 3], &[2], &[1], &[3], 2, false, Swapped),
+    ]);
+    run_conv::<3>(&mut suite, "conv3d (wide groups)", &[
+        conv_case(&[1, 4, 5, 6, 7], &[16, 4, 2, 3, 3], &[1, 2, 1], &[1, 0, 1], &[1, 1, 1], 1, true, Contig),
     ]);
     run_conv::<3>(&mut suite, "conv3d", &[
         conv_case(&[1, 2, 4, 5, 3], &[3, 2, 2, 3, 2], &[1, 2, 1], &[1, 0, 1], &[1, 1, 2], 1, true, Contig),
@@ -531,7 +572,73 @@ fn attention_matches_ndarray() {
                         with_bias.then(|| f::<B>(&bias)),
                         o,
                     )));
-                    suite.check(case, Tol::of(1e-4).for_dtype(dtype), r);
+                    suite.check(case, attention_tol(dtype), r);
+                }
+            }
+        }
+    }
+    suite.finish();
+}
+
+/// Attention's tolerance: scores and weighted sums on TF32 units where f32 products use them.
+fn attention_tol(dtype: DType) -> Tol {
+    if dtype == DType::F32 && tf32_products() { Tol::of(5e-3) } else { Tol::of(1e-4).for_dtype(dtype) }
+}
+
+#[test]
+fn attention_tiles_match_ndarray() {
+    let mut suite = Suite::new("attention tiles");
+    // (batch, heads, seq_q, seq_k, dim, value dim): query and key tiles of the fused kernel
+    // with remainders, head dimensions it pads, more queries than keys (causal rows that see
+    // no key), and a head wider than it takes (the unfused path).
+    let shapes = [(1, 2, 70, 130, 40, 24), (2, 1, 33, 20, 64, 64), (1, 3, 17, 100, 16, 8), (1, 1, 5, 9, 136, 4)];
+    let options = [
+        AttentionModuleOptions::default(),
+        AttentionModuleOptions { scale: Some(0.2), softcap: None, is_causal: true },
+        AttentionModuleOptions { scale: None, softcap: Some(1.5), is_causal: true },
+    ];
+    for dtype in float_dtypes() {
+        for (n, (nb, h, sq, sk, d, dv)) in shapes.into_iter().enumerate() {
+            let seed = 8100 + n as u64;
+            let mut rng = Rng::new(seed);
+            let q = rand(&mut rng, &[nb, h, sq, d], dtype);
+            let k = rand(&mut rng, &[nb, h, sk, d], dtype);
+            let v = rand(&mut rng, &[nb, h, sk, dv], dtype);
+            // The mask is broadcast over the batch (with a fully masked first row), the bias
+            // over heads and queries.
+            let mut mask = bool_data(&mut rng, &[1, h, sq, sk]);
+            if let Ok(mut m) = mask.to_vec::<bool>() {
+                m[..sk].iter_mut().for_each(|x| *x = true);
+                mask = TensorData::new(m, [1, h, sq, sk]);
+            }
+            let bias = float_data(&mut rng, &[nb, 1, 1, sk], dtype, -2.0, 2.0);
+            let full = burn_backend::Shape::new([nb, h, sq, sk]);
+            for (oi, o) in options.into_iter().enumerate() {
+                for (with_mask, with_bias) in [(false, false), (true, false), (true, true)] {
+                    let case = format!(
+                        "attention q={:?} k={:?} v={:?} mask {:?}={with_mask} bias {:?}={with_bias} options#{oi}={o:?} {dtype:?} seed={seed}",
+                        q.shape, k.shape, v.shape, mask.shape, bias.shape
+                    );
+                    let ours = catch(|| {
+                        rf::<Ex>(Ex::attention(
+                            f::<Ex>(&q),
+                            f::<Ex>(&k),
+                            f::<Ex>(&v),
+                            with_mask.then(|| ex_cubecl_conformance::b::<Ex>(&mask)),
+                            with_bias.then(|| f::<Ex>(&bias)),
+                            o,
+                        ))
+                    });
+                    // The reference gets the broadcast masks and bias expanded.
+                    let reference = rf::<Ref>(Ref::attention(
+                        f::<Ref>(&q),
+                        f::<Ref>(&k),
+                        f::<Ref>(&v),
+                        with_mask.then(|| Ref::bool_expand(ex_cubecl_conformance::b::<Ref>(&mask), full.clone())),
+                        with_bias.then(|| Ref::float_expand(f::<Ref>(&bias), full.clone())),
+                        o,
+                    ));
+                    suite.check(case, attention_tol(dtype), (ours, reference));
                 }
             }
         }

@@ -78,6 +78,39 @@ pub fn binary_float<F: Float>(
     output[ABSOLUTE_POS] = apply_binary_float::<F>(a, b, op);
 }
 
+/// `out = op(lhs, rhs)` for float dtypes when both operands are contiguous with the output's
+/// shape (or the right one is the scalar), `N` elements per unit: vectors are loaded and
+/// stored whole, the op runs per lane. Offsets and `vectors` are counted in vectors.
+#[cube(launch_unchecked)]
+pub fn binary_float_vec<F: Float, N: Size>(
+    lhs: &Tensor<Vector<F, N>>,
+    rhs: &Tensor<Vector<F, N>>,
+    output: &mut Tensor<Vector<F, N>>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    vectors: usize,
+    scalar: InputScalar,
+    #[comptime] op: BinaryFloatOp,
+    #[comptime] rhs_scalar: bool,
+    #[define(F)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let a = lhs[lhs_offset + ABSOLUTE_POS];
+    let b = if rhs_scalar {
+        Vector::<F, N>::new(scalar.get::<F>())
+    } else {
+        rhs[rhs_offset + ABSOLUTE_POS]
+    };
+    let mut y = Vector::<F, N>::empty();
+    #[unroll]
+    for i in 0..a.vector_size() {
+        y[i] = apply_binary_float::<F>(a[i], b[i], op);
+    }
+    output[ABSOLUTE_POS] = y;
+}
+
 /// `out = op(lhs, rhs)` for integer dtypes.
 #[cube(launch_unchecked)]
 pub fn binary_int<I: Int>(
@@ -116,7 +149,7 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
             let r = x - y * f32::trunc(x / y);
             F::cast_from(select(!(r == 0.0) && (r < 0.0) != (y < 0.0), r + y, r))
         }
-        BinaryFloatOp::Powf => F::powf(a, b),
+        BinaryFloatOp::Powf => crate::unary::pow::<F>(a, b),
         BinaryFloatOp::Atan2 => crate::unary::nan_unless::<F>(a == a && b == b, F::atan2(a, b)),
         BinaryFloatOp::Min => select(a < b || !(a == a), a, b),
         BinaryFloatOp::Max => select(a > b || !(a == a), a, b),

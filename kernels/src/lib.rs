@@ -25,7 +25,11 @@ pub mod compare;
 #[allow(missing_docs)]
 pub mod conv;
 #[allow(missing_docs)]
+pub mod conv_cmma;
+#[allow(missing_docs)]
 pub mod conv_gemm;
+#[allow(missing_docs)]
+pub mod flash_attention;
 #[allow(missing_docs)]
 pub mod copy;
 #[allow(missing_docs)]
@@ -36,6 +40,8 @@ pub mod deform_conv;
 pub mod fft;
 #[allow(missing_docs)]
 pub mod index;
+#[allow(missing_docs)]
+pub mod index_nd;
 #[allow(missing_docs)]
 pub mod interpolate;
 #[allow(missing_docs)]

@@ -89,6 +89,33 @@ pub fn unary_float<F: Float>(
     output[ABSOLUTE_POS] = apply_unary_float::<F>(x, a.get::<F>(), b.get::<F>(), op);
 }
 
+/// `out[i] = op(input[i])` for float dtypes on contiguous input and output, `N` elements per
+/// unit: vectors are loaded and stored whole (wide memory accesses), the op runs per lane.
+/// `offset` and `vectors` are counted in vectors.
+#[cube(launch_unchecked)]
+pub fn unary_float_vec<F: Float, N: Size>(
+    input: &Tensor<Vector<F, N>>,
+    output: &mut Tensor<Vector<F, N>>,
+    offset: usize,
+    vectors: usize,
+    a: InputScalar,
+    b: InputScalar,
+    #[comptime] op: UnaryFloatOp,
+    #[define(F)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let x = input[offset + ABSOLUTE_POS];
+    let (a, b) = (a.get::<F>(), b.get::<F>());
+    let mut y = Vector::<F, N>::empty();
+    #[unroll]
+    for i in 0..x.vector_size() {
+        y[i] = apply_unary_float::<F>(x[i], a, b, op);
+    }
+    output[ABSOLUTE_POS] = y;
+}
+
 /// `out[i] = op(input[i])` for integer dtypes.
 #[cube(launch_unchecked)]
 pub fn unary_int<I: Int>(
@@ -159,7 +186,7 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
                 x
             }
         }
-        UnaryFloatOp::PowScalar => F::powf(x, a),
+        UnaryFloatOp::PowScalar => pow::<F>(x, a),
         UnaryFloatOp::Clamp => clamp_nan_aware::<F>(x, a, b),
         UnaryFloatOp::ClampMin => select(x < a, a, x),
         UnaryFloatOp::ClampMax => select(x > a, a, x),
@@ -217,6 +244,21 @@ pub fn round_half_even<F: Float>(x: F) -> F {
     }
     // NaN and infinities pass through.
     select(!(x == x) || is_inf::<F>(x), x, out)
+}
+
+/// `x^y` with C's `pow` semantics for a negative base: `±|x|^y` when `y` is an integer
+/// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
+/// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
+#[cube]
+pub fn pow<F: Float>(x: F, y: F) -> F {
+    let zero = F::new(0.0);
+    let direct = F::powf(x, y);
+    let magnitude = F::powf(F::abs(x), y);
+    let integer = F::floor(y) == y;
+    let half = y * F::new(0.5);
+    let odd = integer && !(F::floor(half) == half);
+    let signed = select(odd, zero - magnitude, magnitude);
+    select(x < zero && integer, signed, direct)
 }
 
 /// `value` where `ok`, NaN elsewhere: some drivers' `atan` turns NaN into 0.

@@ -1,14 +1,71 @@
-//! Scaled dot-product attention: `Q·Kᵀ` (matmul), one fused pass from scores to
-//! probabilities (scale, soft cap, masks, bias, NaN-safe softmax), and `P·V` (matmul).
+//! Scaled dot-product attention, in one of two ways:
+//!
+//! - fused (flash attention, `ex_cubecl_kernels::flash_attention`): one kernel streams keys
+//!   and values through shared memory with a running softmax, on the matrix units (f16, bf16,
+//!   and f32 rounded to TF32 under the default
+//!   [`MatmulPrecision`](super::matmul::MatmulPrecision)) or on plain arithmetic units (exact
+//!   f32, devices without matrix units), for head dimensions up to [`MAX_FUSED_DIM`];
+//! - unfused, for wider heads and other dtypes: `Q·Kᵀ` (matmul), one pass from scores to
+//!   probabilities (scale, soft cap, masks, bias, NaN-safe softmax), and `P·V` (matmul).
 use burn_backend::ops::AttentionModuleOptions;
-use burn_backend::Shape;
+use burn_backend::{DType, Shape};
 use cubecl::Runtime;
+use cubecl::ir::StorageType;
+use cubecl::prelude::{ComputeClient, CubeDim};
 use ex_cubecl_kernels::attention::attention_probs;
+use ex_cubecl_kernels::flash_attention::flash_attention;
 
 use super::conv::check_float;
+use super::matmul::{cmma_operand, vector_size};
 use super::{accumulator, accumulator_dtype, float_arg, matmul::matmul};
-use crate::runtime::{Geometry, launch};
+use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
+
+/// The widest query/key and value head dimensions the fused kernel takes.
+pub const MAX_FUSED_DIM: usize = 128;
+
+/// How the fused kernel runs: `warps` planes of 32 units (16 query rows each), key tiles of
+/// `block_kv`, head dimensions padded to `d_pad` and `dv_pad`, and the matrix units' operand
+/// type and instruction K where they compute the products.
+#[derive(Clone, Copy, Debug)]
+struct FlashPlan {
+    warps: usize,
+    block_kv: usize,
+    d_pad: usize,
+    dv_pad: usize,
+    tensor_cores: Option<(StorageType, usize)>,
+}
+
+/// The fused kernel's plan for `dtype` and head dimensions `d`, `dv`, or `None` where it
+/// doesn't apply (other dtypes, wider heads, too little shared memory).
+fn flash_plan<R: Runtime>(client: &ComputeClient<R>, dtype: DType, d: usize, dv: usize, warps: Option<usize>) -> Option<FlashPlan> {
+    if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) || d > MAX_FUSED_DIM || dv > MAX_FUSED_DIM {
+        return None;
+    }
+    let (d_pad, dv_pad) = (d.div_ceil(16).max(1) * 16, dv.div_ceil(16).max(1) * 16);
+    let tensor_cores = cmma_operand(client, dtype);
+    let max_shared = client.properties().hardware.max_shared_memory_size;
+    let shapes = match warps {
+        Some(w) => vec![(w, 64), (w, 32)],
+        None => vec![(4, 64), (4, 32), (2, 32)],
+    };
+    shapes
+        .into_iter()
+        .filter(|&(w, _)| w > 0)
+        .map(|(warps, block_kv)| FlashPlan { warps, block_kv, d_pad, dv_pad, tensor_cores })
+        .find(|p| flash_shared_bytes(p, dtype) <= max_shared)
+}
+
+/// Shared memory of the fused kernel, in bytes: queries, keys, values and probabilities in
+/// the tensors' type (rows padded by 16 bytes), scores in f32, and the row statistics.
+fn flash_shared_bytes(p: &FlashPlan, dtype: DType) -> usize {
+    let elem = storage_type(dtype).size();
+    let pad = 16 / elem;
+    let block_q = 16 * p.warps;
+    let lds = p.block_kv.max(p.dv_pad) + 4;
+    let typed = block_q * (p.d_pad + pad) + p.block_kv * (p.d_pad + pad) + p.block_kv * (p.dv_pad + pad) + block_q * (p.block_kv + pad);
+    typed * elem + block_q * lds * 4 + block_q * 2 * 4
+}
 
 /// `softmax(mask(Q·Kᵀ · scale) + bias) · V` for `[batch, heads, seq, dim]` tensors.
 pub fn attention<R: Runtime>(
@@ -18,6 +75,22 @@ pub fn attention<R: Runtime>(
     mask: Option<CubeTensor<R>>,
     bias: Option<CubeTensor<R>>,
     options: AttentionModuleOptions,
+) -> CubeTensor<R> {
+    attention_with(query, key, value, mask, bias, options, None)
+}
+
+/// [`attention`] with the fused kernel's planes per cube (16 query rows each) chosen by the
+/// caller (for benchmarks and tuning); `None` picks the default. Ignored where the fused
+/// kernel doesn't run.
+#[doc(hidden)]
+pub fn attention_with<R: Runtime>(
+    query: CubeTensor<R>,
+    key: CubeTensor<R>,
+    value: CubeTensor<R>,
+    mask: Option<CubeTensor<R>>,
+    bias: Option<CubeTensor<R>>,
+    options: AttentionModuleOptions,
+    warps: Option<usize>,
 ) -> CubeTensor<R> {
     let op = "attention";
     let mut all = vec![("query", &query), ("key", &key), ("value", &value)];
@@ -48,6 +121,79 @@ pub fn attention<R: Runtime>(
     });
     let bias = bias.map(|b| view(&b, "attn_bias"));
 
+    match flash_plan(&query.client, query.dtype, q[3], v[3], warps) {
+        Some(plan) => fused(op, query, key, value, mask, bias, options, plan),
+        None => unfused(op, query, key, value, mask, bias, options),
+    }
+}
+
+/// The fused kernel; `mask` and `bias` are views of the scores' shape.
+#[allow(clippy::too_many_arguments)]
+fn fused<R: Runtime>(
+    op: &str,
+    query: CubeTensor<R>,
+    key: CubeTensor<R>,
+    value: CubeTensor<R>,
+    mask: Option<CubeTensor<R>>,
+    bias: Option<CubeTensor<R>>,
+    options: AttentionModuleOptions,
+    plan: FlashPlan,
+) -> CubeTensor<R> {
+    let (q, v) = (query.dims().to_vec(), value.dims().to_vec());
+    let dtype = query.dtype;
+    let out = CubeTensor::empty(&query.client, &query.device, Shape::new([q[0], q[1], q[2], v[3]]), dtype);
+    let block_q = 16 * plan.warps;
+    let cubes = q[0] * q[1] * q[2].div_ceil(block_q);
+    let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(32 * plan.warps as u32) };
+    let f32_arg = |x: f64| float_arg(x, DType::F32);
+    let info = dtype.finfo().expect("float dtype");
+    let scale = f32_arg(options.scale.unwrap_or(1.0 / (q[3] as f64).sqrt()));
+    let softcap = f32_arg(options.softcap.unwrap_or(1.0));
+    let (lowest, tiny) = (f32_arg(info.min), f32_arg(info.min_positive));
+    let (has_mask, has_bias) = (mask.is_some(), bias.is_some());
+    let mask = mask.unwrap_or_else(|| query.clone());
+    let bias = bias.unwrap_or_else(|| query.clone());
+    let (operand, frag_k) = plan.tensor_cores.unwrap_or((accumulator(dtype), 16));
+    let pad = 16 / query.storage().size();
+    let dtypes = [query.storage(), operand, mask.storage()];
+    // Vulkan drivers compile fully unrolled loops slowly (seconds on lavapipe).
+    let unroll = !R::name(&query.client).starts_with("wgpu");
+    let hardware = &query.client.properties().hardware;
+    let plane_sync = hardware.plane_size_min == 32 && hardware.plane_size_max == 32;
+    // Queries, keys and values are read in the widest vector that all three allow.
+    let nv = [&query, &key, &value].into_iter().map(|t| vector_size(&t.client, &t.layout, dtype, 8)).min().unwrap_or(1);
+    let out_arg = out.clone();
+    launch(&out.client, op, geometry, move |client, count, dim| {
+        // SAFETY: cubes past `cubes` leave uniformly before any barrier; query, key and value
+        // reads are guarded by their sequence lengths and head dimensions, mask and bias reads
+        // by the query row and key (both views of the scores' shape), output writes by the
+        // query row and value dimension; shared-memory indices stay inside the tiles.
+        unsafe {
+            flash_attention::launch_unchecked::<R>(
+                client, count, dim, nv, query.as_arg(), key.as_arg(), value.as_arg(), mask.as_arg(), bias.as_arg(),
+                out_arg.as_arg(), query.layout.offset, key.layout.offset, value.layout.offset, mask.layout.offset,
+                bias.layout.offset, scale, softcap, lowest, tiny, cubes, has_mask, has_bias, options.softcap.is_some(),
+                options.is_causal, plan.tensor_cores.is_some(), plan.warps, plan.block_kv, plan.d_pad, plan.dv_pad,
+                frag_k, pad, unroll, plane_sync, dtypes,
+            )
+        }
+    });
+    out
+}
+
+/// `Q·Kᵀ` (matmul), the fused pass from scores to probabilities, and `P·V` (matmul);
+/// `mask` and `bias` are views of the scores' shape.
+fn unfused<R: Runtime>(
+    op: &str,
+    query: CubeTensor<R>,
+    key: CubeTensor<R>,
+    value: CubeTensor<R>,
+    mask: Option<CubeTensor<R>>,
+    bias: Option<CubeTensor<R>>,
+    options: AttentionModuleOptions,
+) -> CubeTensor<R> {
+    let (q, k) = (query.dims().to_vec(), key.dims().to_vec());
+    let scores_shape = Shape::new([q[0], q[1], q[2], k[2]]);
     let dtype = query.dtype;
     let key_t = key.with_layout(key.layout.swap(2, 3));
     let scores = matmul(op, query, key_t);

@@ -2,14 +2,18 @@
 //! gradients, and `unfold4d`. Every shape is lifted to three spatial dimensions (unit
 //! dimensions in front) so that one kernel of each kind serves all ranks.
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
-use burn_backend::Shape;
+use burn_backend::{DType, Shape};
 use cubecl::Runtime;
+use cubecl::ir::StorageType;
 use cubecl::prelude::CubeDim;
 use ex_cubecl_kernels::conv::{ConvParamsLaunch, conv_transpose_forward, conv_weight_grad, unfold4d as unfold_kernel};
+use ex_cubecl_kernels::conv_cmma::{ConvKernelLaunch, conv_cmma};
 use ex_cubecl_kernels::conv_gemm::conv_gemm;
 use ex_cubecl_kernels::reduce::ReduceOp;
 
-use super::{accumulator, reduce::reduce_dim, view::reshape};
+use super::copy::{cast, into_contiguous};
+use super::matmul::{cmma_operand, vector_size};
+use super::{accumulator, accumulator_dtype, reduce::reduce_dim, view::reshape};
 use crate::runtime::{Geometry, Layout, launch};
 use crate::tensor::CubeTensor;
 
@@ -121,7 +125,31 @@ fn conv_out(op: &str, x: &[usize], w: &[usize], axis: usize, s: &ConvSpec) -> us
 }
 
 /// Convolution of `x` `[b, c_in, spatial..]` with `weight` `[c_out, c_in / groups, k..]`.
+///
+/// On devices whose matrix units take the dtype (f16, bf16, and f32 rounded to TF32 under
+/// the default [`MatmulPrecision`](super::matmul::MatmulPrecision)), groups of at least 16
+/// output channels run the tensor-core implicit GEMM (`conv_cmma`); everything else (exact
+/// f32, devices without matrix units, narrower groups, empty reductions) runs the implicit
+/// GEMM on plain arithmetic units (`conv_gemm`).
 pub fn conv<R: Runtime>(op: &str, x: CubeTensor<R>, weight: CubeTensor<R>, bias: Option<CubeTensor<R>>, spec: ConvSpec) -> CubeTensor<R> {
+    conv_with(op, x, weight, bias, spec, None)
+}
+
+/// [`conv`] with the tensor-core kernel's tiling chosen by the caller (for benchmarks and
+/// tuning); `None` picks the default. The tiling is ignored where the tensor-core kernel
+/// doesn't run.
+///
+/// # Panics
+/// On invalid shapes or dtypes (see [`conv`]) or a tiling that doesn't fit the kernel.
+#[doc(hidden)]
+pub fn conv_with<R: Runtime>(
+    op: &str,
+    x: CubeTensor<R>,
+    weight: CubeTensor<R>,
+    bias: Option<CubeTensor<R>>,
+    spec: ConvSpec,
+    tiling: Option<ConvTiling>,
+) -> CubeTensor<R> {
     let n = spec.n;
     check_inputs(op, &x, &weight, bias.as_ref(), n);
     let (xd, wd) = (x.dims().to_vec(), weight.dims().to_vec());
@@ -136,7 +164,131 @@ pub fn conv<R: Runtime>(op: &str, x: CubeTensor<R>, weight: CubeTensor<R>, bias:
     check_bias(op, bias.as_ref(), wd[0]);
     let mut out_shape = vec![xd[0], wd[0]];
     out_shape.extend((0..n).map(|axis| conv_out(op, &xd, &wd, axis, &spec)));
-    launch_conv_gemm(op, &x, &weight, bias.as_ref(), out_shape, spec)
+    let cout_g = wd[0] / groups;
+    let reduction = wd[1..].iter().product::<usize>();
+    match cmma_operand(&x.client, x.dtype) {
+        Some((operand, frag_k)) if cout_g >= 16 && reduction > 0 => {
+            let t = tiling.unwrap_or_else(|| default_tiling(x.dtype, cout_g));
+            check_tiling(op, &x, t, frag_k, operand);
+            launch_conv_cmma(op, &x, &weight, bias.as_ref(), out_shape, spec, t, operand, frag_k)
+        }
+        _ => launch_conv_gemm(op, &x, &weight, bias.as_ref(), out_shape, spec),
+    }
+}
+
+/// The tiling of the tensor-core convolution: a `block_co` (output channels) × `block_pix`
+/// (output pixels) tile per cube, K slices of `block_k`, and `warps_co` × `warps_pix` planes
+/// of 32 units, each owning a `(block_co / warps_co)` × `(block_pix / warps_pix)` part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTiling {
+    /// Output channels per cube.
+    pub block_co: usize,
+    /// Output pixels per cube.
+    pub block_pix: usize,
+    /// Reduction (`taps · c_in / groups`) elements staged per step.
+    pub block_k: usize,
+    /// Planes along the channels.
+    pub warps_co: usize,
+    /// Planes along the pixels.
+    pub warps_pix: usize,
+}
+
+/// The default tiling for `dtype` and `cout_g` output channels per group: as many channels
+/// per cube as the group has (up to 128), 8 planes.
+pub fn default_tiling(dtype: DType, cout_g: usize) -> ConvTiling {
+    let block_k = if dtype == DType::F32 { 16 } else { 32 };
+    let (block_co, block_pix, warps_co, warps_pix) = match cout_g {
+        128.. => (128, 128, 4, 2),
+        33.. => (64, 256, 2, 4),
+        17.. => (32, 256, 2, 4),
+        _ => (16, 256, 1, 8),
+    };
+    ConvTiling { block_co, block_pix, block_k, warps_co, warps_pix }
+}
+
+/// Shared memory of the tensor-core convolution, in bytes: two stages of both tiles (rows
+/// padded by 16 bytes) and the epilogue's staging (1 KiB per plane).
+fn cmma_shared_bytes(t: ConvTiling, operand: StorageType) -> usize {
+    let elem = operand.size();
+    let pad = 16 / elem;
+    let units = t.warps_co * t.warps_pix * 32;
+    2 * (t.block_co * (t.block_k + pad) + t.block_k * (t.block_pix + pad)) * elem + units * 32
+}
+
+fn check_tiling<R: Runtime>(op: &str, x: &CubeTensor<R>, t: ConvTiling, frag_k: usize, operand: StorageType) {
+    let units = t.warps_co * t.warps_pix * 32;
+    let fits = t.warps_co > 0
+        && t.warps_pix > 0
+        && t.block_k > 0
+        && t.block_co % (16 * t.warps_co) == 0
+        && t.block_pix % (16 * t.warps_pix) == 0
+        && t.block_k % frag_k == 0
+        && units % t.block_pix == 0
+        && t.block_k % (units / t.block_pix) == 0
+        && (t.block_co * t.block_k) % units == 0
+        && cmma_shared_bytes(t, operand) <= x.client.properties().hardware.max_shared_memory_size;
+    if !fits {
+        panic!("ex_cubecl: {op}: tiling {t:?} does not fit the tensor-core convolution for {:?}", x.dtype);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_conv_cmma<R: Runtime>(
+    op: &str,
+    x: &CubeTensor<R>,
+    weight: &CubeTensor<R>,
+    bias: Option<&CubeTensor<R>>,
+    out_shape: Vec<usize>,
+    spec: ConvSpec,
+    t: ConvTiling,
+    operand: StorageType,
+    frag_k: usize,
+) -> CubeTensor<R> {
+    let n = out_shape.len() - 2;
+    let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
+    let out5 = lift(&out, n);
+    let x5 = lift(x, n);
+    // The weight as a contiguous [c_out, taps · cin_g] matrix in (tap, channel) order.
+    let w5 = lift(weight, n);
+    let wd = w5.dims().to_vec();
+    let (c_out, cin_g, [kd, kh, kw]) = (wd[0], wd[1], [wd[2], wd[3], wd[4]]);
+    let k_total = cin_g * kd * kh * kw;
+    let w_rows = into_contiguous(w5.with_layout(w5.layout.permute(&[0, 2, 3, 4, 1])));
+    let w_rows = w_rows.with_layout(Layout::contiguous(Shape::new([c_out, k_total])));
+
+    let units = t.warps_co * t.warps_pix * 32;
+    let na = vector_size(&x.client, &w_rows.layout, x.dtype, (t.block_co * t.block_k / units).min(8));
+    let od = out5.dims();
+    let spatial = od[2] * od[3] * od[4];
+    let rows = Layout::contiguous(Shape::new([od[0] * od[1], spatial]));
+    let no = vector_size(&x.client, &rows, x.dtype, 8);
+    // 16 bytes of padding per shared-memory row, in operand elements.
+    let pad = 16 / operand.size();
+    let one_tap = cin_g % t.block_k == 0;
+    let cout_g = c_out / spec.groups;
+    let pixels = od[0] * spatial;
+    let cubes = spec.groups * cout_g.div_ceil(t.block_co) * pixels.div_ceil(t.block_pix);
+    let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(units as u32) };
+    let has_bias = bias.is_some();
+    let bias = bias.cloned().unwrap_or_else(|| x.clone());
+    let storage = x.storage();
+    let out_arg = out5.clone();
+    launch(&x.client, op, geometry, move |client, count, dim| {
+        // SAFETY: cubes past `cubes` leave uniformly before any access; weight loads are
+        // guarded by the group's channels and K (the vector size divides K), gathers by the
+        // pixel count and the input's extents, and writes by the channels and pixels (the
+        // output vector size divides the spatial size, so no vector straddles two batch
+        // entries); shared-memory indices stay inside the two stages.
+        unsafe {
+            conv_cmma::launch_unchecked::<R>(
+                client, count, dim, na, no, x5.as_arg(), w_rows.as_arg(), bias.as_arg(), out_arg.as_arg(),
+                x5.layout.offset, bias.layout.offset, spec.arg(), ConvKernelLaunch::new(kd, kh, kw), cubes,
+                has_bias, one_tap, t.block_co, t.block_pix, t.block_k, t.warps_co, t.warps_pix, frag_k, pad,
+                [storage, operand],
+            )
+        }
+    });
+    out
 }
 
 /// Tile shapes of the implicit GEMM: (channels, pixels, K slice, per-unit channels,
@@ -273,15 +425,18 @@ pub fn conv_weight_backward<R: Runtime>(
     grad
 }
 
-/// Bias gradient: the output gradient summed over every dimension but the channels.
+/// Bias gradient: the output gradient summed over every dimension but the channels (in f32
+/// for half-precision gradients, whose long sums would lose too much in their own type).
 pub fn bias_backward<R: Runtime>(output_grad: CubeTensor<R>) -> CubeTensor<R> {
     let dtype = output_grad.dtype;
+    let sum_dtype = accumulator_dtype(dtype);
+    let output_grad = if sum_dtype == dtype { output_grad } else { cast(output_grad, sum_dtype) };
     let channels = output_grad.dims()[1];
-    let per_batch = reduce_dim(output_grad, 0, ReduceOp::Sum, dtype);
+    let per_batch = reduce_dim(output_grad, 0, ReduceOp::Sum, sum_dtype);
     let rest = per_batch.num_elements() / channels.max(1);
     let flat = reshape(per_batch, Shape::new([channels, rest]));
-    let summed = reduce_dim(flat, 1, ReduceOp::Sum, dtype);
-    reshape(summed, Shape::new([channels]))
+    let summed = reshape(reduce_dim(flat, 1, ReduceOp::Sum, sum_dtype), Shape::new([channels]));
+    if sum_dtype == dtype { summed } else { cast(summed, dtype) }
 }
 
 /// `unfold4d`: sliding blocks of `x` `[b, c, h, w]` as `[b, c·kh·kw, blocks]`.

@@ -1,10 +1,10 @@
 //! Elementwise unary, binary and comparison launches.
 use burn_backend::{BoolStore, DType, Scalar};
 use cubecl::Runtime;
-use cubecl::prelude::InputScalar;
-use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_int};
+use cubecl::prelude::{ComputeClient, InputScalar};
+use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_float_vec, binary_int};
 use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
-use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_int};
+use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
 use super::{broadcast_shape, check_same_dtype, float_arg, scalar_arg};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
@@ -16,6 +16,16 @@ pub enum Rhs<R: Runtime> {
     Tensor(CubeTensor<R>),
     /// A scalar.
     Scalar(Scalar),
+}
+
+/// The widest vector (among the device's efficient sizes) in which `n` contiguous elements of
+/// `dtype` starting at each of `offsets` can be read and written: it divides `n` and every
+/// offset. 1 when there is none.
+fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DType, n: usize, offsets: &[usize]) -> usize {
+    client
+        .io_optimized_vector_sizes(storage_type(dtype).size())
+        .find(|&v| n % v == 0 && offsets.iter().all(|o| o % v == 0))
+        .unwrap_or(1)
 }
 
 fn check_float<R: Runtime>(op: &str, t: &CubeTensor<R>) {
@@ -36,8 +46,27 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let (a, b) = (float_arg(a, tensor.dtype), float_arg(b, tensor.dtype));
+    let n = out.num_elements();
+    let offset = tensor.layout.offset;
+    let v = match tensor.layout.is_contiguous() {
+        true => flat_vector_size(&tensor.client, tensor.dtype, n, &[offset]),
+        false => 1,
+    };
     let o = out.clone();
-    launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
+    if v > 1 {
+        launch(&out.client, &name, Geometry::Units(n / v), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n / v`; input and output hold `n` contiguous
+            // elements from offsets that `v` divides.
+            unsafe {
+                unary_float_vec::launch_unchecked::<R>(
+                    client, count, dim, v, tensor.as_arg(), o.as_arg(), offset / v, n / v, a, b, op,
+                    tensor.storage(),
+                )
+            }
+        });
+        return out;
+    }
+    launch(&out.client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
             unary_float::launch_unchecked::<R>(
@@ -136,8 +165,27 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
     let name = format!("float {op:?}");
     check_float(&name, &lhs);
     let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, lhs.dtype);
+    let n = out.num_elements();
     let o = out.clone();
-    launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
+    let (lo, ro) = (lhs_view.offset, rhs_view.offset);
+    let v = match layout.lhs_linear && layout.rhs_linear {
+        true => flat_vector_size(&lhs.client, lhs.dtype, n, &[lo, ro]),
+        false => 1,
+    };
+    if v > 1 {
+        launch(&out.client, &name, Geometry::Units(n / v), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n / v`; both operands and the output hold `n`
+            // contiguous elements from offsets that `v` divides.
+            unsafe {
+                binary_float_vec::launch_unchecked::<R>(
+                    client, count, dim, v, lhs.view_arg(&lhs_view), rhs.view_arg(&rhs_view), o.as_arg(), lo / v,
+                    ro / v, n / v, scalar, op, layout.rhs_scalar, lhs.storage(),
+                )
+            }
+        });
+        return out;
+    }
+    launch(&out.client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
         unsafe {
             binary_float::launch_unchecked::<R>(

@@ -173,7 +173,7 @@ fn contiguous_rows<R: Runtime>(t: CubeTensor<R>, matrix: usize) -> CubeTensor<R>
 /// The matrix units' operand type and instruction K for `dtype`, when the device multiplies
 /// it on matrix units (16 × 16 fragments, f32 accumulators, 32-unit planes) and the
 /// precision setting allows it.
-fn cmma_operand<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> Option<(StorageType, usize)> {
+pub(crate) fn cmma_operand<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> Option<(StorageType, usize)> {
     let (operand, k) = match dtype {
         DType::F16 | DType::BF16 => (storage_type(dtype), 16),
         DType::F32 if matmul_precision() == MatmulPrecision::Tf32 => {
@@ -214,7 +214,7 @@ fn check_tiling(op: &str, t: CmmaTiling, frag_k: usize, dtype: DType) {
 /// The widest vector (among the device's efficient sizes, at most `max`) in which `layout`
 /// can be read along its last dimension (`inner`): that dimension contiguous, and the vector
 /// size dividing its length, every other stride and the offset.
-fn vector_size<R: Runtime>(client: &ComputeClient<R>, layout: &Layout, dtype: DType, max: usize) -> usize {
+pub(crate) fn vector_size<R: Runtime>(client: &ComputeClient<R>, layout: &Layout, dtype: DType, max: usize) -> usize {
     let rank = layout.rank();
     let inner = layout.shape[rank - 1];
     if layout.strides[rank - 1] != 1 && inner > 1 {

@@ -12,6 +12,7 @@ pub mod deform_conv;
 pub mod elementwise;
 pub mod fft;
 pub mod index;
+pub mod index_nd;
 pub mod interpolate;
 pub mod mask;
 pub mod matmul;

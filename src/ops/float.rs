@@ -1,5 +1,5 @@
 use burn_backend::ops::FloatTensorOps;
-use burn_backend::tensor::{BoolTensor, Device, IntTensor};
+use burn_backend::tensor::{IndexingUpdateOp, BoolTensor, Device, IntTensor};
 use burn_backend::{BoolDType, DType, DeviceOps, Distribution, ExecutionError, FloatDType, IntDType, Scalar, Shape, Slice, TensorData};
 use cubecl::Runtime;
 use ex_cubecl_kernels::binary::BinaryFloatOp as B;
@@ -9,7 +9,7 @@ use ex_cubecl_kernels::reduce::ReduceOp;
 use ex_cubecl_kernels::unary::UnaryFloatOp as U;
 
 use crate::launch::elementwise::{Rhs, binary_float_op, compare, predicate, unary_float_op};
-use crate::launch::{copy, cumulative, data, index, mask, matmul, random, reduce, sort, view};
+use crate::launch::{copy, cumulative, data, index, index_nd, mask, matmul, random, reduce, sort, view};
 use crate::ExCubeclBackend;
 
 type T<R> = crate::tensor::CubeTensor<R>;
@@ -165,6 +165,14 @@ where
 
     fn float_scatter_add(dim: usize, tensor: T<R>, indices: IntTensor<Self>, value: T<R>) -> T<R> {
         index::scatter("float_scatter_add", dim, tensor, indices, value, ex_cubecl_kernels::index::ScatterOp::Add)
+    }
+
+    fn float_gather_nd(data: T<R>, indices: IntTensor<Self>) -> T<R> {
+        index_nd::gather_nd("float_gather_nd", data, indices)
+    }
+
+    fn float_scatter_nd(data: T<R>, indices: IntTensor<Self>, values: T<R>, reduction: IndexingUpdateOp) -> T<R> {
+        index_nd::scatter_nd("float_scatter_nd", data, indices, values, reduction)
     }
 
     fn float_select(tensor: T<R>, dim: usize, indices: IntTensor<Self>) -> T<R> {

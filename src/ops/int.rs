@@ -1,5 +1,5 @@
 use burn_backend::ops::IntTensorOps;
-use burn_backend::tensor::{BoolTensor, Device, FloatTensor};
+use burn_backend::tensor::{IndexingUpdateOp, BoolTensor, Device, FloatTensor};
 use burn_backend::{BoolDType, DType, DeviceOps, Distribution, ExecutionError, FloatDType, IntDType, Scalar, Shape, Slice, TensorData};
 use cubecl::Runtime;
 use ex_cubecl_kernels::binary::BinaryIntOp as B;
@@ -11,7 +11,7 @@ use ex_cubecl_kernels::unary::UnaryIntOp as U;
 
 use super::NO_SCALAR;
 use crate::launch::elementwise::{Rhs, binary_int_op, compare, unary_int_op};
-use crate::launch::{copy, cumulative, data, index, mask, matmul, random, reduce, sort, view};
+use crate::launch::{copy, cumulative, data, index, index_nd, mask, matmul, random, reduce, sort, view};
 use crate::ExCubeclBackend;
 
 type T<R> = crate::tensor::CubeTensor<R>;
@@ -89,6 +89,14 @@ where
 
     fn int_scatter_add(dim: usize, tensor: T<R>, indices: T<R>, value: T<R>) -> T<R> {
         index::scatter("int_scatter_add", dim, tensor, indices, value, ScatterOp::Add)
+    }
+
+    fn int_gather_nd(data: T<R>, indices: T<R>) -> T<R> {
+        index_nd::gather_nd("int_gather_nd", data, indices)
+    }
+
+    fn int_scatter_nd(data: T<R>, indices: T<R>, values: T<R>, reduction: IndexingUpdateOp) -> T<R> {
+        index_nd::scatter_nd("int_scatter_nd", data, indices, values, reduction)
     }
 
     fn int_select(tensor: T<R>, dim: usize, indices: T<R>) -> T<R> {

@@ -67,17 +67,20 @@ fn main() {
         if !filter.is_empty() && !format!("{} {}", case.name(), case.size()).contains(&filter) {
             continue;
         }
+        let start = std::time::Instant::now();
         let ours = case.run_ours(&opts);
         let peer = case.run_peer(&opts);
         let cpu = case.run_cpu(&opts);
+        eprintln!("bench: {} {}: {:.1} s", case.name(), case.size(), start.elapsed().as_secs_f64());
         if ours.is_none() && peer.is_none() {
             continue;
         }
         let line = row(case.as_ref(), ours.as_ref(), peer.as_ref(), cpu.as_ref(), gpu);
         println!("{line}");
         let _ = writeln!(report, "{line}");
-    }
-    if let Some(path) = out {
-        std::fs::write(&path, report).unwrap_or_else(|e| panic!("bench: writing {path}: {e}"));
+        // Written after every row, so a run cut short still leaves its rows.
+        if let Some(path) = &out {
+            std::fs::write(path, &report).unwrap_or_else(|e| panic!("bench: writing {path}: {e}"));
+        }
     }
 }

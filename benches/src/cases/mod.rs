@@ -15,7 +15,7 @@ pub fn all(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
     cases.extend(reduce::cases(size));
     cases.extend(index::cases(size));
     cases.extend(matmul::cases(size, tune));
-    cases.extend(module::cases(size));
+    cases.extend(module::cases(size, tune));
     cases.extend(train::cases(size));
     cases
 }

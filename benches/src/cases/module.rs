@@ -1,15 +1,55 @@
-//! Module ops: conv2d, max_pool2d and attention, f32.
-use burn_backend::Backend;
+//! Module ops: conv2d (f32 on TF32 units by default, f16), max_pool2d and attention (f32 and
+//! f16), plus, with `--tune`, ours with other tensor-core tilings of the convolution and in
+//! exact f32.
 use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
+use burn_backend::{Backend, DType, TensorPrimitive};
+use burn_tensor::Tensor;
 use burn_tensor::module::{attention, conv2d, max_pool2d};
+use ex_cubecl::launch::attention::attention_with;
+use ex_cubecl::launch::conv::{ConvSpec, ConvTiling, conv_with};
+use ex_cubecl::{CubeTensor, MatmulPrecision, set_matmul_precision};
 
-use super::uniform;
-use crate::{Case, DynCase, Precision, RunFn, Size, Work};
+use super::{downcast, uniform};
+use crate::{Case, DynCase, Precision, RunFn, Runtime, Size, Work};
+
+/// How an op is computed.
+#[derive(Clone, Copy, Debug)]
+pub enum Variant {
+    /// The op on both backends, default settings.
+    Default,
+    /// Ours with `MatmulPrecision::Exact` (no peer).
+    Exact,
+    /// Ours with a given tensor-core convolution tiling (tuning; no peer).
+    Tiling(ConvTiling),
+    /// Ours with a given number of planes per cube in the fused attention (tuning; no peer).
+    Warps(usize),
+}
+
+impl Variant {
+    fn label(&self) -> String {
+        match self {
+            Variant::Default => String::new(),
+            Variant::Exact => " exact (ours only)".into(),
+            Variant::Tiling(t) => format!(
+                " {}x{}x{} tiles, {}x{} planes (ours only)",
+                t.block_co, t.block_pix, t.block_k, t.warps_co, t.warps_pix
+            ),
+            Variant::Warps(w) => format!(" {w} planes (ours only)"),
+        }
+    }
+
+    /// Whether the case runs on backend `B` (variants are ours only).
+    fn runs_on<B: Backend>(&self) -> bool {
+        matches!(self, Variant::Default) || std::any::TypeId::of::<B>() == std::any::TypeId::of::<crate::Ours>()
+    }
+}
 
 /// `conv2d(x [b, c, h, w], weight [c_out, c, 3, 3])`, stride 1, padding 1.
 pub struct Conv2d {
     x: [usize; 4],
     c_out: usize,
+    dtype: DType,
+    variant: Variant,
 }
 
 /// `max_pool2d(x, 3×3, stride 2, padding 1)`.
@@ -20,27 +60,68 @@ pub struct MaxPool2d {
 /// `attention(q, k, v)` over `[batch, heads, seq, dim]`, no mask.
 pub struct Attention {
     shape: [usize; 4],
+    dtype: DType,
+    causal: bool,
+    variant: Variant,
 }
 
-/// The module-op cases at `size`.
-pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
-    match size {
-        Size::Small => vec![
-            Box::new(Conv2d { x: [2, 8, 16, 16], c_out: 8 }),
-            Box::new(MaxPool2d { x: [2, 4, 32, 32] }),
-            Box::new(Attention { shape: [1, 2, 64, 32] }),
-        ],
-        Size::Full => vec![
-            Box::new(Conv2d { x: [64, 64, 56, 56], c_out: 64 }),
-            Box::new(MaxPool2d { x: [64, 64, 112, 112] }),
-            Box::new(Attention { shape: [4, 16, 1024, 64] }),
-        ],
+/// The module-op cases at `size` (plus variants of ours when `tune`).
+pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
+    let (x, c_out, pool, attn) = match size {
+        Size::Small => ([2, 8, 16, 16], 8, [2, 4, 32, 32], [1, 2, 64, 32]),
+        Size::Full => ([64, 64, 56, 56], 64, [64, 64, 112, 112], [4, 16, 1024, 64]),
+    };
+    let conv = |dtype, variant| Box::new(Conv2d { x, c_out, dtype, variant });
+    let att = |dtype, causal, variant| Box::new(Attention { shape: attn, dtype, causal, variant });
+    let mut out: Vec<Box<dyn DynCase>> = vec![
+        conv(DType::F32, Variant::Default),
+        conv(DType::F16, Variant::Default),
+        Box::new(MaxPool2d { x: pool }),
+        att(DType::F32, false, Variant::Default),
+        att(DType::F16, false, Variant::Default),
+        att(DType::F32, true, Variant::Default),
+    ];
+    if tune {
+        out.push(conv(DType::F32, Variant::Exact));
+        out.push(att(DType::F32, false, Variant::Exact));
+        let t = |block_co, block_pix, block_k, warps_co, warps_pix| ConvTiling { block_co, block_pix, block_k, warps_co, warps_pix };
+        for tiling in [t(64, 128, 16, 2, 4), t(64, 128, 32, 2, 4), t(64, 256, 32, 2, 4), t(64, 128, 16, 4, 2), t(64, 64, 16, 2, 2)] {
+            out.push(conv(DType::F32, Variant::Tiling(tiling)));
+        }
+        for tiling in [t(64, 128, 32, 2, 4), t(64, 256, 64, 2, 4), t(64, 128, 64, 4, 2)] {
+            out.push(conv(DType::F16, Variant::Tiling(tiling)));
+        }
+        for warps in [2, 8] {
+            out.push(att(DType::F32, false, Variant::Warps(warps)));
+            out.push(att(DType::F16, false, Variant::Warps(warps)));
+        }
     }
+    out
+}
+
+/// The arithmetic the products of a case run on (for the floor column).
+fn precision(dtype: DType, variant: Variant) -> Precision {
+    match (dtype, variant) {
+        (DType::F32, Variant::Exact) => Precision::F32,
+        (DType::F32, _) => Precision::Tf32,
+        _ => Precision::Half,
+    }
+}
+
+/// Runs `f` under exact f32 products when `exact`, restoring the default afterwards.
+fn with_precision<T>(exact: bool, f: impl FnOnce() -> T) -> T {
+    if !exact {
+        return f();
+    }
+    set_matmul_precision(MatmulPrecision::Exact);
+    let out = f();
+    set_matmul_precision(MatmulPrecision::Tf32);
+    out
 }
 
 impl Case for Conv2d {
     fn name(&self) -> String {
-        "conv2d f32 3x3".into()
+        format!("conv2d {:?} 3x3{}", self.dtype, self.variant.label()).to_lowercase()
     }
 
     fn size(&self) -> String {
@@ -50,16 +131,34 @@ impl Case for Conv2d {
 
     fn work(&self) -> Work {
         let [b, c, h, w] = self.x;
-        Work::Flops(2.0 * (b * self.c_out * h * w * c * 9) as f64, Precision::Tf32)
+        Work::Flops(2.0 * (b * self.c_out * h * w * c * 9) as f64, precision(self.dtype, self.variant))
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        if !B::supports_dtype(device, self.dtype) || !self.variant.runs_on::<B>() {
+            return None;
+        }
         let [_, c, ..] = self.x;
-        let x = uniform::<B, 4>(self.x, 1, device);
-        let w = uniform::<B, 4>([self.c_out, c, 3, 3], 2, device);
-        Some(Box::new(move || {
-            conv2d(x.clone(), w.clone(), None, ConvOptions::new([1, 1], [1, 1], [1, 1], 1)).flatten::<1>(0, 3)
-        }))
+        let x = uniform::<B, 4>(self.x, 1, device).cast(self.dtype);
+        let w = uniform::<B, 4>([self.c_out, c, 3, 3], 2, device).cast(self.dtype);
+        let options = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        Some(match self.variant {
+            // Planes per cube are an attention setting: the convolution runs as by default.
+            Variant::Default | Variant::Exact | Variant::Warps(_) => {
+                let exact = matches!(self.variant, Variant::Exact);
+                Box::new(move || with_precision(exact, || conv2d(x.clone(), w.clone(), None, options.clone())).flatten::<1>(0, 3))
+            }
+            Variant::Tiling(tiling) => {
+                let prim = |t: Tensor<B, 4>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor()).expect("ours");
+                let (x, w) = (prim(x), prim(w));
+                let spec = ConvSpec::conv("bench conv2d", &options);
+                Box::new(move || {
+                    let out = conv_with("bench conv2d", x.clone(), w.clone(), None, spec, Some(tiling));
+                    let out = downcast::<B::FloatTensorPrimitive, _>(out).expect("ours");
+                    Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(out)).flatten::<1>(0, 3)
+                })
+            }
+        })
     }
 }
 
@@ -86,7 +185,8 @@ impl Case for MaxPool2d {
 
 impl Case for Attention {
     fn name(&self) -> String {
-        "attention f32".into()
+        let causal = if self.causal { " causal" } else { "" };
+        format!("attention {:?}{causal}{}", self.dtype, self.variant.label()).to_lowercase()
     }
 
     fn size(&self) -> String {
@@ -95,15 +195,31 @@ impl Case for Attention {
 
     fn work(&self) -> Work {
         let [b, h, s, d] = self.shape;
-        Work::Flops(4.0 * (b * h * s * s * d) as f64, Precision::Tf32)
+        // Causal attention needs about half the products.
+        let share = if self.causal { 0.5 } else { 1.0 };
+        Work::Flops(share * 4.0 * (b * h * s * s * d) as f64, precision(self.dtype, self.variant))
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
-        let q = uniform::<B, 4>(self.shape, 4, device);
-        let k = uniform::<B, 4>(self.shape, 5, device);
-        let v = uniform::<B, 4>(self.shape, 6, device);
+        if !B::supports_dtype(device, self.dtype) || !self.variant.runs_on::<B>() {
+            return None;
+        }
+        let q = uniform::<B, 4>(self.shape, 4, device).cast(self.dtype);
+        let k = uniform::<B, 4>(self.shape, 5, device).cast(self.dtype);
+        let v = uniform::<B, 4>(self.shape, 6, device).cast(self.dtype);
+        let options = AttentionModuleOptions { is_causal: self.causal, ..Default::default() };
+        if let Variant::Warps(warps) = self.variant {
+            let prim = |t: Tensor<B, 4>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor()).expect("ours");
+            let (q, k, v) = (prim(q), prim(k), prim(v));
+            return Some(Box::new(move || {
+                let out = attention_with(q.clone(), k.clone(), v.clone(), None, None, options, Some(warps));
+                let out = downcast::<B::FloatTensorPrimitive, _>(out).expect("ours");
+                Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(out)).flatten::<1>(0, 3)
+            }));
+        }
+        let exact = matches!(self.variant, Variant::Exact);
         Some(Box::new(move || {
-            attention(q.clone(), k.clone(), v.clone(), None, None, AttentionModuleOptions::default()).flatten::<1>(0, 3)
+            with_precision(exact, || attention(q.clone(), k.clone(), v.clone(), None, None, options)).flatten::<1>(0, 3)
         }))
     }
 }

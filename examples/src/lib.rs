@@ -1,0 +1,22 @@
+//! ExCubecl's main job: training runs that a Burn user would write, on
+//! `Autodiff<ExCubeclBackend<R>>`.
+//!
+//! The `digits` binary trains an MLP and a small CNN (burn-nn layers, burn-optim's Adam) on
+//! the 8×8 handwritten digits that the smartcore crate ships, evaluates them on a held-out
+//! test split, saves them with Burn's recorder and reloads them for inference. The training
+//! code ([`train::train`]) is generic over `AutodiffBackend`, so the same code runs on
+//! burn-cubecl for comparison (`--backend burn-cubecl`, feature `peer`).
+//!
+//! - [`data`]: loading, seeded shuffle and split, standardisation, batches.
+//! - [`model`]: [`model::Mlp`] and [`model::Cnn`].
+//! - [`train`]: the training loop, evaluation, save and load.
+//! - [`cli`]: the command line, the device listing and the run.
+#![warn(missing_docs)]
+
+// burn-derive's `#[derive(Module)]` names its paths `burn::...`.
+extern crate burn_core as burn;
+
+pub mod cli;
+pub mod data;
+pub mod model;
+pub mod train;
