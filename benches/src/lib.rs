@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 
 pub mod cases;
+pub mod cli;
 
 use std::time::{Duration, Instant};
 
