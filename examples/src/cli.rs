@@ -23,7 +23,8 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
               [--seed N] [--test-fraction X] [--out DIR] [--backend ex-cubecl|burn-cubecl]
               [--no-progress]
 
-  --device    the runtime (default: wgpu; lavapipe where there is no GPU)
+  --device    the runtime (default: wgpu, or cuda in a build without wgpu; wgpu runs on
+              Mesa's lavapipe where there is no GPU)
   --model     which model to train (default: all = mlp, then cnn)
   --epochs    passes over the training set (default: 10 for mlp, 8 for cnn)
   --batch     images per step (default: 32)
@@ -114,7 +115,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            device: DeviceName::Wgpu,
+            device: if cfg!(feature = "wgpu") { DeviceName::Wgpu } else { DeviceName::Cuda },
             backend: BackendName::ExCubecl,
             models: vec![ModelKind::Mlp, ModelKind::Cnn],
             epochs: None,
