@@ -294,8 +294,17 @@ fn probe<B: Backend>(device: &B::Device) -> Result<String, String> {
         Err(_) => {
             let messages = messages.lock().unwrap_or_else(|e| e.into_inner());
             let first = messages.first().map_or("the runtime panicked", String::as_str);
-            Err(first.lines().next().unwrap_or_default().to_string())
+            Err(shorten(first.lines().next().unwrap_or_default(), 160))
         }
+    }
+}
+
+/// `text` cut to at most `max` characters, with "..." where it was cut (a runtime's reason
+/// can list dozens of library names).
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some(_) => format!("{}...", text.chars().take(max - 3).collect::<String>()),
+        None => text.to_string(),
     }
 }
 
