@@ -23,7 +23,8 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
               [--seed N] [--test-fraction X] [--out DIR] [--backend ex-cubecl|burn-cubecl]
               [--no-progress]
 
-  --device    the runtime (default: wgpu; lavapipe where there is no GPU)
+  --device    the runtime (default: wgpu, or cuda in a build without wgpu; wgpu runs on
+              Mesa's lavapipe where there is no GPU)
   --model     which model to train (default: all = mlp, then cnn)
   --epochs    passes over the training set (default: 10 for mlp, 8 for cnn)
   --batch     images per step (default: 32)
@@ -114,7 +115,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Self {
-            device: DeviceName::Wgpu,
+            device: if cfg!(feature = "wgpu") { DeviceName::Wgpu } else { DeviceName::Cuda },
             backend: BackendName::ExCubecl,
             models: vec![ModelKind::Mlp, ModelKind::Cnn],
             epochs: None,
@@ -293,8 +294,17 @@ fn probe<B: Backend>(device: &B::Device) -> Result<String, String> {
         Err(_) => {
             let messages = messages.lock().unwrap_or_else(|e| e.into_inner());
             let first = messages.first().map_or("the runtime panicked", String::as_str);
-            Err(first.lines().next().unwrap_or_default().to_string())
+            Err(shorten(first.lines().next().unwrap_or_default(), 160))
         }
+    }
+}
+
+/// `text` cut to at most `max` characters, with "..." where it was cut (a runtime's reason
+/// can list dozens of library names).
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some(_) => format!("{}...", text.chars().take(max - 3).collect::<String>()),
+        None => text.to_string(),
     }
 }
 
