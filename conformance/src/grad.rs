@@ -13,7 +13,9 @@ use std::any::TypeId;
 use burn_autodiff::Autodiff;
 use burn_autodiff::checkpoint::strategy::BalancedCheckpointing;
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{AutodiffBackend, DType, TensorData, TensorMetadata};
+use burn_backend::{AutodiffBackend, Backend, DType, Shape, TensorData, TensorMetadata};
+use burn_tensor::{Tensor, TensorPrimitive};
+use ex_cubecl::{MatmulPrecision, set_matmul_precision};
 
 use crate::{Ex, Ref, Rng, Suite, Tol, compare, dev, float_data, rf, values};
 
@@ -210,4 +212,37 @@ macro_rules! fd_check {
         one!($crate::grad::AdEx, "plain");
         one!($crate::grad::AdExCk, "checkpointed");
     }};
+}
+
+/// Exact f32 matrix products (TF32 on devices that have it would need looser tolerances).
+pub fn setup() {
+    set_matmul_precision(MatmulPrecision::Exact);
+}
+
+/// A seed derived from a case name, so every case draws its own inputs.
+pub fn seed_of(name: &str) -> u64 {
+    name.bytes().fold(17u64, |h, c| h.wrapping_mul(131).wrapping_add(c as u64)) % 100_000
+}
+
+/// f32 data of `shape`, uniform in `[lo, hi)`.
+pub fn rand(seed: u64, shape: &[usize], lo: f64, hi: f64) -> TensorData {
+    float_data(&mut Rng::new(seed), shape, DType::F32, lo, hi)
+}
+
+/// Applies a Tensor-API function to a primitive of any rank, flattened to 1-D and back.
+pub fn flat<B: Backend>(x: FloatTensor<B>, f: impl FnOnce(Tensor<B, 1>) -> Tensor<B, 1>) -> FloatTensor<B> {
+    let shape = x.shape();
+    let n = shape.num_elements();
+    let t = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(B::float_reshape(x, Shape::new([n]))));
+    B::float_reshape(f(t).into_primitive().tensor(), shape)
+}
+
+/// A rank-`D` primitive as a Tensor.
+pub fn tensor<B: Backend, const D: usize>(x: FloatTensor<B>) -> Tensor<B, D> {
+    Tensor::from_primitive(TensorPrimitive::Float(x))
+}
+
+/// A Tensor's primitive.
+pub fn prim<B: Backend, const D: usize>(t: Tensor<B, D>) -> FloatTensor<B> {
+    t.into_primitive().tensor()
 }

@@ -12,18 +12,8 @@
 use burn_backend::ops::*;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{Backend, DType, TensorData};
-use ex_cubecl::{MatmulPrecision, set_matmul_precision};
 use ex_cubecl_conformance::grad::*;
 use ex_cubecl_conformance::*;
-
-/// Exact f32 matrix products (TF32 on devices that have it would need looser tolerances).
-fn setup() {
-    set_matmul_precision(MatmulPrecision::Exact);
-}
-
-fn rand(seed: u64, shape: &[usize], lo: f64, hi: f64) -> TensorData {
-    float_data(&mut Rng::new(seed), shape, DType::F32, lo, hi)
-}
 
 const TOL: Tol = Tol { abs: 2e-4, rel: 2e-4 };
 
