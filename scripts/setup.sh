@@ -11,8 +11,10 @@ fi
 
 has_vulkan_driver() {
     # `ls` fails when one of the folders is empty; only whether any driver file exists counts.
-    { ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json 2>/dev/null || true; } | grep -q . &&
-        ldconfig -p 2>/dev/null | grep -q libvulkan.so.1
+    # `grep` without -q reads all its input: with pipefail, an early exit of `grep -q` can
+    # fail the pipeline through the writer's SIGPIPE.
+    { ls /usr/share/vulkan/icd.d/*.json /etc/vulkan/icd.d/*.json 2>/dev/null || true; } | grep . >/dev/null &&
+        ldconfig -p 2>/dev/null | grep libvulkan.so.1 >/dev/null
 }
 
 if ! has_vulkan_driver; then

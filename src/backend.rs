@@ -4,7 +4,7 @@ use core::marker::PhantomData;
 use burn_backend::{Backend, BackendTypes, DType, DTypeUsageSet, DeviceOps, ExecutionError};
 use cubecl::Runtime;
 
-use crate::runtime::{DeviceContext, dtype_usage};
+use crate::runtime::{DeviceContext, dtype_usage, on_device_thread, take_device_failure};
 use crate::tensor::{CubeTensor, QuantizedTensor};
 
 /// A Burn backend running hand-written CubeCL kernels on the runtime `R` (wgpu or CUDA).
@@ -65,9 +65,13 @@ where
 
     fn sync(device: &Self::Device) -> Result<(), ExecutionError> {
         let client = DeviceContext::client::<R>(device);
-        cubecl::future::block_on(client.sync()).map_err(|e| ExecutionError::WithContext {
-            reason: format!("ex_cubecl: sync on {device:?}: {e:?}"),
-        })
+        let failed = |failure: String| ExecutionError::WithContext {
+            reason: format!("ex_cubecl: sync on {device:?}: earlier work failed on the device: {failure}"),
+        };
+        on_device_thread(device, || cubecl::future::block_on(client.sync()))
+            .map_err(failed)?
+            .map_err(|e| failed(e.to_string()))?;
+        take_device_failure(device).map_or(Ok(()), |failure| Err(failed(failure)))
     }
 
     fn dtype_usage(device: &Self::Device, dtype: DType) -> DTypeUsageSet {

@@ -16,11 +16,11 @@
 //!
 //! With `burn_autodiff`, `ExWgpuAutodiff` (= `Autodiff<ExWgpu>`) trains with Burn's autodiff.
 //!
-//! Matrix products use the device's matrix units where it has them: f16 and bf16 always,
-//! f32 rounded to TF32 by default (as burn-cubecl and PyTorch's `allow_tf32` do; relative
-//! error about 1e-3 instead of 1e-6). Call
-//! `set_matmul_precision(MatmulPrecision::Exact)` for exact f32 products; see
-//! [`MatmulPrecision`].
+//! Matrix products use the device's matrix units where it has them for f16 and bf16. f32
+//! products are exact by default (as PyTorch's default precision is); call
+//! `set_matmul_precision(MatmulPrecision::Tf32)`, or set `EX_CUBECL_MATMUL_PRECISION=tf32`,
+//! to round f32 operands to TF32 on tensor cores (several times faster on NVIDIA GPUs,
+//! relative error about 1e-3 instead of 1e-6); see [`MatmulPrecision`].
 //!
 //! ## Pipelines and asynchronous commands
 //!
@@ -70,7 +70,7 @@ pub use backend::ExCubeclBackend;
 /// The CubeCL version the backend is built on (its runtimes name the backend's type
 /// parameter, e.g. `cubecl::wgpu::WgpuRuntime`).
 pub use cubecl;
-pub use launch::matmul::{MatmulPrecision, matmul_precision, set_matmul_precision};
+pub use launch::matmul::{MATMUL_PRECISION_ENV, MatmulPrecision, matmul_precision, set_matmul_precision};
 pub use runtime::{
     CommandError, CommandId, CommandQueue, CommandStatus, Pipeline, PipelineError, Work, from_cube, to_cube,
 };

@@ -7,7 +7,7 @@ use cubecl::prelude::{ComputeClient, TensorArg};
 use cubecl::server::Handle;
 use cubecl::zspace::{Strides, Shape as ZShape};
 
-use crate::runtime::{Layout, elem_size, storage_type};
+use crate::runtime::{Layout, alloc, elem_size, storage_type, take_device_failure};
 
 /// A tensor on an ExCubecl device: a buffer handle (shared by views), a layout and a dtype.
 #[derive(Clone)]
@@ -52,10 +52,17 @@ impl<R: Runtime> TensorMetadata for CubeTensor<R> {
 
 impl<R: Runtime> CubeTensor<R> {
     /// A new uninitialised contiguous tensor.
+    ///
+    /// # Panics
+    /// When the tensor is larger than the largest buffer the device takes, or the device
+    /// cannot allocate it (see [`crate::runtime::alloc`]); and when earlier work failed on
+    /// the device's thread (see [`crate::runtime::take_device_failure`]), so that an op never
+    /// builds on the results of work that did not run.
     pub fn empty(client: &ComputeClient<R>, device: &R::Device, shape: Shape, dtype: DType) -> Self {
-        let bytes = shape.num_elements() * elem_size(dtype);
-        // Zero-sized buffers are not allowed by every runtime; empty tensors get one word.
-        let handle = client.empty(bytes.max(4));
+        if let Some(failure) = take_device_failure(device) {
+            panic!("ex_cubecl: earlier work failed on device {device:?}: {failure}");
+        }
+        let handle = alloc::empty(client, "allocate", &shape, dtype);
         Self {
             client: client.clone(),
             device: device.clone(),

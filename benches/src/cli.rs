@@ -46,6 +46,9 @@ pub fn run(args: impl IntoIterator<Item = String>) {
         }
     }
     opts.size = size;
+    // f32 rows race burn-cubecl, which rounds f32 products to TF32: ours do the same here
+    // (the library's default is exact f32; the `exact` variants measure that).
+    ex_cubecl::set_matmul_precision(ex_cubecl::MatmulPrecision::Tf32);
     let gpu = gpu_named(&gpu_name);
     let device = Default::default();
     let backend = <crate::Ours as burn_backend::Backend>::name(&device);

@@ -1,6 +1,6 @@
 //! Gradients of the module ops under autodiff (`burn-autodiff-0.21.0/src/ops/module.rs`, plus
 //! the `ModuleOps` defaults autodiff runs as compositions: attention, layer norm, unfold4d,
-//! embedding, CTC loss), on `Autodiff<Ex>` vs `Autodiff<NdArray>`, plain and with
+//! embedding), and CTC loss, on `Autodiff<Ex>` vs `Autodiff<NdArray>`, plain and with
 //! `BalancedCheckpointing`: convolutions 1-3d (groups, stride, padding, dilation, bias),
 //! transposed convolutions 1-3d, deformable convolution, pooling, interpolation, attention,
 //! layer norm, embedding, linear and unfold4d.
@@ -375,7 +375,8 @@ fn norm_embedding_linear_unfold_grads_match_ndarray() {
         let x = rand(seed, &xs, -1.0, 1.0);
         grad_check!(s, format!("unfold4d x={xs:?} k={k:?} stride={st:?} pad={p:?} dil={d:?} seed={seed}"), TOL, [x: &x], |B| B::unfold4d(x, k, UnfoldOptions::new(st, p, d)));
     }
-    // CTC loss (Burn's default composition on both) of log-softmaxed random logits.
+    // CTC loss of log-softmaxed random logits: our recursion kernel against Burn's default
+    // composition on the reference.
     let logits = rand(9400, &[6, 2, 4], -2.0, 2.0);
     let targets = TensorData::new(vec![1i64, 2, 2, 3, 1, 0], [2, 3]);
     let input_lengths = TensorData::new(vec![6i64, 5], [2]);

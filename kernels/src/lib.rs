@@ -33,6 +33,8 @@ pub mod flash_attention;
 #[allow(missing_docs)]
 pub mod copy;
 #[allow(missing_docs)]
+pub mod ctc;
+#[allow(missing_docs)]
 pub mod cumulative;
 #[allow(missing_docs)]
 pub mod deform_conv;

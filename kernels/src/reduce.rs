@@ -3,7 +3,8 @@
 //! The input view is `[outer.., dim, inner..]`; the output is contiguous with `dim` of size 1.
 //! Two strategies share one accumulation routine: one unit per output element (short reduced
 //! dimensions, many outputs) and one cube per output element with a shared-memory tree
-//! (long reduced dimensions, few outputs).
+//! (long reduced dimensions, few outputs). Elements are folded in an accumulator type `A`
+//! (f32 for f16 and bf16 inputs, so that sums and means of many elements don't overflow).
 use cubecl::prelude::*;
 
 use crate::strided::line_offset;
@@ -180,7 +181,7 @@ fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: Re
 /// One unit per output element. With `with_indices`, arg reductions also write their index
 /// to `indices` (otherwise `indices` is unused).
 #[cube(launch_unchecked)]
-pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
+pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     input: &Tensor<T>,
     output: &mut Tensor<O>,
     indices: &mut Tensor<I>,
@@ -188,7 +189,7 @@ pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
     dim: usize,
     #[comptime] op: ReduceOp,
     #[comptime] with_indices: bool,
-    #[define(T, O, I)] _dtypes: [StorageType; 3],
+    #[define(T, A, O, I)] _dtypes: [StorageType; 4],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
@@ -196,11 +197,11 @@ pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
     let start = offset + line_offset::<T>(input, ABSOLUTE_POS, dim);
     let len = input.shape(dim);
     let stride = input.stride(dim);
-    let mut acc = acc_init::<T>(op);
+    let mut acc = acc_init::<A>(op);
     for k in 0..len {
-        acc_push::<T>(&mut acc, input[start + k * stride], k as u32, k == 0, op);
+        acc_push::<A>(&mut acc, A::cast_from(input[start + k * stride]), k as u32, k == 0, op);
     }
-    output[ABSOLUTE_POS] = acc_write::<T, O>(acc, len, op, with_indices);
+    output[ABSOLUTE_POS] = acc_write::<A, O>(acc, len, op, with_indices);
     if with_indices {
         indices[ABSOLUTE_POS] = I::cast_from(acc.index);
     }
@@ -210,7 +211,7 @@ pub fn reduce_per_unit<T: Numeric, O: Numeric, I: Numeric>(
 /// their partial results through a shared-memory tree. Every unit gets the cube's total;
 /// `lo < hi` for every cube (uniform), so the total is always valid.
 #[cube]
-fn cube_fold<T: Numeric>(
+fn cube_fold<T: Numeric, A: Numeric>(
     input: &Tensor<T>,
     start: usize,
     stride: usize,
@@ -218,18 +219,18 @@ fn cube_fold<T: Numeric>(
     hi: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
-) -> Acc<T> {
+) -> Acc<A> {
     let unit = UNIT_POS as usize;
-    let mut acc = acc_init::<T>(op);
+    let mut acc = acc_init::<A>(op);
     let mut k = lo + unit;
     let mut first = true;
     while k < hi {
-        acc_push::<T>(&mut acc, input[start + k * stride], k as u32, first, op);
+        acc_push::<A>(&mut acc, A::cast_from(input[start + k * stride]), k as u32, first, op);
         first = false;
         k += cube_size;
     }
 
-    let mut shared_values = SharedMemory::<T>::new(cube_size);
+    let mut shared_values = SharedMemory::<A>::new(cube_size);
     let mut shared_indices = SharedMemory::<u32>::new(cube_size);
     let mut shared_valid = SharedMemory::<u32>::new(cube_size);
     shared_values[unit] = acc.value;
@@ -241,18 +242,18 @@ fn cube_fold<T: Numeric>(
     let mut half = CUBE_DIM as usize / 2;
     while half > 0 {
         if unit < half {
-            let mut mine = Acc::<T> {
+            let mut mine = Acc::<A> {
                 value: shared_values[unit],
                 index: shared_indices[unit],
             };
-            let other = Acc::<T> {
+            let other = Acc::<A> {
                 value: shared_values[unit + half],
                 index: shared_indices[unit + half],
             };
             let mine_valid = shared_valid[unit] == 1;
             let other_valid = shared_valid[unit + half] == 1;
             if mine_valid {
-                acc_merge::<T>(&mut mine, other, other_valid, op);
+                acc_merge::<A>(&mut mine, other, other_valid, op);
             } else {
                 mine.value = other.value;
                 mine.index = other.index;
@@ -264,7 +265,7 @@ fn cube_fold<T: Numeric>(
         sync_cube();
         half /= 2;
     }
-    Acc::<T> {
+    Acc::<A> {
         value: shared_values[0],
         index: shared_indices[0],
     }
@@ -273,7 +274,7 @@ fn cube_fold<T: Numeric>(
 /// One cube per output element (`CUBE_POS`), `cube_size` units striding over the line, then a
 /// shared-memory tree.
 #[cube(launch_unchecked)]
-pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
+pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     input: &Tensor<T>,
     output: &mut Tensor<O>,
     indices: &mut Tensor<I>,
@@ -282,7 +283,7 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
     #[comptime] with_indices: bool,
-    #[define(T, O, I)] _dtypes: [StorageType; 3],
+    #[define(T, A, O, I)] _dtypes: [StorageType; 4],
 ) {
     let out_pos = CUBE_POS;
     // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
@@ -291,9 +292,9 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
     }
     let start = offset + line_offset::<T>(input, out_pos, dim);
     let len = input.shape(dim);
-    let total = cube_fold::<T>(input, start, input.stride(dim), 0, len, op, cube_size);
+    let total = cube_fold::<T, A>(input, start, input.stride(dim), 0, len, op, cube_size);
     if UNIT_POS == 0 {
-        output[out_pos] = acc_write::<T, O>(total, len, op, with_indices);
+        output[out_pos] = acc_write::<A, O>(total, len, op, with_indices);
         if with_indices {
             indices[out_pos] = I::cast_from(total.index);
         }
@@ -304,9 +305,9 @@ pub fn reduce_per_cube<T: Numeric, O: Numeric, I: Numeric>(
 /// `CUBE_POS % splits` (`chunk` elements, the last one shorter, none empty) of line
 /// `CUBE_POS / splits` and writes its partial value and index at `CUBE_POS`.
 #[cube(launch_unchecked)]
-pub fn reduce_split<T: Numeric>(
+pub fn reduce_split<T: Numeric, A: Numeric>(
     input: &Tensor<T>,
-    partial_values: &mut Tensor<T>,
+    partial_values: &mut Tensor<A>,
     partial_indices: &mut Tensor<u32>,
     offset: usize,
     dim: usize,
@@ -314,7 +315,7 @@ pub fn reduce_split<T: Numeric>(
     chunk: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
-    #[define(T)] _dtype: StorageType,
+    #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     let pos = CUBE_POS;
     // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
@@ -326,7 +327,7 @@ pub fn reduce_split<T: Numeric>(
     let len = input.shape(dim);
     let hi = select(lo + chunk < len, lo + chunk, len);
     let start = offset + line_offset::<T>(input, line, dim);
-    let total = cube_fold::<T>(input, start, input.stride(dim), lo, hi, op, cube_size);
+    let total = cube_fold::<T, A>(input, start, input.stride(dim), lo, hi, op, cube_size);
     if UNIT_POS == 0 {
         partial_values[pos] = total.value;
         partial_indices[pos] = total.index;
@@ -336,8 +337,8 @@ pub fn reduce_split<T: Numeric>(
 /// Second pass of a split reduction: one unit per line merges the line's `splits` partial
 /// results in order. `len` is the length of the reduced dimension (for `Mean`).
 #[cube(launch_unchecked)]
-pub fn reduce_split_merge<T: Numeric, O: Numeric, I: Numeric>(
-    partial_values: &Tensor<T>,
+pub fn reduce_split_merge<A: Numeric, O: Numeric, I: Numeric>(
+    partial_values: &Tensor<A>,
     partial_indices: &Tensor<u32>,
     output: &mut Tensor<O>,
     indices: &mut Tensor<I>,
@@ -345,24 +346,24 @@ pub fn reduce_split_merge<T: Numeric, O: Numeric, I: Numeric>(
     len: usize,
     #[comptime] op: ReduceOp,
     #[comptime] with_indices: bool,
-    #[define(T, O, I)] _dtypes: [StorageType; 3],
+    #[define(A, O, I)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
     let base = ABSOLUTE_POS * splits;
-    let mut acc = Acc::<T> {
+    let mut acc = Acc::<A> {
         value: partial_values[base],
         index: partial_indices[base],
     };
     for s in 1..splits {
-        let other = Acc::<T> {
+        let other = Acc::<A> {
             value: partial_values[base + s],
             index: partial_indices[base + s],
         };
-        acc_merge::<T>(&mut acc, other, true, op);
+        acc_merge::<A>(&mut acc, other, true, op);
     }
-    output[ABSOLUTE_POS] = acc_write::<T, O>(acc, len, op, with_indices);
+    output[ABSOLUTE_POS] = acc_write::<A, O>(acc, len, op, with_indices);
     if with_indices {
         indices[ABSOLUTE_POS] = I::cast_from(acc.index);
     }

@@ -2,7 +2,7 @@
 //!
 //! Lines are padded to `p = n.next_power_of_two()`; padding positions (index >= n) compare
 //! after every real element. Ties are broken by the original index, so the sort is stable
-//! and argsort matches a stable reference sort.
+//! and argsort matches a stable reference sort. NaN sorts as the largest value.
 use cubecl::prelude::*;
 
 use crate::strided::strided_offset;
@@ -31,11 +31,18 @@ pub fn sort_init<T: Numeric>(
     indices[ABSOLUTE_POS] = i as u32;
 }
 
-/// Whether `(va, ia)` goes before `(vb, ib)`.
+/// Whether `(va, ia)` goes before `(vb, ib)`. NaN is the largest value (as `f32::total_cmp`
+/// orders Rust's NaN): last in an ascending sort, first in a descending one; NaNs tie.
 #[cube]
 fn goes_before<T: Numeric>(va: T, ia: u32, vb: T, ib: u32, n: u32, #[comptime] descending: bool) -> bool {
-    let ordered = if descending { va > vb } else { va < vb };
-    ia < n && (ib >= n || ordered || (va == vb && ia < ib))
+    // NaN is the only value unequal to itself (`!=` compiles to an ordered comparison,
+    // false for NaN, hence the negated `==`).
+    let a_nan = !(va == va);
+    let b_nan = !(vb == vb);
+    let less = (!a_nan && b_nan) || (!a_nan && !b_nan && va < vb);
+    let greater = (a_nan && !b_nan) || (!a_nan && !b_nan && va > vb);
+    let ordered = if descending { greater } else { less };
+    ia < n && (ib >= n || ordered || (!less && !greater && ia < ib))
 }
 
 /// One compare-exchange step `(k, j)` of the bitonic network, on every line at once.

@@ -70,9 +70,10 @@ pub enum UnaryIntOp {
     ClampMax,
 }
 
-/// `out[i] = op(input[i])` for float dtypes.
+/// `out[i] = op(input[i])` for float dtypes, computed in `A` (f32 for f16 and bf16, whose
+/// math functions are coarse on some devices; `F` otherwise). `a` and `b` are of type `A`.
 #[cube(launch_unchecked)]
-pub fn unary_float<F: Float>(
+pub fn unary_float<F: Float, A: Float>(
     input: &Tensor<F>,
     output: &mut Tensor<F>,
     offset: usize,
@@ -80,20 +81,20 @@ pub fn unary_float<F: Float>(
     b: InputScalar,
     #[comptime] op: UnaryFloatOp,
     #[comptime] linear: bool,
-    #[define(F)] _dtype: StorageType,
+    #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let x = read_view::<F>(input, offset, ABSOLUTE_POS, linear);
-    output[ABSOLUTE_POS] = apply_unary_float::<F>(x, a.get::<F>(), b.get::<F>(), op);
+    let x = A::cast_from(read_view::<F>(input, offset, ABSOLUTE_POS, linear));
+    output[ABSOLUTE_POS] = F::cast_from(apply_unary_float::<A>(x, a.get::<A>(), b.get::<A>(), op));
 }
 
 /// `out[i] = op(input[i])` for float dtypes on contiguous input and output, `N` elements per
 /// unit: vectors are loaded and stored whole (wide memory accesses), the op runs per lane.
 /// `offset` and `vectors` are counted in vectors.
 #[cube(launch_unchecked)]
-pub fn unary_float_vec<F: Float, N: Size>(
+pub fn unary_float_vec<F: Float, A: Float, N: Size>(
     input: &Tensor<Vector<F, N>>,
     output: &mut Tensor<Vector<F, N>>,
     offset: usize,
@@ -101,17 +102,17 @@ pub fn unary_float_vec<F: Float, N: Size>(
     a: InputScalar,
     b: InputScalar,
     #[comptime] op: UnaryFloatOp,
-    #[define(F)] _dtype: StorageType,
+    #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
     let x = input[offset + ABSOLUTE_POS];
-    let (a, b) = (a.get::<F>(), b.get::<F>());
+    let (a, b) = (a.get::<A>(), b.get::<A>());
     let mut y = Vector::<F, N>::empty();
     #[unroll]
     for i in 0..x.vector_size() {
-        y[i] = apply_unary_float::<F>(x[i], a, b, op);
+        y[i] = F::cast_from(apply_unary_float::<A>(A::cast_from(x[i]), a, b, op));
     }
     output[ABSOLUTE_POS] = y;
 }

@@ -2,8 +2,8 @@
 //!
 //! - fused (flash attention, `ex_cubecl_kernels::flash_attention`): one kernel streams keys
 //!   and values through shared memory with a running softmax, on the matrix units (f16, bf16,
-//!   and f32 rounded to TF32 under the default
-//!   [`MatmulPrecision`](super::matmul::MatmulPrecision)) or on plain arithmetic units (exact
+//!   and f32 rounded to TF32 when
+//!   [`MatmulPrecision::Tf32`](super::matmul::MatmulPrecision) is chosen) or on plain arithmetic units (exact
 //!   f32, devices without matrix units), for head dimensions up to [`MAX_FUSED_DIM`];
 //! - unfused, for wider heads and other dtypes: `Q·Kᵀ` (matmul), one pass from scores to
 //!   probabilities (scale, soft cap, masks, bias, NaN-safe softmax), and `P·V` (matmul).

@@ -126,8 +126,8 @@ fn conv_out(op: &str, x: &[usize], w: &[usize], axis: usize, s: &ConvSpec) -> us
 
 /// Convolution of `x` `[b, c_in, spatial..]` with `weight` `[c_out, c_in / groups, k..]`.
 ///
-/// On devices whose matrix units take the dtype (f16, bf16, and f32 rounded to TF32 under
-/// the default [`MatmulPrecision`](super::matmul::MatmulPrecision)), groups of at least 16
+/// On devices whose matrix units take the dtype (f16, bf16, and f32 rounded to TF32 when
+/// [`MatmulPrecision::Tf32`](super::matmul::MatmulPrecision) is chosen), groups of at least 16
 /// output channels run the tensor-core implicit GEMM (`conv_cmma`); everything else (exact
 /// f32, devices without matrix units, narrower groups, empty reductions) runs the implicit
 /// GEMM on plain arithmetic units (`conv_gemm`).

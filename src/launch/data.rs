@@ -3,7 +3,7 @@ use burn_backend::{BoolStore, DType, ExecutionError, Shape, TensorData};
 use cubecl::Runtime;
 
 use super::copy::into_contiguous;
-use crate::runtime::{DeviceContext, check_host_read, dtype_usage, elem_size};
+use crate::runtime::{DeviceContext, alloc, check_host_read, dtype_usage, elem_size, on_device_thread, take_device_failure};
 use crate::tensor::CubeTensor;
 
 /// Uploads `data` to `device` as a tensor of `dtype` (converting on the host if the data has
@@ -13,6 +13,9 @@ use crate::tensor::CubeTensor;
 /// When the data's length doesn't match its shape, or the device lacks the dtype.
 pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType) -> CubeTensor<R> {
     let client = DeviceContext::client::<R>(device);
+    if let Some(failure) = take_device_failure(device) {
+        panic!("ex_cubecl: from_data: earlier work failed on device {device:?}: {failure}");
+    }
     let expected = data.num_elements() * data.dtype.size();
     if data.bytes.len() != expected {
         panic!(
@@ -36,7 +39,7 @@ pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType)
     }
     let shape = Shape::from(data.shape.clone());
     let bytes = host_bytes(data, dtype);
-    let handle = client.create_from_slice(&pad(bytes));
+    let handle = alloc::upload(&client, "from_data", bytes, &shape, dtype);
     CubeTensor {
         client,
         device: device.clone(),
@@ -49,23 +52,19 @@ pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType)
 /// The bytes of `data` laid out as `dtype` stores them on the device.
 fn host_bytes(data: TensorData, dtype: DType) -> Vec<u8> {
     match (data.dtype, dtype) {
-        (DType::Bool(_), DType::Bool(BoolStore::U32)) => data
-            .as_bytes()
-            .iter()
-            .flat_map(|&b| ((b != 0) as u32).to_ne_bytes())
-            .collect(),
-        (DType::Bool(_), DType::Bool(_)) => data.as_bytes().iter().map(|&b| (b != 0) as u8).collect(),
+        (DType::Bool(_), DType::Bool(BoolStore::U32)) => {
+            bool_values(&data).flat_map(|b| (b as u32).to_ne_bytes()).collect()
+        }
+        (DType::Bool(_), DType::Bool(_)) => bool_values(&data).map(|b| b as u8).collect(),
         (from, to) if from == to => data.as_bytes().to_vec(),
         (_, to) => data.convert_dtype(to).as_bytes().to_vec(),
     }
 }
 
-/// Empty tensors still get a small buffer.
-fn pad(mut bytes: Vec<u8>) -> Vec<u8> {
-    if bytes.len() < 4 {
-        bytes.resize(4, 0);
-    }
-    bytes
+/// The values of bool data in any store: an element is true when any of its bytes is not 0
+/// (one byte for the native and `U8` stores, four for `U32`).
+fn bool_values(data: &TensorData) -> impl Iterator<Item = bool> + '_ {
+    data.as_bytes().chunks_exact(data.dtype.size()).map(|e| e.iter().any(|&b| b != 0))
 }
 
 /// Reads a tensor back to the host. Bool tensors come back as native bools.
@@ -81,16 +80,24 @@ pub fn into_data<R: Runtime>(
     let shape = tensor.layout.shape.clone();
     let dtype = tensor.dtype;
     let len = tensor.num_elements() * elem_size(dtype);
+    // Failures of earlier work on this thread's stream (a kernel the device refused or could
+    // not compile, a binding it could not make) are kept by cubecl until a flush: report them
+    // here rather than read a buffer that the failed work never wrote.
+    let device = tensor.device.clone();
+    let what = format!("ex_cubecl: into_data: reading {:?} of {dtype:?}", shape.to_vec());
+    let failed = move |failure: String| ExecutionError::WithContext {
+        reason: format!("{what}: earlier work failed on device {device:?}: {failure}"),
+    };
+    let flushed = on_device_thread(&tensor.device, || tensor.client.flush());
+    let CubeTensor { client, device, handle, .. } = tensor;
     async move {
-        let mut bytes = tensor
-            .client
-            .read_async(vec![tensor.handle.clone()])
-            .await
-            .map_err(|e| ExecutionError::WithContext {
-                reason: format!("ex_cubecl: into_data: reading {shape:?} of {dtype:?}: {e:?}"),
-            })?
-            .remove(0)
-            .to_vec();
+        flushed.map_err(&failed)?.map_err(|e| failed(e.to_string()))?;
+        let read = on_device_thread(&device, || client.read_async(vec![handle])).map_err(&failed)?;
+        let mut bytes = read.await.map_err(|e| failed(e.to_string()))?.remove(0).to_vec();
+        // A failure recorded by the time the read completes concerns work queued before it.
+        if let Some(failure) = take_device_failure(&device) {
+            return Err(failed(failure));
+        }
         bytes.truncate(len);
         Ok(match dtype {
             DType::Bool(BoolStore::U32) => {

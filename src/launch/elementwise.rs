@@ -6,7 +6,7 @@ use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary
 use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
 use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
-use super::{broadcast_shape, check_same_dtype, float_arg, scalar_arg};
+use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
 use crate::tensor::CubeTensor;
 
@@ -45,7 +45,10 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
     let name = format!("float {op:?}");
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
-    let (a, b) = (float_arg(a, tensor.dtype), float_arg(b, tensor.dtype));
+    // f16 and bf16 compute in f32 (see the kernel); the parameters are of the compute type.
+    let compute = accumulator_dtype(tensor.dtype);
+    let dtypes = [tensor.storage(), storage_type(compute)];
+    let (a, b) = (float_arg(a, compute), float_arg(b, compute));
     let n = out.num_elements();
     let offset = tensor.layout.offset;
     let v = match tensor.layout.is_contiguous() {
@@ -60,7 +63,7 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
             unsafe {
                 unary_float_vec::launch_unchecked::<R>(
                     client, count, dim, v, tensor.as_arg(), o.as_arg(), offset / v, n / v, a, b, op,
-                    tensor.storage(),
+                    dtypes,
                 )
             }
         });
@@ -80,7 +83,7 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
                 b,
                 op,
                 tensor.layout.is_contiguous(),
-                tensor.storage(),
+                dtypes,
             )
         }
     });

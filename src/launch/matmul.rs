@@ -1,7 +1,7 @@
 //! Batched matrix multiplication with broadcast batch dimensions.
 //!
 //! Two kernels (crate `ex_cubecl_kernels`, module `matmul`): a tensor-core kernel through
-//! cubecl's `cmma` for f16, bf16 and (by default, see [`MatmulPrecision`]) f32 rounded to TF32
+//! cubecl's `cmma` for f16, bf16 and (when chosen, see [`MatmulPrecision`]) f32 rounded to TF32
 //! on devices whose matrix units take those types, and a tiled kernel on plain arithmetic
 //! units for everything else (ints, exact f32, devices without matrix units such as wgpu on
 //! lavapipe, and outputs narrower than 16 rows or columns). Both read their inputs through
@@ -24,35 +24,68 @@ use crate::tensor::CubeTensor;
 
 /// How f32 matrix products use the device's matrix units.
 ///
-/// The default is [`MatmulPrecision::Tf32`], as in burn-cubecl and PyTorch's
-/// `allow_tf32 = true`: on devices with TF32 matrix units (NVIDIA Ampere and later) f32
-/// operands are rounded to TF32 (a 10-bit mantissa, relative error about 5e-4 per operand)
-/// and multiplied on tensor cores with f32 accumulation, several times faster than exact
-/// f32. Devices without TF32 units always compute exactly. f16 and bf16 products always use
-/// the matrix units where the device has them (their operands are exact there), with f32
-/// accumulation. Set the precision once, before the products that need it: it applies to
-/// every device of the process.
+/// The default is [`MatmulPrecision::Exact`], as PyTorch's default
+/// `set_float32_matmul_precision("highest")`: f32 products are exact f32 arithmetic, so that
+/// algorithms built on them (Burn's LU decomposition and determinant, iterative solvers)
+/// keep f32 accuracy. [`MatmulPrecision::Tf32`] (PyTorch's `"high"`, burn-cubecl's
+/// behaviour) rounds f32 operands to TF32 (a 10-bit mantissa, relative error about 5e-4 per
+/// operand) on devices with TF32 matrix units (NVIDIA Ampere and later) and multiplies them
+/// on tensor cores with f32 accumulation, several times faster; devices without TF32 units
+/// compute exactly either way. f16 and bf16 products always use the matrix units where the
+/// device has them (their operands are exact there), with f32 accumulation.
+///
+/// Choose it with [`set_matmul_precision`], or with the environment variable
+/// `EX_CUBECL_MATMUL_PRECISION` (`exact` or `tf32`), read at the first matrix product when
+/// `set_matmul_precision` was not called before. It applies to every device of the process
+/// and to every f32 product that runs on matrix units: matmul, convolutions and attention.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MatmulPrecision {
-    /// f32 operands rounded to TF32 on devices with TF32 matrix units; exact elsewhere.
-    #[default]
-    Tf32,
     /// Exact f32 arithmetic (fused multiply-adds on plain units).
+    #[default]
     Exact,
+    /// f32 operands rounded to TF32 on devices with TF32 matrix units; exact elsewhere.
+    Tf32,
 }
 
+/// The environment variable that picks the initial [`MatmulPrecision`].
+pub const MATMUL_PRECISION_ENV: &str = "EX_CUBECL_MATMUL_PRECISION";
+
+/// 0: not chosen yet (read the environment); 1: exact; 2: TF32.
 static PRECISION: AtomicU8 = AtomicU8::new(0);
 
 /// Sets how f32 matrix products are computed from now on (see [`MatmulPrecision`]).
 pub fn set_matmul_precision(precision: MatmulPrecision) {
-    PRECISION.store(precision as u8, Ordering::Relaxed);
+    PRECISION.store(code(precision), Ordering::Relaxed);
 }
 
 /// The current [`MatmulPrecision`].
+///
+/// # Panics
+/// At the first call, when `EX_CUBECL_MATMUL_PRECISION` is set to something other than
+/// `exact` or `tf32`.
 pub fn matmul_precision() -> MatmulPrecision {
     match PRECISION.load(Ordering::Relaxed) {
-        0 => MatmulPrecision::Tf32,
-        _ => MatmulPrecision::Exact,
+        1 => MatmulPrecision::Exact,
+        2 => MatmulPrecision::Tf32,
+        _ => {
+            let chosen = match std::env::var(MATMUL_PRECISION_ENV).as_deref() {
+                Err(_) | Ok("") | Ok("exact") => MatmulPrecision::Exact,
+                Ok("tf32") => MatmulPrecision::Tf32,
+                Ok(other) => panic!(
+                    "ex_cubecl: matmul: {MATMUL_PRECISION_ENV}={other:?} is not a precision (exact or tf32)"
+                ),
+            };
+            // A concurrent `set_matmul_precision` wins over the environment.
+            let _ = PRECISION.compare_exchange(0, code(chosen), Ordering::Relaxed, Ordering::Relaxed);
+            matmul_precision()
+        }
+    }
+}
+
+fn code(precision: MatmulPrecision) -> u8 {
+    match precision {
+        MatmulPrecision::Exact => 1,
+        MatmulPrecision::Tf32 => 2,
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod attention;
 pub mod conv;
 pub mod copy;
+pub mod ctc;
 pub mod cumulative;
 pub mod data;
 pub mod deform_conv;

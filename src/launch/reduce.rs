@@ -4,9 +4,9 @@ use cubecl::prelude::CubeDim;
 use cubecl::Runtime;
 use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit, reduce_split, reduce_split_merge};
 
-use super::check_dim;
+use super::{accumulator_dtype, check_dim};
 use super::copy::into_contiguous;
-use crate::runtime::{Geometry, launch};
+use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// Units per cube when one cube reduces one line.
@@ -56,7 +56,7 @@ fn launch_reduce<R: Runtime>(
         Some(dtype) => CubeTensor::empty(&tensor.client, &tensor.device, out.layout.shape.clone(), dtype),
         None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![1]), DType::U32),
     };
-    let dtypes = [tensor.storage(), out.storage(), indices.storage()];
+    let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
     // One cube per line when lines are long and either few (not enough lines for a unit each)
     // or contiguous (a cube reads a line coalesced; a unit per line would not).
     let contiguous = tensor.layout.strides[dim] == 1;
@@ -108,7 +108,8 @@ pub fn reduce_all<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, out_dtype: DT
 
 /// A reduction of few long lines in two passes: each line is cut into `splits` chunks of at
 /// least `CUBE_SIZE * SPLIT_MIN_PER_UNIT` elements, one cube folds each chunk into a partial
-/// result (value and index, in the input's dtype), and one unit per line merges its partials.
+/// result (value and index, in the accumulator's dtype: f32 for f16 and bf16, whose sums of
+/// many elements overflow long before their means do), and one unit per line merges its partials.
 #[allow(clippy::too_many_arguments)]
 fn launch_split<R: Runtime>(
     name: &str,
@@ -126,7 +127,8 @@ fn launch_split<R: Runtime>(
     let splits = len.div_ceil(chunk);
     let lines = out.num_elements();
     let (client, device) = (&tensor.client, &tensor.device);
-    let partial_values = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), tensor.dtype);
+    let acc = accumulator_dtype(tensor.dtype);
+    let partial_values = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), acc);
     let partial_indices = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), DType::U32);
     let geometry = Geometry::Cubes { count: lines * splits, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
     let (t, pv, pi) = (tensor.clone(), partial_values.clone(), partial_indices.clone());
@@ -135,11 +137,11 @@ fn launch_split<R: Runtime>(
         unsafe {
             reduce_split::launch_unchecked::<R>(
                 client, count, cube_dim, t.as_arg(), pv.as_arg(), pi.as_arg(),
-                t.layout.offset, dim, splits, chunk, op, CUBE_SIZE, t.storage(),
+                t.layout.offset, dim, splits, chunk, op, CUBE_SIZE, [t.storage(), storage_type(acc)],
             )
         }
     });
-    let dtypes = [tensor.storage(), out.storage(), indices.storage()];
+    let dtypes = [storage_type(acc), out.storage(), indices.storage()];
     let (o, idx) = (out.clone(), indices.clone());
     launch(client, name, Geometry::Units(lines), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < lines`; it reads the line's `splits` partials.

@@ -1,4 +1,4 @@
-//! `ModuleOps`: convolutions, pooling, resampling, attention and layer norm on our kernels.
+//! `ModuleOps`: convolutions, pooling, resampling, attention, layer norm and CTC loss on our kernels.
 //! Every spatial rank shares one kernel per family (1-D and 2-D convolutions are lifted to
 //! 3-D, 1-D pooling to 2-D); the backward passes are kernels of their own where a kernel
 //! does better than Burn's composition of tensor ops.
@@ -15,7 +15,7 @@ use cubecl::Runtime;
 use crate::ExCubeclBackend;
 use crate::launch::conv::{ConvSpec, bias_backward, conv, conv_transpose, conv_weight_backward};
 use crate::launch::pool::{self, Window};
-use crate::launch::{attention, deform_conv, interpolate, norm, view};
+use crate::launch::{attention, ctc, deform_conv, interpolate, norm, view};
 
 type T<R> = crate::tensor::CubeTensor<R>;
 
@@ -312,6 +312,25 @@ where
         options: AttentionModuleOptions,
     ) -> T<R> {
         attention::attention(query, key, value, mask, attn_bias, options)
+    }
+
+    fn ctc_loss(log_probs: T<R>, targets: T<R>, input_lengths: T<R>, target_lengths: T<R>, blank: usize) -> T<R> {
+        ctc::ctc_loss(log_probs, targets, input_lengths, target_lengths, blank)
+    }
+
+    fn has_ctc_loss_backward() -> bool {
+        true
+    }
+
+    fn ctc_loss_backward(
+        log_probs: T<R>,
+        targets: T<R>,
+        input_lengths: T<R>,
+        target_lengths: T<R>,
+        grad_loss: T<R>,
+        blank: usize,
+    ) -> T<R> {
+        ctc::ctc_loss_backward(log_probs, targets, input_lengths, target_lengths, grad_loss, blank)
     }
 
     fn layer_norm(tensor: T<R>, gamma: T<R>, beta: Option<T<R>>, epsilon: f64) -> T<R> {

@@ -12,6 +12,7 @@ pub struct DeviceContext;
 impl DeviceContext {
     /// The cubecl client of `device` (cubecl caches one per device).
     pub fn client<R: Runtime>(device: &R::Device) -> ComputeClient<R> {
+        super::device_failure::install_panic_hook();
         R::client(device)
     }
 

@@ -1,11 +1,13 @@
-//! The ExCubecl runtime: device buffers with a dtype, layouts that make views free, a context
-//! per device, the single launcher through which every kernel launch goes, pipelines that
+//! The ExCubecl runtime: device buffers with a dtype, allocations and device-thread failures
+//! that reach the caller, layouts that make views free, a context per device, the single launcher through which every kernel launch goes, pipelines that
 //! capture and replay those launches ([`Pipeline`]), and queues of asynchronous commands
 //! ([`CommandQueue`]).
 
+pub mod alloc;
 mod capture;
 pub mod command_queue;
 mod context;
+mod device_failure;
 mod dtype;
 mod launcher;
 mod layout;
@@ -14,6 +16,7 @@ pub mod pipeline;
 pub use capture::check_host_read;
 pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, CommandQueue, CommandStatus, DEFAULT_RETENTION, Work};
 pub use context::{DeviceContext, next_random_key};
+pub use device_failure::{install_panic_hook, on_device_thread, take_device_failure};
 pub use dtype::{dtype_usage, elem_size, storage_type};
 pub use launcher::{Geometry, launch, launch_count};
 pub use layout::Layout;

@@ -1,0 +1,70 @@
+//! Device allocations that fail where they are asked for, never later and silently.
+//!
+//! cubecl reserves memory on its device thread, after `empty` or `create` have returned, and a
+//! failure there (a buffer larger than the device can bind, memory the device doesn't have)
+//! is only logged: the handle is left unbound and later reads return zeros. So every
+//! allocation of the backend goes through here: sizes beyond the largest buffer the device
+//! takes (cubecl's `max_page_size`: the binding limit on wgpu, a quarter of the memory on
+//! CUDA) are refused at once, naming the size and the limit, and large allocations are
+//! confirmed with the device before the tensor is handed out.
+use burn_backend::{DType, Shape};
+use cubecl::Runtime;
+use cubecl::prelude::ComputeClient;
+use cubecl::server::Handle;
+
+/// Allocations of at least this many bytes wait for the device to confirm them (a round trip
+/// to the device thread, small next to the cost of such a buffer).
+pub const CONFIRM_BYTES: usize = 32 << 20;
+
+/// The bytes of `shape` elements of `dtype` (at least one word: zero-sized buffers are not
+/// allowed by every runtime).
+///
+/// # Panics
+/// When the size overflows `usize`, or exceeds the largest buffer the device takes.
+pub fn checked_bytes<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Shape, dtype: DType) -> usize {
+    let elem = super::elem_size(dtype);
+    let limit = client.properties().memory.max_page_size;
+    let bytes = shape.iter().try_fold(elem, |acc, &d| acc.checked_mul(d));
+    match bytes {
+        Some(b) if (b as u64) <= limit => b.max(4),
+        _ => panic!(
+            "ex_cubecl: {op}: a tensor of shape {:?} and dtype {dtype:?} needs {} bytes, more than the \
+             largest buffer the device takes ({limit} bytes)",
+            shape.to_vec(),
+            bytes.map_or_else(|| "over 2^64".to_string(), |b| b.to_string()),
+        ),
+    }
+}
+
+/// An uninitialised buffer for `shape` elements of `dtype`.
+///
+/// # Panics
+/// See [`checked_bytes`]; and when the device fails to reserve a large buffer.
+pub fn empty<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Shape, dtype: DType) -> Handle {
+    let bytes = checked_bytes(client, op, shape, dtype);
+    confirm(client, op, client.empty(bytes), bytes, shape, dtype)
+}
+
+/// A buffer holding `bytes` (the device layout of `shape` elements of `dtype`).
+///
+/// # Panics
+/// See [`empty`].
+pub fn upload<R: Runtime>(client: &ComputeClient<R>, op: &str, mut bytes: Vec<u8>, shape: &Shape, dtype: DType) -> Handle {
+    let size = checked_bytes(client, op, shape, dtype);
+    bytes.resize(size.max(bytes.len()), 0);
+    confirm(client, op, client.create_from_slice(&bytes), size, shape, dtype)
+}
+
+/// Waits for the device to bind a large buffer; a buffer it could not reserve is an error here.
+fn confirm<R: Runtime>(client: &ComputeClient<R>, op: &str, handle: Handle, bytes: usize, shape: &Shape, dtype: DType) -> Handle {
+    if bytes >= CONFIRM_BYTES
+        && let Err(e) = client.get_resource(handle.clone())
+    {
+        panic!(
+            "ex_cubecl: {op}: the device could not allocate {bytes} bytes for a tensor of shape {:?} and \
+             dtype {dtype:?}: {e}",
+            shape.to_vec()
+        );
+    }
+    handle
+}
