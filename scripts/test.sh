@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: unit tests of the runtime and the conformance suite against burn-ndarray, on
-# wgpu (lavapipe on machines without a GPU). Each suite prints how many op x dtype x case
+# wgpu (lavapipe on machines without a GPU), then the ExUnit suite of the Elixir package
+# `nif/ex_cubecl` over the NIF. Each conformance suite prints how many op x dtype x case
 # combinations it checked; the total comes last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,3 +12,8 @@ cargo test --locked -- --nocapture --test-threads 2 2>&1 | grep -v "XDG_RUNTIME_
 sed -n 's/^conformance\[.*\]: \([0-9]*\) op x dtype x case combinations checked, \([0-9]*\) failed$/\1 \2/p' "$log" |
     awk '{ total += $1; failed += $2 }
          END { printf "conformance: %d op x dtype x case combinations checked in all, %d failed\n", total, failed }'
+
+# The Elixir package: Debian's elixir is enough (it has no Hex dependencies); its Mix
+# compiler builds the NIF crate in the same cargo target directory.
+source scripts/setup_elixir.sh
+(cd nif/ex_cubecl && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")

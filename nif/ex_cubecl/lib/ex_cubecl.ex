@@ -1,0 +1,369 @@
+defmodule ExCubecl do
+  @moduledoc """
+  ExCubecl from Elixir: buffers on a GPU (or Mesa's lavapipe), every kernel of the backend
+  by name, devices and memory.
+
+  Every function returns `{:ok, value}` or `{:error, %ExCubecl.Error{}}`; the bang forms
+  return the value or raise `ExCubecl.Error`, whose message starts with the operation. Bad
+  input never crashes the VM: it is checked here and in the NIF, and a panic in Rust is
+  caught there.
+
+      iex> a = ExCubecl.buffer!([1.0, 2.0, 3.0], [3], :f32)
+      iex> b = ExCubecl.buffer!([10.0, 20.0, 30.0], [3], :f32)
+      iex> [c] = ExCubecl.run_kernel!(:add, [a, b])
+      iex> ExCubecl.to_list!(c)
+      [11.0, 22.0, 33.0]
+
+  ## Devices
+
+  A device is a string: `"cuda:0"`, `"wgpu"` (wgpu's default adapter), `"wgpu:discrete:0"`,
+  `"wgpu:integrated:0"`, `"wgpu:cpu"` (lavapipe). The default is the first of `devices/0`
+  (CUDA, then a hardware Vulkan or Metal adapter, then lavapipe), overridden by the
+  application env (`config :ex_cubecl, device: "wgpu"`) or the environment variable
+  `EX_CUBECL_DEVICE`. Functions that make tensors from nothing take a `:device` option.
+  """
+  alias ExCubecl.{Buffer, Error, Host, Native}
+
+  @typedoc "Element types: Nx's names, and `:bool`."
+  @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :bool
+  @type result(t) :: {:ok, t} | {:error, Error.t()}
+
+  @dtypes [:f32, :f16, :bf16, :f64, :s8, :s16, :s32, :s64, :u8, :u16, :u32, :bool]
+
+  # ---------------------------------------------------------------------------------------
+  # Buffers
+
+  @doc """
+  A buffer of `shape` and `dtype` from a binary (the dtype's native layout; bools one byte
+  each) or a flat list of numbers (`:nan`, `:infinity`, `:neg_infinity` for floats; `true`
+  and `false` for bools). Options: `:device`.
+
+      iex> {:ok, b} = ExCubecl.buffer(<<1::32-native, 2::32-native>>, [2], :s32)
+      iex> ExCubecl.shape(b)
+      [2]
+  """
+  @spec buffer(binary() | list(), [non_neg_integer()], dtype(), keyword()) :: result(Buffer.t())
+  def buffer(data, shape, dtype, opts \\ []) do
+    with :ok <- check_dtype("buffer", dtype),
+         :ok <- check_shape("buffer", shape),
+         {:ok, device} <- device_opt("buffer", opts),
+         {:ok, binary} <- host_binary(data, dtype),
+         {:ok, ref} <- Native.buffer(binary, shape, Atom.to_string(dtype), device) do
+      wrap(ref)
+    else
+      error -> error(error)
+    end
+  end
+
+  @doc "As `buffer/4`, raising `ExCubecl.Error`. `ExCubecl.buffer!([1, 2], [2], :s32)`"
+  @spec buffer!(binary() | list(), [non_neg_integer()], dtype(), keyword()) :: Buffer.t()
+  def buffer!(data, shape, dtype, opts \\ []), do: bang(buffer(data, shape, dtype, opts))
+
+  @doc """
+  The buffer's bytes (its dtype's native layout; bools one byte each).
+
+      iex> ExCubecl.read(ExCubecl.buffer!([7], [1], :u8))
+      {:ok, <<7>>}
+  """
+  @spec read(Buffer.t()) :: result(binary())
+  def read(buffer), do: with_ref("read", buffer, &Native.read/1)
+
+  @doc "As `read/1`, raising. `ExCubecl.read!(ExCubecl.buffer!([7], [1], :u8)) #=> <<7>>`"
+  @spec read!(Buffer.t()) :: binary()
+  def read!(buffer), do: bang(read(buffer))
+
+  @doc """
+  The buffer's values as a flat list (NaN and infinities as atoms).
+
+      iex> ExCubecl.to_list(ExCubecl.buffer!([1.5, :nan], [2], :f32))
+      {:ok, [1.5, :nan]}
+  """
+  @spec to_list(Buffer.t()) :: result(list())
+  def to_list(%Buffer{dtype: dtype} = buffer) do
+    with {:ok, bin} <- read(buffer), do: {:ok, Host.decode(bin, dtype)}
+  end
+
+  def to_list(other), do: not_a_buffer("to_list", other)
+
+  @doc "As `to_list/1`, raising. `ExCubecl.to_list!(ExCubecl.buffer!([1, 2], [2], :s64)) #=> [1, 2]`"
+  @spec to_list!(Buffer.t()) :: list()
+  def to_list!(buffer), do: bang(to_list(buffer))
+
+  @doc "The shape. `ExCubecl.shape(ExCubecl.buffer!([1, 2, 3, 4], [2, 2], :s32)) #=> [2, 2]`"
+  @spec shape(Buffer.t()) :: [non_neg_integer()]
+  def shape(%Buffer{shape: shape}), do: shape
+
+  @doc "The dtype. `ExCubecl.dtype(ExCubecl.buffer!([1], [1], :f16)) #=> :f16`"
+  @spec dtype(Buffer.t()) :: dtype()
+  def dtype(%Buffer{dtype: dtype}), do: dtype
+
+  @doc "The number of elements. `ExCubecl.size(ExCubecl.buffer!([1, 2, 3, 4], [2, 2], :s32)) #=> 4`"
+  @spec size(Buffer.t()) :: non_neg_integer()
+  def size(%Buffer{shape: shape}), do: Enum.reduce(shape, 1, &(&1 * &2))
+
+  @doc """
+  Frees the buffer's device memory now (the garbage collector does it otherwise). Later use
+  of the buffer is an error; freeing twice gives `{:ok, false}`.
+
+      iex> b = ExCubecl.buffer!([1.0], [1], :f32)
+      iex> ExCubecl.free(b)
+      {:ok, true}
+      iex> {:error, %ExCubecl.Error{op: "read", reason: "the tensor was freed"}} = ExCubecl.read(b)
+  """
+  @spec free(Buffer.t()) :: result(boolean())
+  def free(buffer), do: with_ref("free", buffer, &Native.free/1)
+
+  # ---------------------------------------------------------------------------------------
+  # Kernels
+
+  @doc """
+  Runs the kernel `name` (an atom or string; see `kernels/0`) on `inputs` (buffers on one
+  device) with keyword `opts`, giving its output buffers. Kernels without inputs (`:zeros`,
+  `:random_uniform`, ...) take a `:device` option.
+
+      iex> x = ExCubecl.buffer!([3.0, 1.0, 2.0], [3], :f32)
+      iex> {:ok, [sorted]} = ExCubecl.run_kernel(:sort, [x], axis: 0)
+      iex> ExCubecl.to_list!(sorted)
+      [1.0, 2.0, 3.0]
+  """
+  @spec run_kernel(atom() | String.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
+  def run_kernel(name, inputs, opts \\ []) do
+    op = if is_atom(name) or is_binary(name), do: to_string(name), else: "run_kernel"
+
+    with :ok <- check_name(op, name),
+         {:ok, refs} <- refs(op, inputs),
+         :ok <- check_opts(op, opts),
+         {device_opt, kernel_opts} = Keyword.split(opts, [:device]),
+         {:ok, device} <- device_opt(op, device_opt),
+         {:ok, outs} <- Native.run_kernel(op, refs, kernel_opts, device) do
+      wrap_all(outs)
+    else
+      error -> error(error)
+    end
+  end
+
+  @doc "As `run_kernel/3`, raising. `[y] = ExCubecl.run_kernel!(:exp, [x])`"
+  @spec run_kernel!(atom() | String.t(), [Buffer.t()], keyword()) :: [Buffer.t()]
+  def run_kernel!(name, inputs, opts \\ []), do: bang(run_kernel(name, inputs, opts))
+
+  @doc """
+  Every kernel: `%{name: atom, inputs: description, options: description}`.
+
+      iex> Enum.find(ExCubecl.kernels(), &(&1.name == :matmul)).inputs
+      "a, b (float | int)"
+  """
+  @spec kernels() :: [%{name: atom(), inputs: String.t(), options: String.t()}]
+  def kernels do
+    for {name, inputs, options} <- Native.kernels(),
+        do: %{name: String.to_atom(name), inputs: inputs, options: options}
+  end
+
+  # ---------------------------------------------------------------------------------------
+  # Devices
+
+  @doc """
+  The devices of this machine that this build can use, best first:
+  `%{device: spec, name: adapter, kind: :gpu | :cpu, api: "cuda" | "vulkan" | ...}`.
+
+      iex> [%{device: _, kind: _} | _] = ExCubecl.devices()
+  """
+  @spec devices() :: [map()]
+  def devices do
+    case Native.devices() do
+      {:ok, list} -> for {spec, name, kind, api} <- list, do: %{device: spec, name: name, kind: String.to_atom(kind), api: api}
+      {:error, _} -> []
+    end
+  end
+
+  @doc """
+  The default device: `config :ex_cubecl, device: ...`, else `EX_CUBECL_DEVICE`, else the
+  first of `devices/0`.
+
+      iex> is_binary(ExCubecl.default_device())
+      true
+  """
+  @spec default_device() :: String.t()
+  def default_device do
+    Application.get_env(:ex_cubecl, :device) || System.get_env("EX_CUBECL_DEVICE") || probed_default()
+  end
+
+  defp probed_default do
+    case :persistent_term.get({__MODULE__, :default_device}, nil) do
+      nil ->
+        device = bang(Native.default_device())
+        :persistent_term.put({__MODULE__, :default_device}, device)
+        device
+
+      device ->
+        device
+    end
+  end
+
+  @doc "The default device with its adapter: `%{device:, name:, kind:, api:, runtimes:}`. `ExCubecl.device_info()`"
+  @spec device_info() :: map()
+  def device_info do
+    device = default_device()
+    entry = Enum.find(devices(), %{device: device, name: device, kind: :unknown, api: "unknown"}, &(&1.device == device))
+    Map.put(entry, :runtimes, available_backends())
+  end
+
+  @doc "How many devices `devices/0` lists. `ExCubecl.device_count() >= 1`"
+  @spec device_count() :: non_neg_integer()
+  def device_count, do: length(devices())
+
+  @doc "The runtimes compiled into the NIF: `[:cuda, :wgpu]`, `[:wgpu]`, ... `ExCubecl.available_backends()`"
+  @spec available_backends() :: [atom()]
+  def available_backends, do: Enum.map(Native.runtimes(), &String.to_atom/1)
+
+  @doc "Whether a CUDA GPU is usable. `ExCubecl.cuda_available?()`"
+  @spec cuda_available?() :: boolean()
+  def cuda_available?, do: Enum.any?(devices(), &(&1.api == "cuda"))
+
+  @doc "Whether the default device is a hardware GPU (not lavapipe). `ExCubecl.gpu?()`"
+  @spec gpu?() :: boolean()
+  def gpu?, do: device_info().kind == :gpu
+
+  @doc """
+  Memory of the default device's pools (options: `:device`):
+  `%{bytes_in_use:, bytes_reserved:, allocations:}`.
+
+      iex> {:ok, %{bytes_in_use: _, bytes_reserved: _}} = ExCubecl.memory_info()
+  """
+  @spec memory_info(keyword()) :: result(map())
+  def memory_info(opts \\ []) do
+    with {:ok, device} <- device_opt("memory_info", opts),
+         {:ok, {in_use, reserved, allocs}} <- Native.memory_info(device) do
+      {:ok, %{bytes_in_use: in_use, bytes_reserved: reserved, allocations: allocs}}
+    else
+      error -> error(error)
+    end
+  end
+
+  @doc "The dtypes the default device (or `:device`) stores and computes. `:f32 in ExCubecl.supported_dtypes()`"
+  @spec supported_dtypes(keyword()) :: [dtype()]
+  def supported_dtypes(opts \\ []) do
+    {:ok, device} = device_opt("supported_dtypes", opts)
+    device |> Native.supported_dtypes() |> bang() |> Enum.map(&String.to_atom/1)
+  end
+
+  @doc """
+  Waits until the device (default or `:device`) has run every queued kernel; an error when
+  it failed.
+
+      iex> ExCubecl.synchronize()
+      :ok
+  """
+  @spec synchronize(keyword()) :: :ok | {:error, Error.t()}
+  def synchronize(opts \\ []) do
+    with {:ok, device} <- device_opt("synchronize", opts),
+         {:ok, true} <- Native.synchronize(device) do
+      :ok
+    else
+      error -> error(error)
+    end
+  end
+
+  @doc "The package version. `ExCubecl.version() #=> \"0.1.0\"`"
+  @spec version() :: String.t()
+  def version, do: to_string(Application.spec(:ex_cubecl, :vsn) || "0.1.0")
+
+  # ---------------------------------------------------------------------------------------
+  # Helpers
+
+  @doc false
+  def wrap(ref) do
+    case Buffer.wrap(ref) do
+      %Buffer{} = b -> {:ok, b}
+      error -> error(error)
+    end
+  end
+
+  defp wrap_all(refs) do
+    Enum.reduce_while(refs, {:ok, []}, fn ref, {:ok, acc} ->
+      case wrap(ref) do
+        {:ok, b} -> {:cont, {:ok, [b | acc]}}
+        error -> {:halt, error}
+      end
+    end)
+    |> case do
+      {:ok, list} -> {:ok, Enum.reverse(list)}
+      error -> error
+    end
+  end
+
+  @doc false
+  def refs(op, inputs) when is_list(inputs) do
+    Enum.reduce_while(inputs, {:ok, []}, fn
+      %Buffer{ref: ref}, {:ok, acc} when is_reference(ref) -> {:cont, {:ok, [ref | acc]}}
+      other, _ -> {:halt, {:error, Error.new(op, "inputs must be ExCubecl buffers", inspect(other, limit: 5))}}
+    end)
+    |> case do
+      {:ok, refs} -> {:ok, Enum.reverse(refs)}
+      error -> error
+    end
+  end
+
+  def refs(op, other), do: {:error, Error.new(op, "inputs must be a list of buffers", inspect(other, limit: 5))}
+
+  defp with_ref(_op, %Buffer{ref: ref}, fun) when is_reference(ref) do
+    case fun.(ref) do
+      {:ok, value} -> {:ok, value}
+      error -> error(error)
+    end
+  end
+
+  defp with_ref(op, other, _fun), do: not_a_buffer(op, other)
+
+  defp not_a_buffer(op, other), do: {:error, Error.new(op, "expects an ExCubecl buffer", inspect(other, limit: 5))}
+
+  defp host_binary(data, _dtype) when is_binary(data), do: {:ok, data}
+
+  defp host_binary(data, dtype) when is_list(data) do
+    case Host.encode(List.flatten(data), dtype) do
+      {:ok, bin} -> {:ok, bin}
+      {:error, why} -> {:error, Error.new("buffer", why, "dtype #{dtype}")}
+    end
+  end
+
+  defp host_binary(data, _dtype), do: {:error, Error.new("buffer", "data must be a binary or a list of numbers", inspect(data, limit: 5))}
+
+  defp check_dtype(_op, dtype) when dtype in @dtypes, do: :ok
+
+  defp check_dtype(op, dtype),
+    do: {:error, Error.new(op, "unknown dtype #{inspect(dtype)}", "dtypes: #{Enum.map_join(@dtypes, ", ", &inspect/1)}")}
+
+  defp check_shape(op, shape) do
+    if is_list(shape) and Enum.all?(shape, &(is_integer(&1) and &1 >= 0 and &1 < 4_611_686_018_427_387_904)) do
+      :ok
+    else
+      {:error, Error.new(op, "a shape is a list of non-negative integers", inspect(shape, limit: 10))}
+    end
+  end
+
+  defp check_name(_op, name) when is_atom(name) or is_binary(name), do: :ok
+  defp check_name(op, name), do: {:error, Error.new(op, "a kernel name is an atom or a string", inspect(name))}
+
+  defp check_opts(op, opts) do
+    if Keyword.keyword?(opts), do: :ok, else: {:error, Error.new(op, "options must be a keyword list", inspect(opts, limit: 5))}
+  end
+
+  defp device_opt(op, opts) do
+    case Keyword.get(opts, :device) do
+      nil -> {:ok, default_device()}
+      d when is_binary(d) -> {:ok, d}
+      d when is_atom(d) -> {:ok, Atom.to_string(d)}
+      {runtime, index} when is_atom(runtime) and is_integer(index) -> {:ok, "#{runtime}:#{index}"}
+      other -> {:error, Error.new(op, "a device is a string such as \"cuda:0\" or \"wgpu\"", inspect(other))}
+    end
+  end
+
+  defp error({:error, %Error{} = e}), do: {:error, e}
+  defp error({:error, %{op: _, reason: _, details: _} = e}), do: {:error, Error.from(e)}
+  defp error({:error, other}), do: {:error, Error.new("ex_cubecl", inspect(other), "")}
+  defp error(other), do: {:error, Error.new("ex_cubecl", "unexpected result #{inspect(other, limit: 5)}", "")}
+
+  @doc false
+  def bang({:ok, value}), do: value
+  def bang({:error, %Error{} = e}), do: raise(e)
+  def bang(other), do: other |> error() |> bang()
+end

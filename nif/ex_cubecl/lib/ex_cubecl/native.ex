@@ -1,0 +1,41 @@
+defmodule ExCubecl.Native do
+  @moduledoc """
+  The NIF stubs of ExCubecl's one native library (`native/ex_cubecl_nif`).
+
+  Every function returns `{:ok, value}` or `{:error, %{op: op, reason: reason, details: details}}`
+  (a panic in Rust is caught and becomes such an error). Call `ExCubecl` instead: it checks
+  terms before they reach the NIF and raises `ExCubecl.Error` from its bang forms.
+
+  Scheduling: the NIFs that launch kernels (`buffer/4`, `run_kernel/4`) run on dirty CPU
+  schedulers, those that wait for the device (`read/1`, `synchronize/1`, `memory_info/1`,
+  `supported_dtypes/1`, `devices/0`, `default_device/0`) on dirty IO schedulers. The metadata
+  NIFs (`shape/1`, `dtype/1`, `device/1`, `free/1`, `kernels/0`, `runtimes/0`) touch no device
+  and stay on normal schedulers: `bench/call_overhead.exs` measures them in microseconds
+  (8 µs for `shape/1` in a debug build on lavapipe), far under the ~1 ms a normal scheduler
+  may be held.
+  """
+  @on_load :load_nif
+
+  @doc false
+  def load_nif do
+    path = :filename.join(:code.priv_dir(:ex_cubecl), ~c"libex_cubecl_nif")
+    :erlang.load_nif(path, 0)
+  end
+
+  defp err, do: :erlang.nif_error(:nif_not_loaded)
+
+  def devices, do: err()
+  def default_device, do: err()
+  def runtimes, do: err()
+  def buffer(_data, _shape, _dtype, _device), do: err()
+  def read(_tensor), do: err()
+  def shape(_tensor), do: err()
+  def dtype(_tensor), do: err()
+  def device(_tensor), do: err()
+  def free(_tensor), do: err()
+  def kernels, do: err()
+  def run_kernel(_name, _inputs, _opts, _device), do: err()
+  def synchronize(_device), do: err()
+  def memory_info(_device), do: err()
+  def supported_dtypes(_device), do: err()
+end

@@ -1,0 +1,275 @@
+//! Pipelines from Elixir: a list of kernels over slots (the pipeline's inputs and earlier
+//! steps' outputs), captured with the backend's `Pipeline` on the first run and replayed in
+//! one NIF call on every run after it.
+//!
+//! The first run fixes the input shapes and dtypes and the outputs asked for; later runs
+//! must match them (the backend's pipeline refuses other inputs, naming the input and both
+//! shapes). Steps added after the first run are refused.
+use std::sync::{Arc, Mutex};
+
+use ex_cubecl::ExCubeclBackend;
+use ex_cubecl::cubecl::Runtime;
+use ex_cubecl::runtime::Pipeline;
+use ex_cubecl::tensor::CubeTensor;
+use rustler::{Resource, ResourceArc};
+
+use crate::device::Dev;
+use crate::error::{NifError, NifResult};
+use crate::opts::Opts;
+use crate::tensor::{AnyPrim, Prim};
+
+/// Where a step's input comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// The pipeline's input `i`.
+    Input(usize),
+    /// Output `k` of step `s`.
+    Step(usize, usize),
+}
+
+/// One kernel of a pipeline.
+#[derive(Clone, Debug)]
+pub struct Step {
+    pub kernel: String,
+    pub inputs: Vec<Slot>,
+    pub opts: Opts,
+}
+
+/// The kind of a primitive (the backend has one primitive type for all three).
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Float,
+    Int,
+    Bool,
+}
+
+/// A captured pipeline of one runtime, with the kinds of its outputs.
+struct Captured<R: Runtime> {
+    pipeline: Arc<Pipeline<R>>,
+    outputs: Vec<Slot>,
+    kinds: Vec<Kind>,
+}
+
+enum Compiled {
+    #[cfg(feature = "wgpu")]
+    Wgpu(Captured<ex_cubecl::cubecl::wgpu::WgpuRuntime>),
+    #[cfg(feature = "cuda")]
+    Cuda(Captured<ex_cubecl::cubecl::cuda::CudaRuntime>),
+}
+
+struct Plan {
+    steps: Vec<Step>,
+    compiled: Option<Compiled>,
+    freed: bool,
+}
+
+/// The NIF resource of a pipeline.
+pub struct PipelineRes {
+    plan: Mutex<Plan>,
+}
+
+#[rustler::resource_impl]
+impl Resource for PipelineRes {}
+
+pub type PipelineRef = ResourceArc<PipelineRes>;
+
+/// A new, empty pipeline.
+pub fn new() -> PipelineRef {
+    ResourceArc::new(PipelineRes { plan: Mutex::new(Plan { steps: Vec::new(), compiled: None, freed: false }) })
+}
+
+impl PipelineRes {
+    fn lock(&self, op: &str) -> NifResult<std::sync::MutexGuard<'_, Plan>> {
+        let plan = self.plan.lock().unwrap_or_else(|e| e.into_inner());
+        if plan.freed {
+            return Err(NifError::new(op, "the pipeline was freed", "pipeline_free/1 was called on it before"));
+        }
+        Ok(plan)
+    }
+
+    /// Adds a step; gives its index. Its slots must name earlier steps.
+    pub fn add(&self, step: Step) -> NifResult<usize> {
+        let op = "pipeline_add";
+        let mut plan = self.lock(op)?;
+        if plan.compiled.is_some() {
+            return Err(NifError::new(op, "the pipeline has run: its steps are fixed", format!("{} steps", plan.steps.len())));
+        }
+        crate::ops::kernel(&step.kernel).map_err(|e| NifError::new(op, e.reason, e.details))?;
+        let n = plan.steps.len();
+        if let Some(bad) = step.inputs.iter().find(|s| matches!(s, Slot::Step(i, _) if *i >= n)) {
+            return Err(NifError::new(op, format!("slot {bad:?} names a step that comes later"), format!("step {n} ({})", step.kernel)));
+        }
+        plan.steps.push(step);
+        Ok(n)
+    }
+
+    /// Frees the captured launches and their buffers; `false` when freed before.
+    pub fn free(&self) -> bool {
+        let mut plan = self.plan.lock().unwrap_or_else(|e| e.into_inner());
+        let was = !plan.freed;
+        plan.freed = true;
+        plan.steps.clear();
+        plan.compiled = None;
+        was
+    }
+
+    /// Runs the pipeline on `inputs`, giving the outputs at `outputs`.
+    pub fn run(&self, inputs: Vec<AnyPrim>, outputs: Vec<Slot>) -> NifResult<Vec<AnyPrim>> {
+        let op = "pipeline_run";
+        let mut plan = self.lock(op)?;
+        if plan.steps.is_empty() {
+            return Err(NifError::new(op, "the pipeline has no steps", "add kernels with pipeline_add first"));
+        }
+        let device = inputs.first().map(AnyPrim::device).ok_or_else(|| NifError::new(op, "needs at least one input", ""))?;
+        macro_rules! go {
+            ($variant:ident, $R:ty, $d:expr) => {{
+                let cubes = inputs
+                    .into_iter()
+                    .map(|p| match p {
+                        AnyPrim::$variant(p) => Ok(crate::tensor::to_inner(p)),
+                        #[allow(unreachable_patterns)]
+                        other => Err(NifError::new(op, "the inputs are on different devices", other.describe())),
+                    })
+                    .collect::<NifResult<Vec<_>>>()?;
+                match &plan.compiled {
+                    None => {
+                        let (captured, outs) = capture::<$R>($d, &plan.steps, cubes, outputs)?;
+                        plan.compiled = Some(Compiled::$variant(captured));
+                        Ok(outs.into_iter().map(|p| AnyPrim::$variant(crate::tensor::from_inner(p))).collect())
+                    }
+                    #[allow(unreachable_patterns)]
+                    Some(Compiled::$variant(c)) => Ok(replay::<$R>(c, cubes, &outputs)?.into_iter().map(|p| AnyPrim::$variant(crate::tensor::from_inner(p))).collect()),
+                    #[allow(unreachable_patterns)]
+                    Some(_) => Err(NifError::new(op, "the pipeline was captured on another runtime", device.spec())),
+                }
+            }};
+        }
+        match &device {
+            #[cfg(feature = "wgpu")]
+            Dev::Wgpu(d) => go!(Wgpu, ex_cubecl::cubecl::wgpu::WgpuRuntime, d),
+            #[cfg(feature = "cuda")]
+            Dev::Cuda(d) => go!(Cuda, ex_cubecl::cubecl::cuda::CudaRuntime, d),
+        }
+    }
+
+    /// The captured pipeline of `R` and the inputs it expects, for asynchronous replays.
+    pub fn replay_work(&self, inputs: Vec<AnyPrim>) -> NifResult<crate::command::Replay> {
+        let op = "submit";
+        let plan = self.lock(op)?;
+        match (&plan.compiled, inputs.first()) {
+            #[cfg(feature = "wgpu")]
+            (Some(Compiled::Wgpu(c)), Some(AnyPrim::Wgpu(_))) => Ok(crate::command::Replay::Wgpu(
+                c.pipeline.clone(),
+                inputs.into_iter().map(|p| match p {
+                    AnyPrim::Wgpu(p) => Ok(into_cube(crate::tensor::to_inner(p)).0),
+                    #[allow(unreachable_patterns)]
+                    other => Err(NifError::new(op, "the inputs are on different devices", other.describe())),
+                }).collect::<NifResult<_>>()?,
+                codes(&c.kinds),
+            )),
+            #[cfg(feature = "cuda")]
+            (Some(Compiled::Cuda(c)), Some(AnyPrim::Cuda(_))) => Ok(crate::command::Replay::Cuda(
+                c.pipeline.clone(),
+                inputs.into_iter().map(|p| match p {
+                    AnyPrim::Cuda(p) => Ok(into_cube(crate::tensor::to_inner(p)).0),
+                    #[allow(unreachable_patterns)]
+                    other => Err(NifError::new(op, "the inputs are on different devices", other.describe())),
+                }).collect::<NifResult<_>>()?,
+                codes(&c.kinds),
+            )),
+            (None, _) => Err(NifError::new(op, "the pipeline has not run yet", "run it once with pipeline_run to capture it")),
+            _ => Err(NifError::new(op, "the inputs are not on the pipeline's device", "")),
+        }
+    }
+}
+
+pub type Inner<R> = ExCubeclBackend<R>;
+
+fn codes(kinds: &[Kind]) -> Vec<u8> {
+    kinds.iter().map(|k| matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8).collect()
+}
+
+fn into_cube<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, Kind) {
+    match p {
+        Prim::Float(t) => (t, Kind::Float),
+        Prim::Int(t) => (t, Kind::Int),
+        Prim::Bool(t) => (t, Kind::Bool),
+    }
+}
+
+fn from_cube<R: Runtime>(t: CubeTensor<R>, kind: Kind) -> Prim<Inner<R>> {
+    match kind {
+        Kind::Float => Prim::Float(t),
+        Kind::Int => Prim::Int(t),
+        Kind::Bool => Prim::Bool(t),
+    }
+}
+
+/// The kind code of `p` (see [`from_code`]) and its tensor.
+pub fn to_code<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, u8) {
+    let (t, k) = into_cube(p);
+    (t, matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8)
+}
+
+/// A kind code of a command's outputs: 0 int, 1 float, 2 bool.
+pub fn from_code<R: Runtime>(t: CubeTensor<R>, code: u8) -> Prim<Inner<R>> {
+    from_cube(t, match code {
+        1 => Kind::Float,
+        2 => Kind::Bool,
+        _ => Kind::Int,
+    })
+}
+
+/// Runs `steps` on `inputs`, giving the values at `outputs`.
+pub fn run_steps<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>> {
+    let max_bytes = R::client(device).properties().memory.max_page_size;
+    let mut values: Vec<Vec<Prim<Inner<R>>>> = Vec::with_capacity(steps.len());
+    let get = |values: &Vec<Vec<Prim<Inner<R>>>>, slot: &Slot| -> NifResult<Prim<Inner<R>>> {
+        match *slot {
+            Slot::Input(i) => inputs.get(i).cloned(),
+            Slot::Step(s, k) => values.get(s).and_then(|v| v.get(k)).cloned(),
+        }
+        .ok_or_else(|| NifError::new("pipeline_run", format!("slot {slot:?} has no value"), format!("{} inputs", inputs.len())))
+    };
+    for (n, step) in steps.iter().enumerate() {
+        let args = step.inputs.iter().map(|s| get(&values, s)).collect::<NifResult<Vec<_>>>()?;
+        let out = crate::ops::run::<Inner<R>>(&step.kernel, args, &step.opts, device, max_bytes)
+            .map_err(|e| NifError::new("pipeline_run", format!("step {n} ({}): {}", step.kernel, e.reason), e.details))?;
+        values.push(out);
+    }
+    outputs.iter().map(|s| get(&values, s)).collect()
+}
+
+fn capture<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: Vec<Slot>) -> NifResult<(Captured<R>, Vec<Prim<Inner<R>>>)> {
+    let (cubes, kinds): (Vec<_>, Vec<_>) = inputs.into_iter().map(into_cube).unzip();
+    let mut failure = None;
+    let mut out_kinds = Vec::new();
+    let (pipeline, fresh) = Pipeline::capture_with_outputs(device, &cubes, |seen| {
+        let prims = seen.into_iter().zip(&kinds).map(|(t, k)| from_cube(t, *k)).collect();
+        match run_steps::<R>(device, steps, prims, &outputs) {
+            Ok(outs) => outs.into_iter().map(into_cube).map(|(t, k)| {
+                out_kinds.push(k);
+                t
+            }).collect(),
+            Err(e) => {
+                failure = Some(e);
+                Vec::new()
+            }
+        }
+    })
+    .map_err(|e| NifError::new("pipeline_run", format!("capture failed: {e}"), format!("{} steps", steps.len())))?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let outs = fresh.into_iter().zip(&out_kinds).map(|(t, k)| from_cube(t, *k)).collect();
+    Ok((Captured { pipeline: Arc::new(pipeline), outputs, kinds: out_kinds }, outs))
+}
+
+fn replay<R: Runtime>(c: &Captured<R>, inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>> {
+    if outputs != c.outputs.as_slice() {
+        return Err(NifError::new("pipeline_run", "the outputs differ from those of the first run", format!("asked {outputs:?}, captured {:?}", c.outputs)));
+    }
+    let cubes: Vec<CubeTensor<R>> = inputs.into_iter().map(|p| into_cube(p).0).collect();
+    let outs = c.pipeline.run(&cubes).map_err(|e| NifError::new("pipeline_run", e.to_string(), "replay refused"))?;
+    Ok(outs.into_iter().zip(&c.kinds).map(|(t, k)| from_cube(t, *k)).collect())
+}
