@@ -1,15 +1,15 @@
-//! CTC loss: the alpha and beta recursions in one kernel (`ex_cubecl_kernels::ctc`), in f32
+//! CTC loss: the alpha and beta recursions (`ex_cubecl_kernels::ctc`, a launch per time step), in f32
 //! whatever the input's float dtype, and the gradient composed from them by Burn's own
 //! `ctc_grad_from_alpha_beta_default`.
 //!
 //! Burn's default decomposition runs the recursion as a chain of tensor ops per time step in
 //! the input's dtype; in f16 or bf16 its sums of log-probabilities lose a unit in the third
 //! digit per step (gradient errors of 5e-2 after a dozen steps). Here the recursions run in
-//! f32 in one launch, and only the results are rounded to the input's dtype.
+//! f32, and only the results are rounded to the input's dtype.
 use burn_backend::ops::ctc::ctc_grad_from_alpha_beta_default;
 use burn_backend::{DType, DeviceOps, Shape};
 use cubecl::Runtime;
-use ex_cubecl_kernels::ctc::ctc_alpha_beta;
+use ex_cubecl_kernels::ctc::{ctc_alpha_step, ctc_beta_step, ctc_nll};
 
 use super::copy::{cast, into_contiguous};
 use crate::ExCubeclBackend;
@@ -90,16 +90,29 @@ fn recursions<R: Runtime>(
     let alpha = CubeTensor::empty(&client, &device, Shape::from(vec![t, n, l]), DType::F32);
     let beta = CubeTensor::empty(&client, &device, Shape::from(vec![t, n, l]), DType::F32);
     let nll = CubeTensor::empty(&client, &device, Shape::from(vec![n]), DType::F32);
-    let (a, b, o) = (alpha.clone(), beta.clone(), nll.clone());
-    launch(&client, "ctc_loss", Geometry::Units(n), move |client, count, cube_dim| {
-        // SAFETY: the kernel guards `pos < N`, clamps lengths to the tensors' extents and reads
-        // a class only when it lies in `0..C` (other labels have probability 0).
-        unsafe {
-            ctc_alpha_beta::launch_unchecked::<R>(
-                client, count, cube_dim, lp.as_arg(), tg.as_arg(), il.as_arg(), tl.as_arg(), a.as_arg(), b.as_arg(),
-                o.as_arg(), blank as i32, f32::NEG_INFINITY,
+    // SAFETY (every launch below): the kernels guard `pos < N * L` (`pos < N`), clamp lengths
+    // to the tensors' extents, and read a class only when it lies in `0..C`.
+    for step in 0..t {
+        let (lp, tg, il, tl, a) = (lp.clone(), tg.clone(), il.clone(), tl.clone(), alpha.clone());
+        launch(&client, "ctc_loss alpha", Geometry::Units(n * l), move |client, count, cube_dim| unsafe {
+            ctc_alpha_step::launch_unchecked::<R>(
+                client, count, cube_dim, lp.as_arg(), tg.as_arg(), il.as_arg(), tl.as_arg(), a.as_arg(), step,
+                blank as i32, f32::NEG_INFINITY,
             )
-        }
+        });
+    }
+    for step in (0..t).rev() {
+        let (lp, tg, il, tl, b) = (lp.clone(), tg.clone(), il.clone(), tl.clone(), beta.clone());
+        launch(&client, "ctc_loss beta", Geometry::Units(n * l), move |client, count, cube_dim| unsafe {
+            ctc_beta_step::launch_unchecked::<R>(
+                client, count, cube_dim, lp.as_arg(), tg.as_arg(), il.as_arg(), tl.as_arg(), b.as_arg(), step,
+                blank as i32, f32::NEG_INFINITY,
+            )
+        });
+    }
+    let (a, o) = (alpha.clone(), nll.clone());
+    launch(&client, "ctc_loss", Geometry::Units(n), move |client, count, cube_dim| unsafe {
+        ctc_nll::launch_unchecked::<R>(client, count, cube_dim, tg.as_arg(), il.as_arg(), tl.as_arg(), a.as_arg(), o.as_arg(), f32::NEG_INFINITY)
     });
     Recursions { alpha, beta, nll }
 }

@@ -2,7 +2,10 @@
 #
 #     cd nif/ex_cubecl
 #     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/call_overhead.exs
-#     cargo run --release -p ex_cubecl_nif --example call_cost    # the Rust column
+#
+# The Rust column is the benchmark crate's own rows on the same device:
+#     cargo bench -p ex_cubecl_benches -- --filter "tiny add"    # 16-element add + sync
+#     cargo bench -p ex_cubecl_benches -- --filter "matmul"      # includes 1024^2 f32 on GPUs
 #
 # Rows (medians; every timed call ends in a device sync, so queued work is counted):
 # - a 16-element f32 add + sync, from Elixir (buffer already on the device);

@@ -3,6 +3,10 @@ defmodule ExCubecl do
   ExCubecl from Elixir: buffers on a GPU (or Mesa's lavapipe), every kernel of the backend
   by name, devices and memory.
 
+  Sections: buffers, kernels, pipelines (`pipeline/0`, `pipeline_add/4`, `pipeline_run/3`,
+  `pipeline_free/1`, `capture/2`), asynchronous commands (`submit/3`, `poll/1`, `wait/2`),
+  devices.
+
   Every function returns `{:ok, value}` or `{:error, %ExCubecl.Error{}}`; the bang forms
   return the value or raise `ExCubecl.Error`, whose message starts with the operation. Bad
   input never crashes the VM: it is checked here and in the NIF, and a panic in Rust is
@@ -22,7 +26,7 @@ defmodule ExCubecl do
   application env (`config :ex_cubecl, device: "wgpu"`) or the environment variable
   `EX_CUBECL_DEVICE`. Functions that make tensors from nothing take a `:device` option.
   """
-  alias ExCubecl.{Buffer, Error, Host, Native}
+  alias ExCubecl.{Buffer, Error, Host, Native, Pipeline, Slot}
 
   @typedoc "Element types: Nx's names, and `:bool`."
   @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :bool
@@ -128,6 +132,26 @@ defmodule ExCubecl do
   """
   @spec run_kernel(atom() | String.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
   def run_kernel(name, inputs, opts \\ []) do
+    case Process.get({__MODULE__, :capture}) do
+      ref when is_reference(ref) and is_list(inputs) ->
+        if Enum.all?(inputs, &match?(%Slot{pipeline: ^ref}, &1)),
+          do: record(ref, name, inputs, opts),
+          else: run_now(name, inputs, opts)
+
+      _ ->
+        run_now(name, inputs, opts)
+    end
+  end
+
+  # Inside `capture/2`: the kernel becomes a step of the pipeline.
+  defp record(ref, name, inputs, opts) do
+    case pipeline_add(%Pipeline{ref: ref}, name, Enum.map(inputs, & &1.slot), Keyword.delete(opts, :device)) do
+      {:ok, slot} -> {:ok, [%Slot{pipeline: ref, slot: slot}]}
+      error -> error
+    end
+  end
+
+  defp run_now(name, inputs, opts) do
     op = if is_atom(name) or is_binary(name), do: to_string(name), else: "run_kernel"
 
     with :ok <- check_name(op, name),
@@ -157,6 +181,194 @@ defmodule ExCubecl do
     for {name, inputs, options} <- Native.kernels(),
         do: %{name: String.to_atom(name), inputs: inputs, options: options}
   end
+
+  # ---------------------------------------------------------------------------------------
+  # Pipelines
+
+  @doc """
+  A new, empty pipeline (see `ExCubecl.Pipeline`).
+
+      iex> {:ok, p} = ExCubecl.pipeline()
+      iex> {:ok, s} = ExCubecl.pipeline_add(p, :mul, [{:input, 0}, {:input, 0}])
+      iex> {:ok, [y]} = ExCubecl.pipeline_run(p, [ExCubecl.buffer!([1.0, 2.0], [2], :f32)], [s])
+      iex> ExCubecl.to_list!(y)
+      [1.0, 4.0]
+  """
+  @spec pipeline() :: {:ok, Pipeline.t()}
+  def pipeline, do: {:ok, %Pipeline{ref: Native.pipeline_new()}}
+
+  @doc """
+  Adds kernel `name` over `inputs` (slots: `{:input, i}` or an earlier step's slot) with
+  `opts`; gives the slot of its output. `{:ok, s} = ExCubecl.pipeline_add(p, :exp, [{:input, 0}])`
+  """
+  @spec pipeline_add(Pipeline.t(), atom() | String.t(), [Pipeline.slot()], keyword()) :: result(Pipeline.slot())
+  def pipeline_add(pipeline, name, inputs, opts \\ [])
+
+  def pipeline_add(%Pipeline{ref: ref}, name, inputs, opts) when is_list(inputs) do
+    op = if is_atom(name) or is_binary(name), do: to_string(name), else: "pipeline_add"
+
+    with :ok <- check_name(op, name),
+         :ok <- check_opts(op, opts),
+         {:ok, step} <- Native.pipeline_add(ref, op, inputs, opts) do
+      {:ok, {:step, step, 0}}
+    else
+      error -> error(error)
+    end
+  rescue
+    ArgumentError -> {:error, Error.new("pipeline_add", "slots are {:input, i} or {:step, s, k}", inspect(inputs, limit: 5))}
+  end
+
+  def pipeline_add(other, _name, _inputs, _opts),
+    do: {:error, Error.new("pipeline_add", "expects a pipeline and a list of slots", inspect(other, limit: 5))}
+
+  @doc """
+  Runs the pipeline on `inputs` (buffers), giving the buffers at `outputs` (default: those
+  `capture/2` recorded). The first run captures the launches; later runs replay them.
+  `{:ok, [y]} = ExCubecl.pipeline_run(p, [x], [s])`
+  """
+  @spec pipeline_run(Pipeline.t(), [Buffer.t()], [Pipeline.slot()] | nil) :: result([Buffer.t()])
+  def pipeline_run(pipeline, inputs, outputs \\ nil)
+
+  def pipeline_run(%Pipeline{ref: ref, outputs: recorded}, inputs, outputs) do
+    with {:ok, refs} <- refs("pipeline_run", inputs),
+         outs when is_list(outs) <- outputs || recorded || {:error, Error.new("pipeline_run", "no outputs given", "")},
+         {:ok, result} <- safe(fn -> Native.pipeline_run(ref, refs, outs) end, "pipeline_run") do
+      wrap_all(result)
+    else
+      error -> error(error)
+    end
+  end
+
+  def pipeline_run(other, _inputs, _outputs), do: {:error, Error.new("pipeline_run", "expects a pipeline", inspect(other, limit: 5))}
+
+  @doc "Frees the pipeline's captured launches and buffers. `{:ok, true} = ExCubecl.pipeline_free(p)`"
+  @spec pipeline_free(Pipeline.t()) :: result(boolean())
+  def pipeline_free(%Pipeline{ref: ref}), do: Native.pipeline_free(ref) |> ok_or_error()
+  def pipeline_free(other), do: {:error, Error.new("pipeline_free", "expects a pipeline", inspect(other, limit: 5))}
+
+  @doc """
+  Records the kernels that `fun` runs on `n` inputs as a pipeline: `fun` receives `n`
+  `ExCubecl.Slot`s, calls `run_kernel/3` on them as on buffers, and returns a list of slots,
+  the pipeline's outputs.
+
+      iex> {:ok, p} = ExCubecl.capture(fn [x, y] -> ExCubecl.run_kernel!(:add, [x, y]) end, 2)
+      iex> a = ExCubecl.buffer!([1, 2], [2], :s32)
+      iex> {:ok, [c]} = ExCubecl.pipeline_run(p, [a, a])
+      iex> ExCubecl.to_list!(c)
+      [2, 4]
+  """
+  @spec capture(([Slot.t()] -> [Slot.t()]), non_neg_integer()) :: result(Pipeline.t())
+  def capture(fun, n) when is_function(fun, 1) and is_integer(n) and n >= 0 do
+    {:ok, %Pipeline{ref: ref} = p} = pipeline()
+    previous = Process.put({__MODULE__, :capture}, ref)
+
+    try do
+      outs = List.wrap(fun.(for i <- 0..(n - 1)//1, do: %Slot{pipeline: ref, slot: {:input, i}}))
+
+      if Enum.all?(outs, &match?(%Slot{pipeline: ^ref}, &1)) do
+        {:ok, %{p | outputs: Enum.map(outs, & &1.slot)}}
+      else
+        {:error, Error.new("capture", "the function must return slots of this capture", inspect(outs, limit: 5))}
+      end
+    rescue
+      e in Error -> {:error, e}
+    after
+      if previous, do: Process.put({__MODULE__, :capture}, previous), else: Process.delete({__MODULE__, :capture})
+    end
+  end
+
+  def capture(_fun, n), do: {:error, Error.new("capture", "expects a function of one argument and an input count", inspect(n))}
+
+  # ---------------------------------------------------------------------------------------
+  # Asynchronous commands
+
+  @doc """
+  Submits a command; gives its id at once. The command is a pipeline replay
+  (`submit(pipeline, inputs)`) or a kernel list (`submit([{name, slots, opts}, ...], inputs)`,
+  whose last kernel's output is the result; options: `:outputs` (slots), `:device` for lists
+  without inputs). Commands of one device run in submission order on its queue's thread;
+  the submitting process receives `{:ex_cubecl, id, {:ok, buffers} | {:error, error}}` when
+  the command ends.
+
+      iex> x = ExCubecl.buffer!([1.0, 4.0], [2], :f32)
+      iex> {:ok, id} = ExCubecl.submit([{:sqrt, [{:input, 0}], []}], [x])
+      iex> {:ok, [y]} = ExCubecl.wait(id)
+      iex> ExCubecl.to_list!(y)
+      [1.0, 2.0]
+  """
+  @spec submit(Pipeline.t() | [{atom(), [Pipeline.slot()], keyword()}], [Buffer.t()], keyword()) :: result(pos_integer())
+  def submit(work, inputs, opts \\ [])
+
+  def submit(%Pipeline{ref: ref}, inputs, _opts) do
+    with {:ok, refs} <- refs("submit", inputs), do: Native.submit_pipeline(ref, refs) |> ok_or_error()
+  end
+
+  def submit(calls, inputs, opts) when is_list(calls) and calls != [] do
+    with {:ok, refs} <- refs("submit", inputs),
+         {:ok, device} <- device_opt("submit", opts),
+         {:ok, calls} <- normalize_calls(calls) do
+      outputs = Keyword.get(opts, :outputs, [{:step, length(calls) - 1, 0}])
+      safe(fn -> Native.submit_kernels(calls, refs, outputs, device) end, "submit") |> ok_or_error()
+    else
+      error -> error(error)
+    end
+  end
+
+  def submit(other, _inputs, _opts),
+    do: {:error, Error.new("submit", "expects a pipeline or a non-empty list of {kernel, slots, opts}", inspect(other, limit: 5))}
+
+  @doc "Where command `id` stands: `{:ok, :pending | :running | :completed | :failed}`. `ExCubecl.poll(id)`"
+  @spec poll(pos_integer()) :: result(:pending | :running | :completed | :failed)
+  def poll(id) when is_integer(id) and id > 0 do
+    case Native.poll(id) do
+      {:ok, status} -> {:ok, String.to_existing_atom(status)}
+      error -> error(error)
+    end
+  end
+
+  def poll(id), do: {:error, Error.new("poll", "a command id is a positive integer", inspect(id))}
+
+  @doc """
+  Waits for command `id` (at most `timeout` ms, `:infinity` by default) and takes its output
+  buffers; an error when it failed or did not finish in time. `{:ok, outputs} = ExCubecl.wait(id, 5_000)`
+  """
+  @spec wait(pos_integer(), timeout()) :: result([Buffer.t()])
+  def wait(id, timeout \\ :infinity)
+
+  def wait(id, timeout) when is_integer(id) and id > 0 and (timeout == :infinity or (is_integer(timeout) and timeout >= 0)) do
+    ms = if timeout == :infinity, do: -1, else: timeout
+
+    case Native.wait(id, ms) do
+      {:ok, refs} -> wrap_all(refs)
+      error -> error(error)
+    end
+  end
+
+  def wait(id, timeout), do: {:error, Error.new("wait", "expects a command id and a timeout", inspect({id, timeout}))}
+
+  defp normalize_calls(calls) do
+    Enum.reduce_while(calls, {:ok, []}, fn
+      {name, slots, opts}, {:ok, acc} when (is_atom(name) or is_binary(name)) and is_list(slots) and is_list(opts) ->
+        {:cont, {:ok, [{to_string(name), slots, opts} | acc]}}
+
+      other, _ ->
+        {:halt, {:error, Error.new("submit", "a call is {kernel, slots, opts}", inspect(other, limit: 5))}}
+    end)
+    |> case do
+      {:ok, list} -> {:ok, Enum.reverse(list)}
+      error -> error
+    end
+  end
+
+  # Terms the NIF cannot decode raise ArgumentError there: an error here.
+  defp safe(fun, op) do
+    fun.()
+  rescue
+    ArgumentError -> {:error, Error.new(op, "slots are {:input, i} or {:step, s, k}; options a keyword list", "")}
+  end
+
+  defp ok_or_error({:ok, v}), do: {:ok, v}
+  defp ok_or_error(other), do: error(other)
 
   # ---------------------------------------------------------------------------------------
   # Devices

@@ -6,13 +6,14 @@ defmodule ExCubecl.Native do
   (a panic in Rust is caught and becomes such an error). Call `ExCubecl` instead: it checks
   terms before they reach the NIF and raises `ExCubecl.Error` from its bang forms.
 
-  Scheduling: the NIFs that launch kernels (`buffer/4`, `run_kernel/4`) run on dirty CPU
-  schedulers, those that wait for the device (`read/1`, `synchronize/1`, `memory_info/1`,
-  `supported_dtypes/1`, `devices/0`, `default_device/0`) on dirty IO schedulers. The metadata
-  NIFs (`shape/1`, `dtype/1`, `device/1`, `free/1`, `kernels/0`, `runtimes/0`) touch no device
-  and stay on normal schedulers: `bench/call_overhead.exs` measures them in microseconds
-  (8 µs for `shape/1` in a debug build on lavapipe), far under the ~1 ms a normal scheduler
-  may be held.
+  Scheduling: the NIFs that launch kernels (`buffer/4`, `run_kernel/4`, `pipeline_run/3`) run
+  on dirty CPU schedulers, those that wait for the device (`read/1`, `synchronize/1`,
+  `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`) on dirty IO
+  schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`,
+  `kernels/0`, `runtimes/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`)
+  and the submissions (`submit_*`, which queue and return) stay on normal schedulers:
+  `bench/call_overhead.exs` measures them in microseconds (8 µs for `shape/1` in a debug
+  build on lavapipe), far under the ~1 ms a normal scheduler may be held.
   """
   @on_load :load_nif
 
@@ -38,4 +39,12 @@ defmodule ExCubecl.Native do
   def synchronize(_device), do: err()
   def memory_info(_device), do: err()
   def supported_dtypes(_device), do: err()
+  def pipeline_new, do: err()
+  def pipeline_add(_pipeline, _name, _inputs, _opts), do: err()
+  def pipeline_run(_pipeline, _inputs, _outputs), do: err()
+  def pipeline_free(_pipeline), do: err()
+  def submit_pipeline(_pipeline, _inputs), do: err()
+  def submit_kernels(_calls, _inputs, _outputs, _device), do: err()
+  def poll(_id), do: err()
+  def wait(_id, _timeout_ms), do: err()
 end

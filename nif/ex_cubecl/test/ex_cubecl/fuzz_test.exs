@@ -18,14 +18,14 @@ defmodule ExCubecl.FuzzTest do
     errors =
       for i <- 1..@calls, reduce: 0 do
         acc ->
-          result = bad_call(rem(i, 12), good, ints, freed, kernels)
+          result = bad_call(rem(i, 13), good, ints, freed, kernels)
 
           case result do
             {:error, %ExCubecl.Error{op: op, reason: reason}} when is_binary(op) and is_binary(reason) ->
               acc + 1
 
             other ->
-              flunk("bad call #{i} (kind #{rem(i, 12)}) did not return an error: #{inspect(other, limit: 8)}")
+              flunk("bad call #{i} (kind #{rem(i, 13)}) did not return an error: #{inspect(other, limit: 8)}")
           end
       end
 
@@ -71,6 +71,19 @@ defmodule ExCubecl.FuzzTest do
 
   defp bad_call(11, good, _ints, _freed, _k),
     do: ExCubecl.run_kernel(:zeros, [], Enum.random([[shape: [-1], dtype: :f32], [shape: [1_099_511_627_776, 1_073_741_824], dtype: :f32], [shape: [2], dtype: :nope], [dtype: :f32], [shape: [2], dtype: :f32, device: "tpu:0"], [good]]))
+
+  defp bad_call(12, good, _ints, freed, _k) do
+    {:ok, p} = ExCubecl.pipeline()
+
+    case :rand.uniform(6) do
+      1 -> ExCubecl.pipeline_add(p, :exp, Enum.random([[{:step, 3, 0}], [{:nope, 1}], [:x], "x"]))
+      2 -> ExCubecl.pipeline_run(p, [good], [{:input, 0}])
+      3 -> ExCubecl.submit(Enum.random([[], [{:exp, :x, []}], [{42, [], []}], :x]), [good])
+      4 -> ExCubecl.wait(Enum.random([0, -5, 123_456_789, :x]), 10)
+      5 -> ExCubecl.poll(Enum.random([0, 987_654_321, "1"]))
+      6 -> ExCubecl.submit([{:exp, [{:input, 0}], []}], [freed])
+    end
+  end
 
   defp random_bytes, do: :crypto.strong_rand_bytes(Enum.random([0, 1, 3, 5, 7]))
   defp random_shape, do: Enum.random([[3], [2, 2], [1, 1, 1], [1_099_511_627_776]])

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use burn_backend::DeviceOps;
 use ex_cubecl::cubecl::Runtime;
 use ex_cubecl::runtime::{CommandId, CommandQueue, CommandStatus, Pipeline, Work};
 use ex_cubecl::tensor::CubeTensor;
@@ -53,12 +54,18 @@ fn wrap_cuda(p: Prim<Inner<ex_cubecl::cubecl::cuda::CudaRuntime>>) -> AnyPrim {
 }
 
 /// The prims of a finished command's tensors.
-fn prims<R: Runtime>(tensors: &[CubeTensor<R>], kinds: &[u8], wrap_prim: Wrap<R>) -> Vec<AnyPrim> {
+fn prims<R: Runtime>(tensors: &[CubeTensor<R>], kinds: &[u8], wrap_prim: Wrap<R>) -> Vec<AnyPrim>
+where
+    R::Device: DeviceOps,
+{
     tensors.iter().zip(kinds).map(|(t, &k)| wrap_prim(from_code(t.clone(), k))).collect()
 }
 
 /// Queues `work` on `device`'s queue; `pid` gets the outcome. Gives the command's id.
-fn enqueue<R: Runtime>(device: &R::Device, dev: Dev, work: Work<R>, kinds: Arc<Mutex<Vec<u8>>>, pid: LocalPid, wrap_prim: Wrap<R>) -> u64 {
+fn enqueue<R: Runtime>(device: &R::Device, dev: Dev, work: Work<R>, kinds: Arc<Mutex<Vec<u8>>>, pid: LocalPid, wrap_prim: Wrap<R>) -> u64
+where
+    R::Device: DeviceOps,
+{
     let id = NEXT.fetch_add(1, Ordering::Relaxed);
     let queue = CommandQueue::<R>::for_device(device);
     let k = kinds.clone();

@@ -6,16 +6,19 @@
 //! compile them on first use) run on dirty CPU schedulers, NIFs that wait for the device
 //! (reads, sync, device probing) on dirty IO schedulers; only the metadata NIFs (`shape`,
 //! `dtype`, `device`, `free`, `kernels`), which touch no device, stay on normal schedulers.
-pub mod bench;
 mod buffer;
-pub mod device;
+mod command;
+mod device;
 mod dtype;
-pub mod error;
+mod error;
 mod ops;
-pub mod opts;
-pub mod tensor;
+mod pipeline;
+mod opts;
+mod tensor;
 
 use rustler::{Binary, Env, NewBinary, Term};
+
+use pipeline::{PipelineRef, Slot, Step};
 
 use device::Dev;
 use error::{NifError, NifResult, guard};
@@ -194,5 +197,99 @@ fn runtimes() -> Vec<&'static str> {
 }
 
 
+/// A slot from Elixir: `{:input, i}` or `{:step, s, k}`.
+fn slot(op: &str, term: Term) -> NifResult<Slot> {
+    let bad = || NifError::new(op, "a slot is {:input, i} or {:step, step, output}", format!("{term:?}"));
+    let parts = rustler::types::tuple::get_tuple(term).map_err(|_| bad())?;
+    let tag = parts.first().and_then(|t| t.atom_to_string().ok()).ok_or_else(bad)?;
+    let index = |k: usize| parts.get(k).and_then(|t| t.decode::<usize>().ok()).ok_or_else(bad);
+    match (tag.as_str(), parts.len()) {
+        ("input", 2) => Ok(Slot::Input(index(1)?)),
+        ("step", 3) => Ok(Slot::Step(index(1)?, index(2)?)),
+        _ => Err(bad()),
+    }
+}
+
+fn slots(op: &str, terms: Vec<Term>) -> NifResult<Vec<Slot>> {
+    terms.into_iter().map(|t| slot(op, t)).collect()
+}
+
+#[rustler::nif]
+fn pipeline_new() -> PipelineRef {
+    pipeline::new()
+}
+
+/// Adds kernel `name` over `inputs` (slots) to the pipeline; gives the step's index.
+#[rustler::nif]
+fn pipeline_add(pipeline: PipelineRef, name: String, inputs: Vec<Term>, opts: Term) -> NifResult<usize> {
+    let op = "pipeline_add";
+    let inputs = slots(op, inputs)?;
+    let opts = Opts::decode(op, opts)?;
+    guard(op, || pipeline.add(Step { kernel: name, inputs, opts }))
+}
+
+/// Runs the pipeline (capturing it on the first run) and gives the values at `outputs`.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn pipeline_run(pipeline: PipelineRef, inputs: Vec<TensorRef>, outputs: Vec<Term>) -> NifResult<Vec<TensorRef>> {
+    let op = "pipeline_run";
+    let outputs = slots(op, outputs)?;
+    guard(op, || {
+        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
+        Ok(pipeline.run(prims, outputs)?.into_iter().map(wrap).collect())
+    })
+}
+
+/// Frees the pipeline's captured launches and buffers.
+#[rustler::nif]
+fn pipeline_free(pipeline: PipelineRef) -> NifResult<bool> {
+    guard("pipeline_free", || Ok(pipeline.free()))
+}
+
+/// Submits a replay of a captured pipeline on `inputs`; gives the command id.
+#[rustler::nif]
+fn submit_pipeline(env: Env, pipeline: PipelineRef, inputs: Vec<TensorRef>) -> NifResult<u64> {
+    let op = "submit";
+    let pid = env.pid();
+    guard(op, || {
+        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
+        let device = prims.first().map(AnyPrim::device).ok_or_else(|| NifError::new(op, "a replay needs its inputs", ""))?;
+        command::submit_replay(pipeline.replay_work(prims)?, device, pid)
+    })
+}
+
+/// Submits a kernel list: `[{name, input_slots, opts}]` over `inputs`, giving the values at
+/// `outputs`; gives the command id.
+#[rustler::nif]
+fn submit_kernels<'a>(env: Env<'a>, calls: Vec<(String, Vec<Term<'a>>, Term<'a>)>, inputs: Vec<TensorRef>, outputs: Vec<Term<'a>>, device: String) -> NifResult<u64> {
+    let op = "submit";
+    let pid = env.pid();
+    let mut steps = Vec::with_capacity(calls.len());
+    for (name, slot_terms, opts) in calls {
+        ops::kernel(&name).map_err(|e| NifError::new(op, e.reason, e.details))?;
+        steps.push(Step { kernel: name, inputs: slots(op, slot_terms)?, opts: Opts::decode(op, opts)? });
+    }
+    let outputs = slots(op, outputs)?;
+    guard(op, || {
+        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
+        let device = match prims.first() {
+            Some(p) => p.device(),
+            None => Dev::parse(op, &device)?,
+        };
+        command::submit_kernels(steps, prims, outputs, device, pid)
+    })
+}
+
+/// `"pending"`, `"running"`, `"completed"` or `"failed"`.
+#[rustler::nif]
+fn poll(id: u64) -> NifResult<&'static str> {
+    guard("poll", || command::poll(id))
+}
+
+/// Waits for command `id` (at most `timeout_ms`, or forever for a negative value) and takes
+/// its outputs.
+#[rustler::nif(schedule = "DirtyIo")]
+fn wait(id: u64, timeout_ms: i64) -> NifResult<Vec<TensorRef>> {
+    guard("wait", || Ok(command::wait(id, u64::try_from(timeout_ms).ok())?.into_iter().map(wrap).collect()))
+}
 
 rustler::init!("Elixir.ExCubecl.Native");

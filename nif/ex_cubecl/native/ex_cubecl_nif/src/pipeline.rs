@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use ex_cubecl::ExCubeclBackend;
+use burn_backend::DeviceOps;
 use ex_cubecl::cubecl::Runtime;
 use ex_cubecl::runtime::Pipeline;
 use ex_cubecl::tensor::CubeTensor;
@@ -189,7 +190,10 @@ fn codes(kinds: &[Kind]) -> Vec<u8> {
     kinds.iter().map(|k| matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8).collect()
 }
 
-fn into_cube<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, Kind) {
+fn into_cube<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, Kind)
+where
+    R::Device: DeviceOps,
+{
     match p {
         Prim::Float(t) => (t, Kind::Float),
         Prim::Int(t) => (t, Kind::Int),
@@ -197,7 +201,10 @@ fn into_cube<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, Kind) {
     }
 }
 
-fn from_cube<R: Runtime>(t: CubeTensor<R>, kind: Kind) -> Prim<Inner<R>> {
+fn from_cube<R: Runtime>(t: CubeTensor<R>, kind: Kind) -> Prim<Inner<R>>
+where
+    R::Device: DeviceOps,
+{
     match kind {
         Kind::Float => Prim::Float(t),
         Kind::Int => Prim::Int(t),
@@ -206,13 +213,19 @@ fn from_cube<R: Runtime>(t: CubeTensor<R>, kind: Kind) -> Prim<Inner<R>> {
 }
 
 /// The kind code of `p` (see [`from_code`]) and its tensor.
-pub fn to_code<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, u8) {
+pub fn to_code<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, u8)
+where
+    R::Device: DeviceOps,
+{
     let (t, k) = into_cube(p);
     (t, matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8)
 }
 
 /// A kind code of a command's outputs: 0 int, 1 float, 2 bool.
-pub fn from_code<R: Runtime>(t: CubeTensor<R>, code: u8) -> Prim<Inner<R>> {
+pub fn from_code<R: Runtime>(t: CubeTensor<R>, code: u8) -> Prim<Inner<R>>
+where
+    R::Device: DeviceOps,
+{
     from_cube(t, match code {
         1 => Kind::Float,
         2 => Kind::Bool,
@@ -221,7 +234,10 @@ pub fn from_code<R: Runtime>(t: CubeTensor<R>, code: u8) -> Prim<Inner<R>> {
 }
 
 /// Runs `steps` on `inputs`, giving the values at `outputs`.
-pub fn run_steps<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>> {
+pub fn run_steps<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>>
+where
+    R::Device: DeviceOps,
+{
     let max_bytes = R::client(device).properties().memory.max_page_size;
     let mut values: Vec<Vec<Prim<Inner<R>>>> = Vec::with_capacity(steps.len());
     let get = |values: &Vec<Vec<Prim<Inner<R>>>>, slot: &Slot| -> NifResult<Prim<Inner<R>>> {
@@ -240,7 +256,10 @@ pub fn run_steps<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Pri
     outputs.iter().map(|s| get(&values, s)).collect()
 }
 
-fn capture<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: Vec<Slot>) -> NifResult<(Captured<R>, Vec<Prim<Inner<R>>>)> {
+fn capture<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: Vec<Slot>) -> NifResult<(Captured<R>, Vec<Prim<Inner<R>>>)>
+where
+    R::Device: DeviceOps,
+{
     let (cubes, kinds): (Vec<_>, Vec<_>) = inputs.into_iter().map(into_cube).unzip();
     let mut failure = None;
     let mut out_kinds = Vec::new();
@@ -265,7 +284,10 @@ fn capture<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inne
     Ok((Captured { pipeline: Arc::new(pipeline), outputs, kinds: out_kinds }, outs))
 }
 
-fn replay<R: Runtime>(c: &Captured<R>, inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>> {
+fn replay<R: Runtime>(c: &Captured<R>, inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>>
+where
+    R::Device: DeviceOps,
+{
     if outputs != c.outputs.as_slice() {
         return Err(NifError::new("pipeline_run", "the outputs differ from those of the first run", format!("asked {outputs:?}, captured {:?}", c.outputs)));
     }
