@@ -15,7 +15,7 @@
 defmodule Bench do
   def median(fun, iters) do
     for(_ <- 1..5, do: fun.())
-    times = for _ <- 1..iters, do: elem(:timer.tc(fun), 1)
+    times = for _ <- 1..iters, do: elem(:timer.tc(fun), 0)
     Enum.at(Enum.sort(times), div(iters, 2))
   end
 end
