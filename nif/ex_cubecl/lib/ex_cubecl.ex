@@ -347,17 +347,13 @@ defmodule ExCubecl do
   def wait(id, timeout), do: {:error, Error.new("wait", "expects a command id and a timeout", inspect({id, timeout}))}
 
   defp normalize_calls(calls) do
-    Enum.reduce_while(calls, {:ok, []}, fn
-      {name, slots, opts}, {:ok, acc} when (is_atom(name) or is_binary(name)) and is_list(slots) and is_list(opts) ->
-        {:cont, {:ok, [{to_string(name), slots, opts} | acc]}}
+    map_ok(calls, fn
+      {name, slots, opts} when (is_atom(name) or is_binary(name)) and is_list(slots) and is_list(opts) ->
+        {:ok, {to_string(name), slots, opts}}
 
-      other, _ ->
-        {:halt, {:error, Error.new("submit", "a call is {kernel, slots, opts}", inspect(other, limit: 5))}}
+      other ->
+        {:error, Error.new("submit", "a call is {kernel, slots, opts}", inspect(other, limit: 5))}
     end)
-    |> case do
-      {:ok, list} -> {:ok, Enum.reverse(list)}
-      error -> error
-    end
   end
 
   # Terms the NIF cannot decode raise ArgumentError there: an error here.
@@ -490,29 +486,28 @@ defmodule ExCubecl do
     end
   end
 
-  defp wrap_all(refs) do
-    Enum.reduce_while(refs, {:ok, []}, fn ref, {:ok, acc} ->
-      case wrap(ref) do
-        {:ok, b} -> {:cont, {:ok, [b | acc]}}
+  defp wrap_all(refs), do: map_ok(refs, &wrap/1)
+
+  # `fun` over `list` while it gives `{:ok, value}`: the values, or the first error.
+  defp map_ok(list, fun) do
+    Enum.reduce_while(list, {:ok, []}, fn x, {:ok, acc} ->
+      case fun.(x) do
+        {:ok, v} -> {:cont, {:ok, [v | acc]}}
         error -> {:halt, error}
       end
     end)
     |> case do
-      {:ok, list} -> {:ok, Enum.reverse(list)}
+      {:ok, values} -> {:ok, Enum.reverse(values)}
       error -> error
     end
   end
 
   @doc false
   def refs(op, inputs) when is_list(inputs) do
-    Enum.reduce_while(inputs, {:ok, []}, fn
-      %Buffer{ref: ref}, {:ok, acc} when is_reference(ref) -> {:cont, {:ok, [ref | acc]}}
-      other, _ -> {:halt, {:error, Error.new(op, "inputs must be ExCubecl buffers", inspect(other, limit: 5))}}
+    map_ok(inputs, fn
+      %Buffer{ref: ref} when is_reference(ref) -> {:ok, ref}
+      other -> {:error, Error.new(op, "inputs must be ExCubecl buffers", inspect(other, limit: 5))}
     end)
-    |> case do
-      {:ok, refs} -> {:ok, Enum.reverse(refs)}
-      error -> error
-    end
   end
 
   def refs(op, other), do: {:error, Error.new(op, "inputs must be a list of buffers", inspect(other, limit: 5))}

@@ -94,14 +94,7 @@ where
 pub fn submit_kernels(steps: Vec<Step>, inputs: Vec<AnyPrim>, outs: Vec<Slot>, device: Dev, pid: LocalPid) -> NifResult<u64> {
     macro_rules! go {
         ($variant:ident, $R:ty, $d:expr, $wrap:expr) => {{
-            let inner = inputs
-                .into_iter()
-                .map(|p| match p {
-                    AnyPrim::$variant(p) => Ok(crate::tensor::to_inner(p)),
-                    #[allow(unreachable_patterns)]
-                    other => Err(NifError::new("submit", "the inputs are on different devices", other.describe())),
-                })
-                .collect::<NifResult<Vec<_>>>()?;
+            let inner: Vec<_> = crate::prims_of!(inputs, $variant, "submit")?.into_iter().map(crate::tensor::to_inner).collect();
             let kinds = Arc::new(Mutex::new(Vec::new()));
             let (k, d) = (kinds.clone(), $d.clone());
             let work = Work::<$R>::ops(move || {

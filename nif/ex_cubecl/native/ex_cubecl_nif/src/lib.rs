@@ -109,14 +109,7 @@ fn run_kernel(name: String, inputs: Vec<TensorRef>, opts: Term, device: String) 
 pub(crate) fn run(op: &str, inputs: Vec<AnyPrim>, opts: &Opts, device: &Dev) -> NifResult<Vec<AnyPrim>> {
     macro_rules! on {
         ($variant:ident, $B:ty, $R:ty, $d:expr) => {{
-            let prims = inputs
-                .into_iter()
-                .map(|p| match p {
-                    AnyPrim::$variant(p) => Ok(p),
-                    #[allow(unreachable_patterns)]
-                    other => Err(NifError::new(op, "the inputs are on different devices", format!("{} on {}, expected {}", other.describe(), other.device().spec(), device.spec()))),
-                })
-                .collect::<NifResult<Vec<_>>>()?;
+            let prims = prims_of!(inputs, $variant, op)?;
             if let Some(p) = prims.iter().find(|p| &p.device() != $d) {
                 return Err(NifError::new(op, "the inputs are on different devices", format!("{} on {:?}, expected {}", p.describe(), p.device(), device.spec())));
             }

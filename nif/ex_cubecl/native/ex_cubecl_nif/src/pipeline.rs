@@ -124,14 +124,7 @@ impl PipelineRes {
         let device = inputs.first().map(AnyPrim::device).ok_or_else(|| NifError::new(op, "needs at least one input", ""))?;
         macro_rules! go {
             ($variant:ident, $R:ty, $d:expr) => {{
-                let cubes = inputs
-                    .into_iter()
-                    .map(|p| match p {
-                        AnyPrim::$variant(p) => Ok(crate::tensor::to_inner(p)),
-                        #[allow(unreachable_patterns)]
-                        other => Err(NifError::new(op, "the inputs are on different devices", other.describe())),
-                    })
-                    .collect::<NifResult<Vec<_>>>()?;
+                let cubes: Vec<_> = crate::prims_of!(inputs, $variant, op)?.into_iter().map(crate::tensor::to_inner).collect();
                 match &plan.compiled {
                     None => {
                         let (captured, outs) = capture::<$R>($d, &plan.steps, cubes, outputs)?;
@@ -157,27 +150,20 @@ impl PipelineRes {
     pub fn replay_work(&self, inputs: Vec<AnyPrim>) -> NifResult<crate::command::Replay> {
         let op = "submit";
         let plan = self.lock(op)?;
+        macro_rules! work {
+            ($variant:ident, $c:expr) => {
+                Ok(crate::command::Replay::$variant(
+                    $c.pipeline.clone(),
+                    crate::prims_of!(inputs, $variant, op)?.into_iter().map(|p| into_cube(crate::tensor::to_inner(p)).0).collect(),
+                    codes(&$c.kinds),
+                ))
+            };
+        }
         match (&plan.compiled, inputs.first()) {
             #[cfg(feature = "wgpu")]
-            (Some(Compiled::Wgpu(c)), Some(AnyPrim::Wgpu(_))) => Ok(crate::command::Replay::Wgpu(
-                c.pipeline.clone(),
-                inputs.into_iter().map(|p| match p {
-                    AnyPrim::Wgpu(p) => Ok(into_cube(crate::tensor::to_inner(p)).0),
-                    #[allow(unreachable_patterns)]
-                    other => Err(NifError::new(op, "the inputs are on different devices", other.describe())),
-                }).collect::<NifResult<_>>()?,
-                codes(&c.kinds),
-            )),
+            (Some(Compiled::Wgpu(c)), Some(AnyPrim::Wgpu(_))) => work!(Wgpu, c),
             #[cfg(feature = "cuda")]
-            (Some(Compiled::Cuda(c)), Some(AnyPrim::Cuda(_))) => Ok(crate::command::Replay::Cuda(
-                c.pipeline.clone(),
-                inputs.into_iter().map(|p| match p {
-                    AnyPrim::Cuda(p) => Ok(into_cube(crate::tensor::to_inner(p)).0),
-                    #[allow(unreachable_patterns)]
-                    other => Err(NifError::new(op, "the inputs are on different devices", other.describe())),
-                }).collect::<NifResult<_>>()?,
-                codes(&c.kinds),
-            )),
+            (Some(Compiled::Cuda(c)), Some(AnyPrim::Cuda(_))) => work!(Cuda, c),
             (None, _) => Err(NifError::new(op, "the pipeline has not run yet", "run it once with pipeline_run to capture it")),
             _ => Err(NifError::new(op, "the inputs are not on the pipeline's device", "")),
         }

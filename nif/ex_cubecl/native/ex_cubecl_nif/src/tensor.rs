@@ -121,6 +121,26 @@ macro_rules! on_prim {
     };
 }
 
+/// The primitives of runtime `$variant` in `$inputs`, or an error of `$op` naming the first
+/// input on another runtime.
+#[macro_export]
+macro_rules! prims_of {
+    ($inputs:expr, $variant:ident, $op:expr) => {
+        $inputs
+            .into_iter()
+            .map(|p| match p {
+                $crate::tensor::AnyPrim::$variant(p) => Ok(p),
+                #[allow(unreachable_patterns)]
+                other => Err($crate::error::NifError::new(
+                    $op,
+                    "the inputs are on different devices",
+                    format!("{} on {}", other.describe(), other.device().spec()),
+                )),
+            })
+            .collect::<$crate::error::NifResult<Vec<_>>>()
+    };
+}
+
 impl AnyPrim {
     pub fn shape(&self) -> Shape {
         on_prim!(self, |B, p| p.shape())
