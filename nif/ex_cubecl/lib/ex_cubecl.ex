@@ -28,8 +28,8 @@ defmodule ExCubecl do
   """
   alias ExCubecl.{Buffer, Error, Host, Native, Pipeline, Slot}
 
-  @typedoc "Element types: Nx's names, and `:bool`."
-  @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :bool
+  @typedoc "Element types: Nx's names, `:bool`, and `:q8` (8-bit quantized, made by the `:quantize` kernel)."
+  @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :bool | :q8
   @type result(t) :: {:ok, t} | {:error, Error.t()}
 
   @dtypes [:f32, :f16, :bf16, :f64, :s8, :s16, :s32, :s64, :u8, :u16, :u32, :bool]
@@ -64,7 +64,9 @@ defmodule ExCubecl do
   def buffer!(data, shape, dtype, opts \\ []), do: bang(buffer(data, shape, dtype, opts))
 
   @doc """
-  The buffer's bytes (its dtype's native layout; bools one byte each).
+  The buffer's bytes (its dtype's native layout; bools one byte each). A quantized buffer
+  (dtype `:q8`, from the `:quantize` kernel) reads as Burn's quantized layout: the i8 values
+  in row-major order, then one f32 scale per block (or one for the tensor).
 
       iex> ExCubecl.read(ExCubecl.buffer!([7], [1], :u8))
       {:ok, <<7>>}
@@ -83,6 +85,10 @@ defmodule ExCubecl do
       {:ok, [1.5, :nan]}
   """
   @spec to_list(Buffer.t()) :: result(list())
+  def to_list(%Buffer{dtype: :q8} = buffer) do
+    {:error, Error.new("to_list", "a quantized buffer has no list form: dequantize it first, or read/1 its bytes", inspect(buffer))}
+  end
+
   def to_list(%Buffer{dtype: dtype} = buffer) do
     with {:ok, bin} <- read(buffer), do: {:ok, Host.decode(bin, dtype)}
   end

@@ -104,9 +104,12 @@ defmodule ExCubecl.KernelsTest do
     {:random_bernoulli, [], [shape: [64], prob: 0.5], {:range, 0.0, 1.0}}
   ]
 
+  # Tested below: their values are checked through a round trip.
+  @quantization [:quantize, :dequantize]
+
   test "every kernel has a case here" do
     names = ExCubecl.kernels() |> Enum.map(& &1.name) |> Enum.sort()
-    covered = @cases |> Enum.map(&elem(&1, 0)) |> Enum.uniq() |> Enum.sort()
+    covered = (@quantization ++ Enum.map(@cases, &elem(&1, 0))) |> Enum.uniq() |> Enum.sort()
     assert names -- covered == [], "kernels without a case: #{inspect(names -- covered)}"
     assert covered -- names == []
   end
@@ -147,6 +150,51 @@ defmodule ExCubecl.KernelsTest do
         is_float(w) and is_float(g) -> assert abs(g - w) <= 1.0e-5 + 2.0e-3 * abs(w), "got #{inspect(got)}, want #{inspect(want)}"
         true -> assert g == w, "got #{inspect(got)}, want #{inspect(want)}"
       end
+    end
+  end
+
+  describe "quantization" do
+    test "quantize gives a :q8 buffer whose dequantized values are within half a step" do
+      values = [-2.0, -1.0, -0.25, 0.0, 0.1, 0.5, 1.0, 2.0]
+      x = ExCubecl.buffer!(values, [2, 4], :f32)
+
+      for opts <- [[], [block_size: 2], [block_size: 4, value: :q8f]] do
+        [q] = ExCubecl.run_kernel!(:quantize, [x], opts)
+        assert {q.dtype, q.shape} == {:q8, [2, 4]}
+        [back] = ExCubecl.run_kernel!(:dequantize, [q])
+        assert back.dtype == :f32
+        step = 2.0 / 127
+
+        for {g, w} <- Enum.zip(ExCubecl.to_list!(back), values) do
+          assert abs(g - w) <= step / 2 + 1.0e-6, "#{inspect(opts)}: got #{g}, want #{w}"
+        end
+      end
+    end
+
+    test "a quantized buffer reads as i8 values then f32 scales" do
+      [q] = ExCubecl.run_kernel!(:quantize, [ExCubecl.buffer!([-1.0, 0.5, 1.0, 0.0], [4], :f32)])
+      assert <<-127::signed-8, v::signed-8, 127::signed-8, 0::signed-8, scale::float-32-native>> = ExCubecl.read!(q)
+      assert v in [63, 64]
+      assert_in_delta scale, 1.0 / 127, 1.0e-7
+      [h] = ExCubecl.run_kernel!(:dequantize, [q], dtype: :f16)
+      assert h.dtype == :f16
+    end
+
+    test "bad quantization calls are errors naming the op" do
+      x = ExCubecl.buffer!([1.0, 2.0, 3.0], [3], :f32)
+      [q] = ExCubecl.run_kernel!(:quantize, [x])
+      assert {:error, %ExCubecl.Error{op: "quantize"}} = ExCubecl.run_kernel(:quantize, [x], block_size: 2)
+      assert {:error, %ExCubecl.Error{op: "quantize"}} = ExCubecl.run_kernel(:quantize, [x], value: :q4)
+      assert {:error, %ExCubecl.Error{op: "quantize"}} = ExCubecl.run_kernel(:quantize, [ExCubecl.buffer!([1], [1], :s32)])
+      assert {:error, %ExCubecl.Error{op: "dequantize"}} = ExCubecl.run_kernel(:dequantize, [x])
+      assert {:error, %ExCubecl.Error{op: "dequantize"}} = ExCubecl.run_kernel(:dequantize, [q], dtype: :s32)
+      assert {:error, %ExCubecl.Error{op: "add", reason: reason}} = ExCubecl.run_kernel(:add, [q, q])
+      assert reason =~ "dequantize"
+      assert {:error, %ExCubecl.Error{op: "to_list"}} = ExCubecl.to_list(q)
+      {:ok, p} = ExCubecl.pipeline()
+      assert {:error, %ExCubecl.Error{op: "pipeline_add"}} = ExCubecl.pipeline_add(p, :quantize, [{:input, 0}])
+      assert {:ok, true} = ExCubecl.free(q)
+      assert {:error, %ExCubecl.Error{op: "dequantize"}} = ExCubecl.run_kernel(:dequantize, [q])
     end
   end
 end

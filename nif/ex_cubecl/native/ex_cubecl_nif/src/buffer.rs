@@ -11,18 +11,45 @@ use crate::tensor::{AnyPrim, Prim};
 pub fn check(op: &str, len: usize, shape: &[i64], dtype: DType) -> NifResult<Vec<usize>> {
     let dims: Vec<usize> = shape
         .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| NifError::new(op, format!("dimension {d} is negative"), format!("shape {shape:?}"))))
+        .map(|&d| {
+            usize::try_from(d).map_err(|_| {
+                NifError::new(
+                    op,
+                    format!("dimension {d} is negative"),
+                    format!("shape {shape:?}"),
+                )
+            })
+        })
         .collect::<NifResult<_>>()?;
-    let bytes = dims.iter().try_fold(host_size(dtype), |acc, &d| acc.checked_mul(d));
+    let bytes = dims
+        .iter()
+        .try_fold(host_size(dtype), |acc, &d| acc.checked_mul(d));
     match bytes {
         Some(b) if b == len => Ok(dims),
-        Some(b) => Err(NifError::new(op, format!("the data has {len} bytes, shape {shape:?} of {} needs {b}", name(dtype)), format!("shape {shape:?}, dtype {}", name(dtype)))),
-        None => Err(NifError::new(op, format!("shape {shape:?} is too large"), format!("dtype {}", name(dtype)))),
+        Some(b) => Err(NifError::new(
+            op,
+            format!(
+                "the data has {len} bytes, shape {shape:?} of {} needs {b}",
+                name(dtype)
+            ),
+            format!("shape {shape:?}, dtype {}", name(dtype)),
+        )),
+        None => Err(NifError::new(
+            op,
+            format!("shape {shape:?} is too large"),
+            format!("dtype {}", name(dtype)),
+        )),
     }
 }
 
 /// Uploads `bytes` (host layout of `dtype`, bools one byte each) to `device`.
-pub fn upload(op: &str, bytes: Vec<u8>, dims: Vec<usize>, dtype: DType, device: &Dev) -> NifResult<AnyPrim> {
+pub fn upload(
+    op: &str,
+    bytes: Vec<u8>,
+    dims: Vec<usize>,
+    dtype: DType,
+    device: &Dev,
+) -> NifResult<AnyPrim> {
     let data = TensorData::from_bytes_vec(bytes, Shape::from(dims), dtype);
     Ok(match device {
         #[cfg(feature = "wgpu")]
@@ -35,7 +62,11 @@ pub fn upload(op: &str, bytes: Vec<u8>, dims: Vec<usize>, dtype: DType, device: 
 fn upload_on<B: Backend>(op: &str, data: TensorData, device: &B::Device) -> NifResult<Prim<B>> {
     let dtype = data.dtype;
     if !B::supports_dtype(device, dtype) {
-        return Err(NifError::new(op, format!("the device does not support dtype {}", name(dtype)), format!("{device:?}")));
+        return Err(NifError::new(
+            op,
+            format!("the device does not support dtype {}", name(dtype)),
+            format!("{device:?}"),
+        ));
     }
     Ok(match class(dtype) {
         Class::Float => Prim::Float(B::float_from_data(data, device)),
@@ -46,10 +77,20 @@ fn upload_on<B: Backend>(op: &str, data: TensorData, device: &B::Device) -> NifR
 
 /// The tensor's bytes in its dtype's host layout (bools one byte each, 0 or 1).
 pub fn read(op: &str, prim: AnyPrim) -> NifResult<Vec<u8>> {
-    let data = crate::on_prim!(prim, |B, p| read_on::<B>(p))
-        .map_err(|e| NifError::new(op, format!("reading failed: {e}"), "the device reported an error"))?;
+    let data = crate::on_prim!(prim, |B, p| read_on::<B>(p)).map_err(|e| {
+        NifError::new(
+            op,
+            format!("reading failed: {e}"),
+            "the device reported an error",
+        )
+    })?;
     Ok(match data.dtype {
-        DType::Bool(_) => data.to_vec::<bool>().map_err(|e| NifError::new(op, format!("{e:?}"), "bool read-back"))?.into_iter().map(u8::from).collect(),
+        DType::Bool(_) => data
+            .to_vec::<bool>()
+            .map_err(|e| NifError::new(op, format!("{e:?}"), "bool read-back"))?
+            .into_iter()
+            .map(u8::from)
+            .collect(),
         _ => data.into_bytes().to_vec(),
     })
 }
@@ -59,6 +100,7 @@ fn read_on<B: Backend>(p: Prim<B>) -> Result<TensorData, String> {
         Prim::Float(t) => burn_backend::read_sync(B::float_into_data(t)),
         Prim::Int(t) => burn_backend::read_sync(B::int_into_data(t)),
         Prim::Bool(t) => burn_backend::read_sync(B::bool_into_data(t)),
+        Prim::Quant(t) => burn_backend::read_sync(B::q_into_data(t)),
     };
     future.map_err(|e| format!("{e:?}"))
 }

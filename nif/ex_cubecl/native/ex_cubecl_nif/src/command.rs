@@ -22,9 +22,17 @@ use crate::tensor::{AnyPrim, Prim, TensorRef, wrap};
 /// A captured pipeline with the inputs of one replay and its outputs' kind codes.
 pub enum Replay {
     #[cfg(feature = "wgpu")]
-    Wgpu(Arc<Pipeline<ex_cubecl::cubecl::wgpu::WgpuRuntime>>, Vec<CubeTensor<ex_cubecl::cubecl::wgpu::WgpuRuntime>>, Vec<u8>),
+    Wgpu(
+        Arc<Pipeline<ex_cubecl::cubecl::wgpu::WgpuRuntime>>,
+        Vec<CubeTensor<ex_cubecl::cubecl::wgpu::WgpuRuntime>>,
+        Vec<u8>,
+    ),
     #[cfg(feature = "cuda")]
-    Cuda(Arc<Pipeline<ex_cubecl::cubecl::cuda::CudaRuntime>>, Vec<CubeTensor<ex_cubecl::cubecl::cuda::CudaRuntime>>, Vec<u8>),
+    Cuda(
+        Arc<Pipeline<ex_cubecl::cubecl::cuda::CudaRuntime>>,
+        Vec<CubeTensor<ex_cubecl::cubecl::cuda::CudaRuntime>>,
+        Vec<u8>,
+    ),
 }
 
 /// A submitted command: its device, its id in the device's queue, its outputs' kind codes.
@@ -58,11 +66,22 @@ fn prims<R: Runtime>(tensors: &[CubeTensor<R>], kinds: &[u8], wrap_prim: Wrap<R>
 where
     R::Device: DeviceOps,
 {
-    tensors.iter().zip(kinds).map(|(t, &k)| wrap_prim(from_code(t.clone(), k))).collect()
+    tensors
+        .iter()
+        .zip(kinds)
+        .map(|(t, &k)| wrap_prim(from_code(t.clone(), k)))
+        .collect()
 }
 
 /// Queues `work` on `device`'s queue; `pid` gets the outcome. Gives the command's id.
-fn enqueue<R: Runtime>(device: &R::Device, dev: Dev, work: Work<R>, kinds: Arc<Mutex<Vec<u8>>>, pid: LocalPid, wrap_prim: Wrap<R>) -> u64
+fn enqueue<R: Runtime>(
+    device: &R::Device,
+    dev: Dev,
+    work: Work<R>,
+    kinds: Arc<Mutex<Vec<u8>>>,
+    pid: LocalPid,
+    wrap_prim: Wrap<R>,
+) -> u64
 where
     R::Device: DeviceOps,
 {
@@ -73,33 +92,62 @@ where
     let mut commands = COMMANDS.lock().unwrap_or_else(|e| e.into_inner());
     let queue_id = queue.submit_with_callback(work, move |_, outcome| {
         let result = match outcome {
-            Ok(tensors) => Ok(prims(tensors, &k.lock().unwrap_or_else(|e| e.into_inner()), wrap_prim)),
-            Err(e) => Err(NifError::new("command", e.to_string(), format!("command {id}"))),
+            Ok(tensors) => Ok(prims(
+                tensors,
+                &k.lock().unwrap_or_else(|e| e.into_inner()),
+                wrap_prim,
+            )),
+            Err(e) => Err(NifError::new(
+                "command",
+                e.to_string(),
+                format!("command {id}"),
+            )),
         };
         let mut env = OwnedEnv::new();
         let _ = env.send_and_clear(&pid, |env| {
             let result = match result {
-                Ok(prims) => (atoms::ok(), prims.into_iter().map(wrap).collect::<Vec<TensorRef>>()).encode(env),
+                Ok(prims) => (
+                    atoms::ok(),
+                    prims.into_iter().map(wrap).collect::<Vec<TensorRef>>(),
+                )
+                    .encode(env),
                 Err(e) => (atoms::error(), e).encode(env),
             };
             (atoms::ex_cubecl(), id, result).encode(env)
         });
     });
-    commands.get_or_insert_with(HashMap::new).insert(id, Entry { device: dev, id: queue_id, kinds });
+    commands.get_or_insert_with(HashMap::new).insert(
+        id,
+        Entry {
+            device: dev,
+            id: queue_id,
+            kinds,
+        },
+    );
     id
 }
 
 /// Submits a kernel list: `steps` over `inputs` (slots `Input(i)` and earlier steps'
 /// outputs), giving the values at `outs`.
-pub fn submit_kernels(steps: Vec<Step>, inputs: Vec<AnyPrim>, outs: Vec<Slot>, device: Dev, pid: LocalPid) -> NifResult<u64> {
+pub fn submit_kernels(
+    steps: Vec<Step>,
+    inputs: Vec<AnyPrim>,
+    outs: Vec<Slot>,
+    device: Dev,
+    pid: LocalPid,
+) -> NifResult<u64> {
     macro_rules! go {
         ($variant:ident, $R:ty, $d:expr, $wrap:expr) => {{
-            let inner: Vec<_> = crate::prims_of!(inputs, $variant, "submit")?.into_iter().map(crate::tensor::to_inner).collect();
+            let inner: Vec<_> = crate::prims_of!(inputs, $variant, "submit")?
+                .into_iter()
+                .map(crate::tensor::to_inner)
+                .collect();
             let kinds = Arc::new(Mutex::new(Vec::new()));
             let (k, d) = (kinds.clone(), $d.clone());
             let work = Work::<$R>::ops(move || {
                 // On the NIF's stream, as every other call (see `error::guard`).
-                let outs = on_nif_stream(|| run_steps::<$R>(&d, &steps, inner, &outs)).unwrap_or_else(|e| panic!("{e}"));
+                let outs = on_nif_stream(|| run_steps::<$R>(&d, &steps, inner, &outs))
+                    .unwrap_or_else(|e| panic!("{e}"));
                 let (tensors, codes): (Vec<_>, Vec<_>) = outs.into_iter().map(to_code).unzip();
                 *k.lock().unwrap_or_else(|e| e.into_inner()) = codes;
                 tensors
@@ -119,42 +167,69 @@ pub fn submit_kernels(steps: Vec<Step>, inputs: Vec<AnyPrim>, outs: Vec<Slot>, d
 pub fn submit_replay(replay: Replay, device: Dev, pid: LocalPid) -> NifResult<u64> {
     match (replay, &device) {
         #[cfg(feature = "wgpu")]
-        (Replay::Wgpu(p, inputs, codes), Dev::Wgpu(d)) => {
-            Ok(enqueue(d, device.clone(), Work::replay(&p, inputs), Arc::new(Mutex::new(codes)), pid, wrap_wgpu))
-        }
+        (Replay::Wgpu(p, inputs, codes), Dev::Wgpu(d)) => Ok(enqueue(
+            d,
+            device.clone(),
+            Work::replay(&p, inputs),
+            Arc::new(Mutex::new(codes)),
+            pid,
+            wrap_wgpu,
+        )),
         #[cfg(feature = "cuda")]
-        (Replay::Cuda(p, inputs, codes), Dev::Cuda(d)) => {
-            Ok(enqueue(d, device.clone(), Work::replay(&p, inputs), Arc::new(Mutex::new(codes)), pid, wrap_cuda))
-        }
+        (Replay::Cuda(p, inputs, codes), Dev::Cuda(d)) => Ok(enqueue(
+            d,
+            device.clone(),
+            Work::replay(&p, inputs),
+            Arc::new(Mutex::new(codes)),
+            pid,
+            wrap_cuda,
+        )),
         #[allow(unreachable_patterns)]
-        _ => Err(NifError::new("submit", "the pipeline is on another runtime than its inputs", device.spec())),
+        _ => Err(NifError::new(
+            "submit",
+            "the pipeline is on another runtime than its inputs",
+            device.spec(),
+        )),
     }
 }
 
 fn status_of(id: u64) -> NifResult<(Dev, CommandId, Result<CommandStatus, String>)> {
     let commands = COMMANDS.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = commands
-        .as_ref()
-        .and_then(|c| c.get(&id))
-        .ok_or_else(|| NifError::new("poll", format!("command {id} is unknown"), "never submitted, or already waited for"))?;
+    let entry = commands.as_ref().and_then(|c| c.get(&id)).ok_or_else(|| {
+        NifError::new(
+            "poll",
+            format!("command {id} is unknown"),
+            "never submitted, or already waited for",
+        )
+    })?;
     let status = match &entry.device {
         #[cfg(feature = "wgpu")]
-        Dev::Wgpu(d) => CommandQueue::<ex_cubecl::cubecl::wgpu::WgpuRuntime>::for_device(d).poll(entry.id),
+        Dev::Wgpu(d) => {
+            CommandQueue::<ex_cubecl::cubecl::wgpu::WgpuRuntime>::for_device(d).poll(entry.id)
+        }
         #[cfg(feature = "cuda")]
-        Dev::Cuda(d) => CommandQueue::<ex_cubecl::cubecl::cuda::CudaRuntime>::for_device(d).poll(entry.id),
+        Dev::Cuda(d) => {
+            CommandQueue::<ex_cubecl::cubecl::cuda::CudaRuntime>::for_device(d).poll(entry.id)
+        }
     };
-    Ok((entry.device.clone(), entry.id, status.map_err(|e| e.to_string())))
+    Ok((
+        entry.device.clone(),
+        entry.id,
+        status.map_err(|e| e.to_string()),
+    ))
 }
 
 /// `"pending"`, `"running"`, `"completed"` or `"failed"`.
 pub fn poll(id: u64) -> NifResult<&'static str> {
     let (_, _, status) = status_of(id)?;
-    Ok(match status.map_err(|e| NifError::new("poll", e, format!("command {id}")))? {
-        CommandStatus::Pending => "pending",
-        CommandStatus::Running => "running",
-        CommandStatus::Completed => "completed",
-        CommandStatus::Failed(_) => "failed",
-    })
+    Ok(
+        match status.map_err(|e| NifError::new("poll", e, format!("command {id}")))? {
+            CommandStatus::Pending => "pending",
+            CommandStatus::Running => "running",
+            CommandStatus::Completed => "completed",
+            CommandStatus::Failed(_) => "failed",
+        },
+    )
 }
 
 /// Waits up to `timeout_ms` (forever when `None`) for command `id` and takes its outcome.
@@ -165,7 +240,14 @@ pub fn wait(id: u64, timeout_ms: Option<u64>) -> NifResult<Vec<AnyPrim>> {
         match status {
             Ok(CommandStatus::Completed | CommandStatus::Failed(_)) | Err(_) => break,
             Ok(_) if deadline.is_some_and(|d| Instant::now() >= d) => {
-                return Err(NifError::new("wait", format!("command {id} did not finish within {} ms", timeout_ms.unwrap_or(0)), "it still runs; wait again or poll"));
+                return Err(NifError::new(
+                    "wait",
+                    format!(
+                        "command {id} did not finish within {} ms",
+                        timeout_ms.unwrap_or(0)
+                    ),
+                    "it still runs; wait again or poll",
+                ));
             }
             Ok(_) => std::thread::sleep(Duration::from_micros(200)),
         }
@@ -175,18 +257,34 @@ pub fn wait(id: u64, timeout_ms: Option<u64>) -> NifResult<Vec<AnyPrim>> {
         .unwrap_or_else(|e| e.into_inner())
         .as_mut()
         .and_then(|c| c.remove(&id))
-        .ok_or_else(|| NifError::new("wait", format!("command {id} is unknown"), "already waited for"))?;
-    let kinds = entry.kinds.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let failed = |e: ex_cubecl::runtime::CommandError| NifError::new("wait", e.to_string(), format!("command {id}"));
+        .ok_or_else(|| {
+            NifError::new(
+                "wait",
+                format!("command {id} is unknown"),
+                "already waited for",
+            )
+        })?;
+    let kinds = entry
+        .kinds
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let failed = |e: ex_cubecl::runtime::CommandError| {
+        NifError::new("wait", e.to_string(), format!("command {id}"))
+    };
     match &entry.device {
         #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => {
-            let out = CommandQueue::<ex_cubecl::cubecl::wgpu::WgpuRuntime>::for_device(d).wait(entry.id).map_err(failed)?;
+            let out = CommandQueue::<ex_cubecl::cubecl::wgpu::WgpuRuntime>::for_device(d)
+                .wait(entry.id)
+                .map_err(failed)?;
             Ok(prims(&out, &kinds, wrap_wgpu))
         }
         #[cfg(feature = "cuda")]
         Dev::Cuda(d) => {
-            let out = CommandQueue::<ex_cubecl::cubecl::cuda::CudaRuntime>::for_device(d).wait(entry.id).map_err(failed)?;
+            let out = CommandQueue::<ex_cubecl::cubecl::cuda::CudaRuntime>::for_device(d)
+                .wait(entry.id)
+                .map_err(failed)?;
             Ok(prims(&out, &kinds, wrap_cuda))
         }
     }

@@ -17,14 +17,29 @@ pub enum Dev {
 impl Dev {
     /// Parses a device string (see the module docs).
     pub fn parse(op: &str, spec: &str) -> NifResult<Self> {
-        let bad = |why: &str| NifError::new(op, format!("bad device {spec:?}: {why}"), "devices: cuda:N, wgpu, wgpu:discrete:N, wgpu:integrated:N, wgpu:virtual:N, wgpu:cpu");
+        let bad = |why: &str| {
+            NifError::new(
+                op,
+                format!("bad device {spec:?}: {why}"),
+                "devices: cuda:N, wgpu, wgpu:discrete:N, wgpu:integrated:N, wgpu:virtual:N, wgpu:cpu",
+            )
+        };
         let parts: Vec<&str> = spec.split(':').collect();
-        let index = |s: Option<&&str>| s.map_or(Ok(0), |s| s.parse::<usize>().map_err(|_| bad("the index is not a number")));
+        let index = |s: Option<&&str>| {
+            s.map_or(Ok(0), |s| {
+                s.parse::<usize>()
+                    .map_err(|_| bad("the index is not a number"))
+            })
+        };
         match parts.first().copied() {
             #[cfg(feature = "cuda")]
-            Some("cuda") if parts.len() <= 2 => Ok(Dev::Cuda(ex_cubecl::cubecl::cuda::CudaDevice::new(index(parts.get(1))?))),
+            Some("cuda") if parts.len() <= 2 => Ok(Dev::Cuda(
+                ex_cubecl::cubecl::cuda::CudaDevice::new(index(parts.get(1))?),
+            )),
             #[cfg(not(feature = "cuda"))]
-            Some("cuda") => Err(bad("this build has no CUDA runtime (build the NIF with the `cuda` feature)")),
+            Some("cuda") => Err(bad(
+                "this build has no CUDA runtime (build the NIF with the `cuda` feature)",
+            )),
             #[cfg(feature = "wgpu")]
             Some("wgpu") => {
                 use ex_cubecl::cubecl::wgpu::WgpuDevice;
@@ -94,7 +109,12 @@ fn cuda_devices() -> Vec<DeviceEntry> {
     })
     .unwrap_or(0);
     (0..count)
-        .map(|i| DeviceEntry { spec: format!("cuda:{i}"), name: format!("CUDA device {i}"), kind: "gpu", api: "cuda".into() })
+        .map(|i| DeviceEntry {
+            spec: format!("cuda:{i}"),
+            name: format!("CUDA device {i}"),
+            kind: "gpu",
+            api: "cuda".into(),
+        })
         .collect()
 }
 
@@ -102,7 +122,8 @@ fn cuda_devices() -> Vec<DeviceEntry> {
 fn wgpu_devices() -> Vec<DeviceEntry> {
     use wgpu::DeviceType;
     let instance = wgpu::Instance::default();
-    let adapters = ex_cubecl::cubecl::future::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+    let adapters =
+        ex_cubecl::cubecl::future::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
     let mut counts = [0usize; 3];
     let mut entries: Vec<(u8, DeviceEntry)> = adapters
         .iter()
@@ -121,12 +142,24 @@ fn wgpu_devices() -> Vec<DeviceEntry> {
                 }
                 None => "wgpu:cpu".to_string(),
             };
-            (rank, DeviceEntry { spec, name: info.name.clone(), kind, api: format!("{:?}", info.backend).to_lowercase() })
+            (
+                rank,
+                DeviceEntry {
+                    spec,
+                    name: info.name.clone(),
+                    kind,
+                    api: format!("{:?}", info.backend).to_lowercase(),
+                },
+            )
         })
         .collect();
     entries.sort_by_key(|(rank, _)| *rank);
     let mut seen = std::collections::HashSet::new();
-    entries.into_iter().map(|(_, e)| e).filter(|e| seen.insert(e.spec.clone())).collect()
+    entries
+        .into_iter()
+        .map(|(_, e)| e)
+        .filter(|e| seen.insert(e.spec.clone()))
+        .collect()
 }
 
 /// The default device: the first of [`devices`] (CUDA, then hardware adapters, then

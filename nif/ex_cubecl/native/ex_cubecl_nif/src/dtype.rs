@@ -21,17 +21,29 @@ pub const DTYPES: [(&str, DType); 12] = [
 
 /// The dtype named `name`.
 pub fn parse(op: &str, name: &str) -> NifResult<DType> {
-    DTYPES.iter().find(|(n, _)| *n == name).map(|(_, d)| *d).ok_or_else(|| {
-        let known: Vec<&str> = DTYPES.iter().map(|(n, _)| *n).collect();
-        NifError::new(op, format!("unknown dtype {name:?}"), format!("known dtypes: {}", known.join(", ")))
-    })
+    DTYPES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, d)| *d)
+        .ok_or_else(|| {
+            let known: Vec<&str> = DTYPES.iter().map(|(n, _)| *n).collect();
+            NifError::new(
+                op,
+                format!("unknown dtype {name:?}"),
+                format!("known dtypes: {}", known.join(", ")),
+            )
+        })
 }
 
 /// The Elixir name of `dtype` (every bool store is `bool`).
 pub fn name(dtype: DType) -> &'static str {
     match dtype {
         DType::Bool(_) => "bool",
-        other => DTYPES.iter().find(|(_, d)| *d == other).map_or("unsupported", |(n, _)| *n),
+        DType::QFloat(_) => "q8",
+        other => DTYPES
+            .iter()
+            .find(|(_, d)| *d == other)
+            .map_or("unsupported", |(n, _)| *n),
     }
 }
 

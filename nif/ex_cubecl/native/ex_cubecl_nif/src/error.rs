@@ -17,7 +17,11 @@ pub struct NifError {
 
 impl NifError {
     pub fn new(op: &str, reason: impl Into<String>, details: impl Into<String>) -> Self {
-        Self { op: op.to_string(), reason: reason.into(), details: details.into() }
+        Self {
+            op: op.to_string(),
+            reason: reason.into(),
+            details: details.into(),
+        }
     }
 }
 
@@ -91,7 +95,9 @@ fn quiet_panics() {
         ex_cubecl::runtime::install_panic_hook();
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            let device_thread = std::thread::current().name().is_some_and(|n| n.starts_with("DS"));
+            let device_thread = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("DS"));
             if device_thread {
                 previous(info);
             }

@@ -12,8 +12,8 @@ mod device;
 mod dtype;
 mod error;
 mod ops;
-mod pipeline;
 mod opts;
+mod pipeline;
 mod tensor;
 
 use rustler::{Binary, Env, NewBinary, Term};
@@ -28,7 +28,12 @@ use tensor::{AnyPrim, TensorRef, wrap};
 /// `[{spec, name, kind, api}]` of this machine's devices, best first.
 #[rustler::nif(schedule = "DirtyIo")]
 fn devices() -> NifResult<Vec<(String, String, String, String)>> {
-    guard("devices", || Ok(device::devices().into_iter().map(|d| (d.spec, d.name, d.kind.to_string(), d.api)).collect()))
+    guard("devices", || {
+        Ok(device::devices()
+            .into_iter()
+            .map(|d| (d.spec, d.name, d.kind.to_string(), d.api))
+            .collect())
+    })
 }
 
 /// The default device's spec.
@@ -44,7 +49,13 @@ fn buffer(data: Binary, shape: Vec<i64>, dtype: String, device: String) -> NifRe
         let dtype = dtype::parse("buffer", &dtype)?;
         let dims = buffer::check("buffer", data.len(), &shape, dtype)?;
         let device = Dev::parse("buffer", &device)?;
-        Ok(wrap(buffer::upload("buffer", data.as_slice().to_vec(), dims, dtype, &device)?))
+        Ok(wrap(buffer::upload(
+            "buffer",
+            data.as_slice().to_vec(),
+            dims,
+            dtype,
+            &device,
+        )?))
     })
 }
 
@@ -81,22 +92,36 @@ fn free(tensor: TensorRef) -> NifResult<bool> {
 /// `[{name, inputs, options}]` of every kernel.
 #[rustler::nif]
 fn kernels() -> Vec<(&'static str, &'static str, &'static str)> {
-    ops::KERNELS.iter().map(|k| (k.name, k.inputs, k.options)).collect()
+    ops::KERNELS
+        .iter()
+        .map(|k| (k.name, k.inputs, k.options))
+        .collect()
 }
 
 /// Runs kernel `name` on `inputs` with keyword options `opts`; kernels without inputs run on
 /// `device`.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn run_kernel(name: String, inputs: Vec<TensorRef>, opts: Term, device: String) -> NifResult<Vec<TensorRef>> {
+fn run_kernel(
+    name: String,
+    inputs: Vec<TensorRef>,
+    opts: Term,
+    device: String,
+) -> NifResult<Vec<TensorRef>> {
     let op = name.as_str();
     let opts = Opts::decode(op, opts)?;
     guard(op, || {
-        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
+        let prims = inputs
+            .iter()
+            .map(|t| t.get(op))
+            .collect::<NifResult<Vec<_>>>()?;
         let device = match prims.first() {
             Some(p) => p.device(),
             None => Dev::parse(op, &device)?,
         };
-        Ok(run(op, prims, &opts, &device)?.into_iter().map(wrap).collect())
+        Ok(run(op, prims, &opts, &device)?
+            .into_iter()
+            .map(wrap)
+            .collect())
     })
 }
 
@@ -106,28 +131,65 @@ fn run_kernel(name: String, inputs: Vec<TensorRef>, opts: Term, device: String) 
 /// results are wrapped as untracked autodiff tensors: Burn's `Autodiff` registers a graph step
 /// for every op, tracked or not, and cleans them only when a `backward` runs, so an inference
 /// loop on it would grow without bound.
-pub(crate) fn run(op: &str, inputs: Vec<AnyPrim>, opts: &Opts, device: &Dev) -> NifResult<Vec<AnyPrim>> {
+pub(crate) fn run(
+    op: &str,
+    inputs: Vec<AnyPrim>,
+    opts: &Opts,
+    device: &Dev,
+) -> NifResult<Vec<AnyPrim>> {
     macro_rules! on {
         ($variant:ident, $B:ty, $R:ty, $d:expr) => {{
             let prims = prims_of!(inputs, $variant, op)?;
             if let Some(p) = prims.iter().find(|p| &p.device() != $d) {
-                return Err(NifError::new(op, "the inputs are on different devices", format!("{} on {:?}, expected {}", p.describe(), p.device(), device.spec())));
+                return Err(NifError::new(
+                    op,
+                    "the inputs are on different devices",
+                    format!(
+                        "{} on {:?}, expected {}",
+                        p.describe(),
+                        p.device(),
+                        device.spec()
+                    ),
+                ));
             }
-            let max_bytes = <$R as ex_cubecl::cubecl::Runtime>::client($d).properties().memory.max_page_size;
-            if prims.iter().any(tensor::is_tracked::<$B>) {
-                Ok(ops::run::<$B>(op, prims, opts, $d, max_bytes)?.into_iter().map(AnyPrim::$variant).collect())
+            let max_bytes = <$R as ex_cubecl::cubecl::Runtime>::client($d)
+                .properties()
+                .memory
+                .max_page_size;
+            if prims.iter().any(tensor::is_tracked::<$B>)
+                && ops::kernel(op)?.family != ops::Family::Quant
+            {
+                Ok(ops::run::<$B>(op, prims, opts, $d, max_bytes)?
+                    .into_iter()
+                    .map(AnyPrim::$variant)
+                    .collect())
             } else {
                 let inner = prims.into_iter().map(tensor::to_inner::<$B>).collect();
-                let out = ops::run::<<$B as burn_backend::AutodiffBackend>::InnerBackend>(op, inner, opts, $d, max_bytes)?;
-                Ok(out.into_iter().map(|p| AnyPrim::$variant(tensor::from_inner::<$B>(p))).collect())
+                let out = ops::run::<<$B as burn_backend::AutodiffBackend>::InnerBackend>(
+                    op, inner, opts, $d, max_bytes,
+                )?;
+                Ok(out
+                    .into_iter()
+                    .map(|p| AnyPrim::$variant(tensor::from_inner::<$B>(p)))
+                    .collect())
             }
         }};
     }
     match device {
         #[cfg(feature = "wgpu")]
-        Dev::Wgpu(d) => on!(Wgpu, tensor::AdWgpu, ex_cubecl::cubecl::wgpu::WgpuRuntime, d),
+        Dev::Wgpu(d) => on!(
+            Wgpu,
+            tensor::AdWgpu,
+            ex_cubecl::cubecl::wgpu::WgpuRuntime,
+            d
+        ),
         #[cfg(feature = "cuda")]
-        Dev::Cuda(d) => on!(Cuda, tensor::AdCuda, ex_cubecl::cubecl::cuda::CudaRuntime, d),
+        Dev::Cuda(d) => on!(
+            Cuda,
+            tensor::AdCuda,
+            ex_cubecl::cubecl::cuda::CudaRuntime,
+            d
+        ),
     }
 }
 
@@ -135,7 +197,10 @@ pub(crate) fn run(op: &str, inputs: Vec<AnyPrim>, opts: &Opts, device: &Dev) -> 
 #[rustler::nif(schedule = "DirtyIo")]
 fn synchronize(device: String) -> NifResult<bool> {
     guard("synchronize", || {
-        let sync = |r: Result<(), burn_backend::ExecutionError>| r.map(|()| true).map_err(|e| NifError::new("synchronize", format!("{e:?}"), "device failure"));
+        let sync = |r: Result<(), burn_backend::ExecutionError>| {
+            r.map(|()| true)
+                .map_err(|e| NifError::new("synchronize", format!("{e:?}"), "device failure"))
+        };
         match Dev::parse("synchronize", &device)? {
             #[cfg(feature = "wgpu")]
             Dev::Wgpu(d) => sync(<tensor::AdWgpu as burn_backend::Backend>::sync(&d)),
@@ -157,7 +222,11 @@ fn memory_info(device: String) -> NifResult<(u64, u64, u64)> {
             Dev::Cuda(d) => ex_cubecl::cubecl::cuda::CudaRuntime::client(&d).memory_usage(),
         }
         .map_err(|e| NifError::new("memory_info", format!("{e}"), "device failure"))?;
-        Ok((usage.bytes_in_use, usage.bytes_reserved, usage.number_allocs))
+        Ok((
+            usage.bytes_in_use,
+            usage.bytes_reserved,
+            usage.number_allocs,
+        ))
     })
 }
 
@@ -172,7 +241,11 @@ fn supported_dtypes(device: String) -> NifResult<Vec<&'static str>> {
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => <tensor::AdCuda as burn_backend::Backend>::supports_dtype(d, dtype),
         };
-        Ok(dtype::DTYPES.iter().filter(|(_, d)| supports(*d)).map(|(n, _)| *n).collect())
+        Ok(dtype::DTYPES
+            .iter()
+            .filter(|(_, d)| supports(*d))
+            .map(|(n, _)| *n)
+            .collect())
     })
 }
 
@@ -189,13 +262,26 @@ fn runtimes() -> Vec<&'static str> {
     out
 }
 
-
 /// A slot from Elixir: `{:input, i}` or `{:step, s, k}`.
 fn slot(op: &str, term: Term) -> NifResult<Slot> {
-    let bad = || NifError::new(op, "a slot is {:input, i} or {:step, step, output}", format!("{term:?}"));
+    let bad = || {
+        NifError::new(
+            op,
+            "a slot is {:input, i} or {:step, step, output}",
+            format!("{term:?}"),
+        )
+    };
     let parts = rustler::types::tuple::get_tuple(term).map_err(|_| bad())?;
-    let tag = parts.first().and_then(|t| t.atom_to_string().ok()).ok_or_else(bad)?;
-    let index = |k: usize| parts.get(k).and_then(|t| t.decode::<usize>().ok()).ok_or_else(bad);
+    let tag = parts
+        .first()
+        .and_then(|t| t.atom_to_string().ok())
+        .ok_or_else(bad)?;
+    let index = |k: usize| {
+        parts
+            .get(k)
+            .and_then(|t| t.decode::<usize>().ok())
+            .ok_or_else(bad)
+    };
     match (tag.as_str(), parts.len()) {
         ("input", 2) => Ok(Slot::Input(index(1)?)),
         ("step", 3) => Ok(Slot::Step(index(1)?, index(2)?)),
@@ -214,21 +300,43 @@ fn pipeline_new() -> PipelineRef {
 
 /// Adds kernel `name` over `inputs` (slots) to the pipeline; gives the step's index.
 #[rustler::nif]
-fn pipeline_add(pipeline: PipelineRef, name: String, inputs: Vec<Term>, opts: Term) -> NifResult<usize> {
+fn pipeline_add(
+    pipeline: PipelineRef,
+    name: String,
+    inputs: Vec<Term>,
+    opts: Term,
+) -> NifResult<usize> {
     let op = "pipeline_add";
     let inputs = slots(op, inputs)?;
     let opts = Opts::decode(op, opts)?;
-    guard(op, || pipeline.add(Step { kernel: name, inputs, opts }))
+    guard(op, || {
+        pipeline.add(Step {
+            kernel: name,
+            inputs,
+            opts,
+        })
+    })
 }
 
 /// Runs the pipeline (capturing it on the first run) and gives the values at `outputs`.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn pipeline_run(pipeline: PipelineRef, inputs: Vec<TensorRef>, outputs: Vec<Term>) -> NifResult<Vec<TensorRef>> {
+fn pipeline_run(
+    pipeline: PipelineRef,
+    inputs: Vec<TensorRef>,
+    outputs: Vec<Term>,
+) -> NifResult<Vec<TensorRef>> {
     let op = "pipeline_run";
     let outputs = slots(op, outputs)?;
     guard(op, || {
-        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
-        Ok(pipeline.run(prims, outputs)?.into_iter().map(wrap).collect())
+        let prims = inputs
+            .iter()
+            .map(|t| t.get(op))
+            .collect::<NifResult<Vec<_>>>()?;
+        Ok(pipeline
+            .run(prims, outputs)?
+            .into_iter()
+            .map(wrap)
+            .collect())
     })
 }
 
@@ -244,8 +352,14 @@ fn submit_pipeline(env: Env, pipeline: PipelineRef, inputs: Vec<TensorRef>) -> N
     let op = "submit";
     let pid = env.pid();
     guard(op, || {
-        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
-        let device = prims.first().map(AnyPrim::device).ok_or_else(|| NifError::new(op, "a replay needs its inputs", ""))?;
+        let prims = inputs
+            .iter()
+            .map(|t| t.get(op))
+            .collect::<NifResult<Vec<_>>>()?;
+        let device = prims
+            .first()
+            .map(AnyPrim::device)
+            .ok_or_else(|| NifError::new(op, "a replay needs its inputs", ""))?;
         command::submit_replay(pipeline.replay_work(prims)?, device, pid)
     })
 }
@@ -253,17 +367,30 @@ fn submit_pipeline(env: Env, pipeline: PipelineRef, inputs: Vec<TensorRef>) -> N
 /// Submits a kernel list: `[{name, input_slots, opts}]` over `inputs`, giving the values at
 /// `outputs`; gives the command id.
 #[rustler::nif]
-fn submit_kernels<'a>(env: Env<'a>, calls: Vec<(String, Vec<Term<'a>>, Term<'a>)>, inputs: Vec<TensorRef>, outputs: Vec<Term<'a>>, device: String) -> NifResult<u64> {
+fn submit_kernels<'a>(
+    env: Env<'a>,
+    calls: Vec<(String, Vec<Term<'a>>, Term<'a>)>,
+    inputs: Vec<TensorRef>,
+    outputs: Vec<Term<'a>>,
+    device: String,
+) -> NifResult<u64> {
     let op = "submit";
     let pid = env.pid();
     let mut steps = Vec::with_capacity(calls.len());
     for (name, slot_terms, opts) in calls {
         ops::kernel(&name).map_err(|e| NifError::new(op, e.reason, e.details))?;
-        steps.push(Step { kernel: name, inputs: slots(op, slot_terms)?, opts: Opts::decode(op, opts)? });
+        steps.push(Step {
+            kernel: name,
+            inputs: slots(op, slot_terms)?,
+            opts: Opts::decode(op, opts)?,
+        });
     }
     let outputs = slots(op, outputs)?;
     guard(op, || {
-        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
+        let prims = inputs
+            .iter()
+            .map(|t| t.get(op))
+            .collect::<NifResult<Vec<_>>>()?;
         let device = match prims.first() {
             Some(p) => p.device(),
             None => Dev::parse(op, &device)?,
@@ -282,7 +409,12 @@ fn poll(id: u64) -> NifResult<&'static str> {
 /// its outputs.
 #[rustler::nif(schedule = "DirtyIo")]
 fn wait(id: u64, timeout_ms: i64) -> NifResult<Vec<TensorRef>> {
-    guard("wait", || Ok(command::wait(id, u64::try_from(timeout_ms).ok())?.into_iter().map(wrap).collect()))
+    guard("wait", || {
+        Ok(command::wait(id, u64::try_from(timeout_ms).ok())?
+            .into_iter()
+            .map(wrap)
+            .collect())
+    })
 }
 
 rustler::init!("Elixir.ExCubecl.Native");

@@ -20,7 +20,13 @@ pub enum OptVal {
 pub struct Opts(pub Vec<(String, OptVal)>);
 
 fn value(op: &str, term: Term) -> NifResult<OptVal> {
-    let bad = || NifError::new(op, "an option value must be a number, an atom, a string, or a list or tuple of them", format!("{term:?}"));
+    let bad = || {
+        NifError::new(
+            op,
+            "an option value must be a number, an atom, a string, or a list or tuple of them",
+            format!("{term:?}"),
+        )
+    };
     Ok(match term.get_type() {
         TermType::Integer => OptVal::Int(term.decode::<i64>().map_err(|_| bad())?),
         TermType::Float => OptVal::Float(term.decode::<f64>().map_err(|_| bad())?),
@@ -33,9 +39,19 @@ fn value(op: &str, term: Term) -> NifResult<OptVal> {
             }
         }
         TermType::Binary => OptVal::Str(term.decode::<String>().map_err(|_| bad())?),
-        TermType::List => OptVal::List(term.decode::<Vec<Term>>().map_err(|_| bad())?.into_iter().map(|t| value(op, t)).collect::<NifResult<_>>()?),
+        TermType::List => OptVal::List(
+            term.decode::<Vec<Term>>()
+                .map_err(|_| bad())?
+                .into_iter()
+                .map(|t| value(op, t))
+                .collect::<NifResult<_>>()?,
+        ),
         TermType::Tuple => OptVal::List(
-            rustler::types::tuple::get_tuple(term).map_err(|_| bad())?.into_iter().map(|t| value(op, t)).collect::<NifResult<_>>()?,
+            rustler::types::tuple::get_tuple(term)
+                .map_err(|_| bad())?
+                .into_iter()
+                .map(|t| value(op, t))
+                .collect::<NifResult<_>>()?,
         ),
         _ => return Err(bad()),
     })
@@ -59,7 +75,11 @@ impl Opts {
     }
 
     fn wrong(&self, op: &str, key: &str, want: &str) -> NifError {
-        NifError::new(op, format!("option {key} must be {want}"), format!("got {:?}", self.get(key)))
+        NifError::new(
+            op,
+            format!("option {key} must be {want}"),
+            format!("got {:?}", self.get(key)),
+        )
     }
 
     /// An integer option, or `default` where absent.
@@ -67,7 +87,11 @@ impl Opts {
         match (self.get(key), default) {
             (Some(OptVal::Int(v)), _) => Ok(*v),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(NifError::new(op, format!("option {key} is required"), format!("options: {:?}", self.0))),
+            (None, None) => Err(NifError::new(
+                op,
+                format!("option {key} is required"),
+                format!("options: {:?}", self.0),
+            )),
             _ => Err(self.wrong(op, key, "an integer")),
         }
     }
@@ -81,7 +105,11 @@ impl Opts {
             (Some(OptVal::Atom(a)), _) if a == "neg_infinity" => Ok(f64::NEG_INFINITY),
             (Some(OptVal::Atom(a)), _) if a == "nan" => Ok(f64::NAN),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(NifError::new(op, format!("option {key} is required"), format!("options: {:?}", self.0))),
+            (None, None) => Err(NifError::new(
+                op,
+                format!("option {key} is required"),
+                format!("options: {:?}", self.0),
+            )),
             _ => Err(self.wrong(op, key, "a number")),
         }
     }
@@ -100,7 +128,11 @@ impl Opts {
         match (self.get(key), default) {
             (Some(OptVal::Atom(v) | OptVal::Str(v)), _) => Ok(v.clone()),
             (None, Some(d)) => Ok(d.to_string()),
-            (None, None) => Err(NifError::new(op, format!("option {key} is required"), format!("options: {:?}", self.0))),
+            (None, None) => Err(NifError::new(
+                op,
+                format!("option {key} is required"),
+                format!("options: {:?}", self.0),
+            )),
             _ => Err(self.wrong(op, key, "an atom")),
         }
     }
@@ -117,7 +149,11 @@ impl Opts {
                 })
                 .collect(),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(NifError::new(op, format!("option {key} is required"), format!("options: {:?}", self.0))),
+            (None, None) => Err(NifError::new(
+                op,
+                format!("option {key} is required"),
+                format!("options: {:?}", self.0),
+            )),
             _ => Err(self.wrong(op, key, "a list of integers")),
         }
     }

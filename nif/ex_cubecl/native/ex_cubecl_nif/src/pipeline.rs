@@ -7,8 +7,8 @@
 //! shapes). Steps added after the first run are refused.
 use std::sync::{Arc, Mutex};
 
-use ex_cubecl::ExCubeclBackend;
 use burn_backend::DeviceOps;
+use ex_cubecl::ExCubeclBackend;
 use ex_cubecl::cubecl::Runtime;
 use ex_cubecl::runtime::Pipeline;
 use ex_cubecl::tensor::CubeTensor;
@@ -76,14 +76,24 @@ pub type PipelineRef = ResourceArc<PipelineRes>;
 
 /// A new, empty pipeline.
 pub fn new() -> PipelineRef {
-    ResourceArc::new(PipelineRes { plan: Mutex::new(Plan { steps: Vec::new(), compiled: None, freed: false }) })
+    ResourceArc::new(PipelineRes {
+        plan: Mutex::new(Plan {
+            steps: Vec::new(),
+            compiled: None,
+            freed: false,
+        }),
+    })
 }
 
 impl PipelineRes {
     fn lock(&self, op: &str) -> NifResult<std::sync::MutexGuard<'_, Plan>> {
         let plan = self.plan.lock().unwrap_or_else(|e| e.into_inner());
         if plan.freed {
-            return Err(NifError::new(op, "the pipeline was freed", "pipeline_free/1 was called on it before"));
+            return Err(NifError::new(
+                op,
+                "the pipeline was freed",
+                "pipeline_free/1 was called on it before",
+            ));
         }
         Ok(plan)
     }
@@ -93,12 +103,35 @@ impl PipelineRes {
         let op = "pipeline_add";
         let mut plan = self.lock(op)?;
         if plan.compiled.is_some() {
-            return Err(NifError::new(op, "the pipeline has run: its steps are fixed", format!("{} steps", plan.steps.len())));
+            return Err(NifError::new(
+                op,
+                "the pipeline has run: its steps are fixed",
+                format!("{} steps", plan.steps.len()),
+            ));
         }
-        crate::ops::kernel(&step.kernel).map_err(|e| NifError::new(op, e.reason, e.details))?;
+        let kernel =
+            crate::ops::kernel(&step.kernel).map_err(|e| NifError::new(op, e.reason, e.details))?;
+        if kernel.family == crate::ops::Family::Quant {
+            return Err(NifError::new(
+                op,
+                format!(
+                    "{} can't be in a pipeline: pipelines take and give float, int or bool tensors",
+                    step.kernel
+                ),
+                "run it with run_kernel",
+            ));
+        }
         let n = plan.steps.len();
-        if let Some(bad) = step.inputs.iter().find(|s| matches!(s, Slot::Step(i, _) if *i >= n)) {
-            return Err(NifError::new(op, format!("slot {bad:?} names a step that comes later"), format!("step {n} ({})", step.kernel)));
+        if let Some(bad) = step
+            .inputs
+            .iter()
+            .find(|s| matches!(s, Slot::Step(i, _) if *i >= n))
+        {
+            return Err(NifError::new(
+                op,
+                format!("slot {bad:?} names a step that comes later"),
+                format!("step {n} ({})", step.kernel),
+            ));
         }
         plan.steps.push(step);
         Ok(n)
@@ -119,22 +152,42 @@ impl PipelineRes {
         let op = "pipeline_run";
         let mut plan = self.lock(op)?;
         if plan.steps.is_empty() {
-            return Err(NifError::new(op, "the pipeline has no steps", "add kernels with pipeline_add first"));
+            return Err(NifError::new(
+                op,
+                "the pipeline has no steps",
+                "add kernels with pipeline_add first",
+            ));
         }
-        let device = inputs.first().map(AnyPrim::device).ok_or_else(|| NifError::new(op, "needs at least one input", ""))?;
+        let device = inputs
+            .first()
+            .map(AnyPrim::device)
+            .ok_or_else(|| NifError::new(op, "needs at least one input", ""))?;
         macro_rules! go {
             ($variant:ident, $R:ty, $d:expr) => {{
-                let cubes: Vec<_> = crate::prims_of!(inputs, $variant, op)?.into_iter().map(crate::tensor::to_inner).collect();
+                let cubes: Vec<_> = crate::prims_of!(inputs, $variant, op)?
+                    .into_iter()
+                    .map(crate::tensor::to_inner)
+                    .collect();
                 match &plan.compiled {
                     None => {
                         let (captured, outs) = capture::<$R>($d, &plan.steps, cubes, outputs)?;
                         plan.compiled = Some(Compiled::$variant(captured));
-                        Ok(outs.into_iter().map(|p| AnyPrim::$variant(crate::tensor::from_inner(p))).collect())
+                        Ok(outs
+                            .into_iter()
+                            .map(|p| AnyPrim::$variant(crate::tensor::from_inner(p)))
+                            .collect())
                     }
                     #[allow(unreachable_patterns)]
-                    Some(Compiled::$variant(c)) => Ok(replay::<$R>(c, cubes, &outputs)?.into_iter().map(|p| AnyPrim::$variant(crate::tensor::from_inner(p))).collect()),
+                    Some(Compiled::$variant(c)) => Ok(replay::<$R>(c, cubes, &outputs)?
+                        .into_iter()
+                        .map(|p| AnyPrim::$variant(crate::tensor::from_inner(p)))
+                        .collect()),
                     #[allow(unreachable_patterns)]
-                    Some(_) => Err(NifError::new(op, "the pipeline was captured on another runtime", device.spec())),
+                    Some(_) => Err(NifError::new(
+                        op,
+                        "the pipeline was captured on another runtime",
+                        device.spec(),
+                    )),
                 }
             }};
         }
@@ -154,7 +207,10 @@ impl PipelineRes {
             ($variant:ident, $c:expr) => {
                 Ok(crate::command::Replay::$variant(
                     $c.pipeline.clone(),
-                    crate::prims_of!(inputs, $variant, op)?.into_iter().map(|p| into_cube(crate::tensor::to_inner(p)).0).collect(),
+                    crate::prims_of!(inputs, $variant, op)?
+                        .into_iter()
+                        .map(|p| into_cube(crate::tensor::to_inner(p)).0)
+                        .collect(),
                     codes(&$c.kinds),
                 ))
             };
@@ -164,8 +220,16 @@ impl PipelineRes {
             (Some(Compiled::Wgpu(c)), Some(AnyPrim::Wgpu(_))) => work!(Wgpu, c),
             #[cfg(feature = "cuda")]
             (Some(Compiled::Cuda(c)), Some(AnyPrim::Cuda(_))) => work!(Cuda, c),
-            (None, _) => Err(NifError::new(op, "the pipeline has not run yet", "run it once with pipeline_run to capture it")),
-            _ => Err(NifError::new(op, "the inputs are not on the pipeline's device", "")),
+            (None, _) => Err(NifError::new(
+                op,
+                "the pipeline has not run yet",
+                "run it once with pipeline_run to capture it",
+            )),
+            _ => Err(NifError::new(
+                op,
+                "the inputs are not on the pipeline's device",
+                "",
+            )),
         }
     }
 }
@@ -173,7 +237,10 @@ impl PipelineRes {
 pub type Inner<R> = ExCubeclBackend<R>;
 
 fn codes(kinds: &[Kind]) -> Vec<u8> {
-    kinds.iter().map(|k| matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8).collect()
+    kinds
+        .iter()
+        .map(|k| matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8)
+        .collect()
 }
 
 fn into_cube<R: Runtime>(p: Prim<Inner<R>>) -> (CubeTensor<R>, Kind)
@@ -184,6 +251,10 @@ where
         Prim::Float(t) => (t, Kind::Float),
         Prim::Int(t) => (t, Kind::Int),
         Prim::Bool(t) => (t, Kind::Bool),
+        q @ Prim::Quant(_) => panic!(
+            "pipelines and commands take and give float, int or bool tensors, not {}: dequantize it first",
+            q.describe()
+        ),
     }
 }
 
@@ -204,7 +275,10 @@ where
     R::Device: DeviceOps,
 {
     let (t, k) = into_cube(p);
-    (t, matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8)
+    (
+        t,
+        matches!(k, Kind::Float) as u8 + 2 * matches!(k, Kind::Bool) as u8,
+    )
 }
 
 /// A kind code of a command's outputs: 0 int, 1 float, 2 bool.
@@ -212,15 +286,23 @@ pub fn from_code<R: Runtime>(t: CubeTensor<R>, code: u8) -> Prim<Inner<R>>
 where
     R::Device: DeviceOps,
 {
-    from_cube(t, match code {
-        1 => Kind::Float,
-        2 => Kind::Bool,
-        _ => Kind::Int,
-    })
+    from_cube(
+        t,
+        match code {
+            1 => Kind::Float,
+            2 => Kind::Bool,
+            _ => Kind::Int,
+        },
+    )
 }
 
 /// Runs `steps` on `inputs`, giving the values at `outputs`.
-pub fn run_steps<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>>
+pub fn run_steps<R: Runtime>(
+    device: &R::Device,
+    steps: &[Step],
+    inputs: Vec<Prim<Inner<R>>>,
+    outputs: &[Slot],
+) -> NifResult<Vec<Prim<Inner<R>>>>
 where
     R::Device: DeviceOps,
 {
@@ -231,18 +313,39 @@ where
             Slot::Input(i) => inputs.get(i).cloned(),
             Slot::Step(s, k) => values.get(s).and_then(|v| v.get(k)).cloned(),
         }
-        .ok_or_else(|| NifError::new("pipeline_run", format!("slot {slot:?} has no value"), format!("{} inputs", inputs.len())))
+        .ok_or_else(|| {
+            NifError::new(
+                "pipeline_run",
+                format!("slot {slot:?} has no value"),
+                format!("{} inputs", inputs.len()),
+            )
+        })
     };
     for (n, step) in steps.iter().enumerate() {
-        let args = step.inputs.iter().map(|s| get(&values, s)).collect::<NifResult<Vec<_>>>()?;
+        let args = step
+            .inputs
+            .iter()
+            .map(|s| get(&values, s))
+            .collect::<NifResult<Vec<_>>>()?;
         let out = crate::ops::run::<Inner<R>>(&step.kernel, args, &step.opts, device, max_bytes)
-            .map_err(|e| NifError::new("pipeline_run", format!("step {n} ({}): {}", step.kernel, e.reason), e.details))?;
+            .map_err(|e| {
+                NifError::new(
+                    "pipeline_run",
+                    format!("step {n} ({}): {}", step.kernel, e.reason),
+                    e.details,
+                )
+            })?;
         values.push(out);
     }
     outputs.iter().map(|s| get(&values, s)).collect()
 }
 
-fn capture<R: Runtime>(device: &R::Device, steps: &[Step], inputs: Vec<Prim<Inner<R>>>, outputs: Vec<Slot>) -> NifResult<(Captured<R>, Vec<Prim<Inner<R>>>)>
+fn capture<R: Runtime>(
+    device: &R::Device,
+    steps: &[Step],
+    inputs: Vec<Prim<Inner<R>>>,
+    outputs: Vec<Slot>,
+) -> NifResult<(Captured<R>, Vec<Prim<Inner<R>>>)>
 where
     R::Device: DeviceOps,
 {
@@ -250,34 +353,74 @@ where
     let mut failure = None;
     let mut out_kinds = Vec::new();
     let (pipeline, fresh) = Pipeline::capture_with_outputs(device, &cubes, |seen| {
-        let prims = seen.into_iter().zip(&kinds).map(|(t, k)| from_cube(t, *k)).collect();
+        let prims = seen
+            .into_iter()
+            .zip(&kinds)
+            .map(|(t, k)| from_cube(t, *k))
+            .collect();
         match run_steps::<R>(device, steps, prims, &outputs) {
-            Ok(outs) => outs.into_iter().map(into_cube).map(|(t, k)| {
-                out_kinds.push(k);
-                t
-            }).collect(),
+            Ok(outs) => outs
+                .into_iter()
+                .map(into_cube)
+                .map(|(t, k)| {
+                    out_kinds.push(k);
+                    t
+                })
+                .collect(),
             Err(e) => {
                 failure = Some(e);
                 Vec::new()
             }
         }
     })
-    .map_err(|e| NifError::new("pipeline_run", format!("capture failed: {e}"), format!("{} steps", steps.len())))?;
+    .map_err(|e| {
+        NifError::new(
+            "pipeline_run",
+            format!("capture failed: {e}"),
+            format!("{} steps", steps.len()),
+        )
+    })?;
     if let Some(e) = failure {
         return Err(e);
     }
-    let outs = fresh.into_iter().zip(&out_kinds).map(|(t, k)| from_cube(t, *k)).collect();
-    Ok((Captured { pipeline: Arc::new(pipeline), outputs, kinds: out_kinds }, outs))
+    let outs = fresh
+        .into_iter()
+        .zip(&out_kinds)
+        .map(|(t, k)| from_cube(t, *k))
+        .collect();
+    Ok((
+        Captured {
+            pipeline: Arc::new(pipeline),
+            outputs,
+            kinds: out_kinds,
+        },
+        outs,
+    ))
 }
 
-fn replay<R: Runtime>(c: &Captured<R>, inputs: Vec<Prim<Inner<R>>>, outputs: &[Slot]) -> NifResult<Vec<Prim<Inner<R>>>>
+fn replay<R: Runtime>(
+    c: &Captured<R>,
+    inputs: Vec<Prim<Inner<R>>>,
+    outputs: &[Slot],
+) -> NifResult<Vec<Prim<Inner<R>>>>
 where
     R::Device: DeviceOps,
 {
     if outputs != c.outputs.as_slice() {
-        return Err(NifError::new("pipeline_run", "the outputs differ from those of the first run", format!("asked {outputs:?}, captured {:?}", c.outputs)));
+        return Err(NifError::new(
+            "pipeline_run",
+            "the outputs differ from those of the first run",
+            format!("asked {outputs:?}, captured {:?}", c.outputs),
+        ));
     }
     let cubes: Vec<CubeTensor<R>> = inputs.into_iter().map(|p| into_cube(p).0).collect();
-    let outs = c.pipeline.run(&cubes).map_err(|e| NifError::new("pipeline_run", e.to_string(), "replay refused"))?;
-    Ok(outs.into_iter().zip(&c.kinds).map(|(t, k)| from_cube(t, *k)).collect())
+    let outs = c
+        .pipeline
+        .run(&cubes)
+        .map_err(|e| NifError::new("pipeline_run", e.to_string(), "replay refused"))?;
+    Ok(outs
+        .into_iter()
+        .zip(&c.kinds)
+        .map(|(t, k)| from_cube(t, *k))
+        .collect())
 }

@@ -1,7 +1,7 @@
 //! Tensors on the device, held by NIF resources.
 //!
-//! A resource holds one backend primitive of `Autodiff<ExCubeclBackend<R>>` (float, int or
-//! bool; the rank is the primitive's own, so there is no type per rank) for one of the
+//! A resource holds one backend primitive of `Autodiff<ExCubeclBackend<R>>` (float, int, bool
+//! or quantized; the rank is the primitive's own, so there is no type per rank) for one of the
 //! compiled-in runtimes. `free/1` drops the primitive at once; the BEAM's garbage collector
 //! drops it with the resource otherwise. A freed tensor is an error in every later call.
 use std::sync::RwLock;
@@ -24,6 +24,7 @@ pub enum Prim<B: Backend> {
     Float(B::FloatTensorPrimitive),
     Int(B::IntTensorPrimitive),
     Bool(B::BoolTensorPrimitive),
+    Quant(B::QuantizedTensorPrimitive),
 }
 
 impl<B: Backend> Clone for Prim<B> {
@@ -32,6 +33,7 @@ impl<B: Backend> Clone for Prim<B> {
             Prim::Float(t) => Prim::Float(t.clone()),
             Prim::Int(t) => Prim::Int(t.clone()),
             Prim::Bool(t) => Prim::Bool(t.clone()),
+            Prim::Quant(t) => Prim::Quant(t.clone()),
         }
     }
 }
@@ -42,6 +44,7 @@ impl<B: Backend> Prim<B> {
             Prim::Float(t) => t.shape(),
             Prim::Int(t) => t.shape(),
             Prim::Bool(t) => t.shape(),
+            Prim::Quant(t) => t.shape(),
         }
     }
 
@@ -50,6 +53,7 @@ impl<B: Backend> Prim<B> {
             Prim::Float(t) => t.dtype(),
             Prim::Int(t) => t.dtype(),
             Prim::Bool(t) => t.dtype(),
+            Prim::Quant(t) => t.dtype(),
         }
     }
 
@@ -58,12 +62,17 @@ impl<B: Backend> Prim<B> {
             Prim::Float(t) => B::float_device(t),
             Prim::Int(t) => B::int_device(t),
             Prim::Bool(t) => B::bool_device(t),
+            Prim::Quant(t) => B::q_device(t),
         }
     }
 
     /// `shape` and dtype, for error messages.
     pub fn describe(&self) -> String {
-        format!("{:?} {}", self.shape().as_slice(), crate::dtype::name(self.dtype()))
+        format!(
+            "{:?} {}",
+            self.shape().as_slice(),
+            crate::dtype::name(self.dtype())
+        )
     }
 }
 
@@ -78,6 +87,7 @@ pub fn to_inner<B: AutodiffBackend>(p: Prim<B>) -> Prim<B::InnerBackend> {
         Prim::Float(t) => Prim::Float(B::inner(t)),
         Prim::Int(t) => Prim::Int(B::int_inner(t)),
         Prim::Bool(t) => Prim::Bool(B::bool_inner(t)),
+        Prim::Quant(t) => Prim::Quant(B::q_inner(t)),
     }
 }
 
@@ -87,6 +97,7 @@ pub fn from_inner<B: AutodiffBackend>(p: Prim<B::InnerBackend>) -> Prim<B> {
         Prim::Float(t) => Prim::Float(B::from_inner(t)),
         Prim::Int(t) => Prim::Int(B::int_from_inner(t)),
         Prim::Bool(t) => Prim::Bool(B::bool_from_inner(t)),
+        Prim::Quant(t) => Prim::Quant(B::q_from_inner(t)),
     }
 }
 
@@ -177,18 +188,26 @@ pub type TensorRef = ResourceArc<TensorRes>;
 
 /// A new resource holding `prim`.
 pub fn wrap(prim: AnyPrim) -> TensorRef {
-    ResourceArc::new(TensorRes { value: RwLock::new(Some(prim)) })
+    ResourceArc::new(TensorRes {
+        value: RwLock::new(Some(prim)),
+    })
 }
 
 impl TensorRes {
     /// The primitive (a cheap handle clone), or an error of `op` when the tensor was freed.
     pub fn get(&self, op: &str) -> NifResult<AnyPrim> {
         let guard = self.value.read().unwrap_or_else(|e| e.into_inner());
-        guard.clone().ok_or_else(|| NifError::new(op, "the tensor was freed", "free/1 was called on it before"))
+        guard.clone().ok_or_else(|| {
+            NifError::new(op, "the tensor was freed", "free/1 was called on it before")
+        })
     }
 
     /// Drops the primitive; `false` when it was freed before.
     pub fn free(&self) -> bool {
-        self.value.write().unwrap_or_else(|e| e.into_inner()).take().is_some()
+        self.value
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .is_some()
     }
 }

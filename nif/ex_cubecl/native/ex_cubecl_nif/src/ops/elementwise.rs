@@ -27,7 +27,13 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
                 _ => unreachable!("same dtype checked"),
             }
         }
-        n => return Err(NifError::new(op, format!("got {n} inputs"), format!("kernel {op}: {}", super::kernel(op)?.inputs))),
+        n => {
+            return Err(NifError::new(
+                op,
+                format!("got {n} inputs"),
+                format!("kernel {op}: {}", super::kernel(op)?.inputs),
+            ));
+        }
     };
     Ok(vec![out])
 }
@@ -42,8 +48,16 @@ fn unary<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult<P
         ("sign", Prim::Int(t)) => Prim::Int(B::int_sign(t)),
         ("logical_not", Prim::Bool(t)) => Prim::Bool(B::bool_not(t)),
         ("cast", x) => cast::<B>(op, x, dtype_opt(op, opts, "dtype", None)?)?,
-        ("clamp", Prim::Float(t)) => Prim::Float(B::float_clamp(t, Scalar::Float(opts.float(op, "min", None)?), Scalar::Float(opts.float(op, "max", None)?))),
-        ("clamp", Prim::Int(t)) => Prim::Int(B::int_clamp(t, Scalar::Int(opts.int(op, "min", None)?), Scalar::Int(opts.int(op, "max", None)?))),
+        ("clamp", Prim::Float(t)) => Prim::Float(B::float_clamp(
+            t,
+            Scalar::Float(opts.float(op, "min", None)?),
+            Scalar::Float(opts.float(op, "max", None)?),
+        )),
+        ("clamp", Prim::Int(t)) => Prim::Int(B::int_clamp(
+            t,
+            Scalar::Int(opts.int(op, "min", None)?),
+            Scalar::Int(opts.int(op, "max", None)?),
+        )),
         ("is_nan", Prim::Float(t)) => Prim::Bool(B::float_is_nan(t, BOOL)),
         ("is_inf", Prim::Float(t)) => Prim::Bool(B::float_is_inf(t, BOOL)),
         ("sigmoid", Prim::Float(t)) => Prim::Float(B::sigmoid(t)),
@@ -134,18 +148,30 @@ fn binary<B: Backend>(op: &str, inputs: Vec<Prim<B>>) -> NifResult<Prim<B>> {
 pub fn cast<B: Backend>(op: &str, x: Prim<B>, dtype: burn_backend::DType) -> NifResult<Prim<B>> {
     let device = x.device();
     if !B::supports_dtype(&device, dtype) {
-        return Err(NifError::new(op, format!("the device does not support dtype {}", name(dtype)), format!("{device:?}")));
+        return Err(NifError::new(
+            op,
+            format!("the device does not support dtype {}", name(dtype)),
+            format!("{device:?}"),
+        ));
     }
     Ok(match (x, class(dtype)) {
         (Prim::Float(t), Class::Float) => Prim::Float(B::float_cast(t, dtype.into())),
         (Prim::Float(t), Class::Int) => Prim::Int(B::float_into_int(t, dtype.into())),
-        (Prim::Float(t), Class::Bool) => Prim::Bool(B::float_not_equal_elem(t, Scalar::Float(0.0), BOOL)),
+        (Prim::Float(t), Class::Bool) => {
+            Prim::Bool(B::float_not_equal_elem(t, Scalar::Float(0.0), BOOL))
+        }
         (Prim::Int(t), Class::Float) => Prim::Float(B::int_into_float(t, dtype.into())),
         (Prim::Int(t), Class::Int) => Prim::Int(B::int_cast(t, dtype.into())),
         (Prim::Int(t), Class::Bool) => Prim::Bool(B::int_not_equal_elem(t, Scalar::Int(0), BOOL)),
         (Prim::Bool(t), Class::Float) => Prim::Float(B::bool_into_float(t, dtype.into())),
         (Prim::Bool(t), Class::Int) => Prim::Int(B::bool_into_int(t, dtype.into())),
         (Prim::Bool(t), Class::Bool) => Prim::Bool(t),
+        (q @ Prim::Quant(_), _) => {
+            return Err(NifError::new(
+                op,
+                "a quantized tensor casts through dequantize",
+                q.describe(),
+            ));
+        }
     })
 }
-

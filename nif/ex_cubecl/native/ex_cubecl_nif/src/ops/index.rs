@@ -22,6 +22,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
                 (_, Prim::Float(t)) => Prim::Float(B::float_select(t, dim, idx)),
                 (_, Prim::Int(t)) => Prim::Int(B::int_select(t, dim, idx)),
                 (_, Prim::Bool(t)) => Prim::Bool(B::bool_select(t, dim, idx)),
+                (_, Prim::Quant(_)) => unreachable!("quantized inputs are refused in ops::run"),
             }])
             .map_err(|e: NifError| NifError::new(op, e.reason, desc))
         }
@@ -34,10 +35,18 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
             let idx = int(op, indices)?;
             let wrong = NifError::new(op, "takes float or int tensors", x.describe());
             Ok(vec![match (op, x, values) {
-                ("scatter_add", Prim::Float(t), Prim::Float(v)) => Prim::Float(B::float_scatter_add(dim, t, idx, v)),
-                ("scatter_add", Prim::Int(t), Prim::Int(v)) => Prim::Int(B::int_scatter_add(dim, t, idx, v)),
-                ("select_add", Prim::Float(t), Prim::Float(v)) => Prim::Float(B::float_select_add(t, dim, idx, v)),
-                ("select_add", Prim::Int(t), Prim::Int(v)) => Prim::Int(B::int_select_add(t, dim, idx, v)),
+                ("scatter_add", Prim::Float(t), Prim::Float(v)) => {
+                    Prim::Float(B::float_scatter_add(dim, t, idx, v))
+                }
+                ("scatter_add", Prim::Int(t), Prim::Int(v)) => {
+                    Prim::Int(B::int_scatter_add(dim, t, idx, v))
+                }
+                ("select_add", Prim::Float(t), Prim::Float(v)) => {
+                    Prim::Float(B::float_select_add(t, dim, idx, v))
+                }
+                ("select_add", Prim::Int(t), Prim::Int(v)) => {
+                    Prim::Int(B::int_select_add(t, dim, idx, v))
+                }
                 _ => return Err(wrong),
             }])
         }
@@ -50,7 +59,11 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
             let k = if op.contains("topk") {
                 let k = opts.int(op, "k", None)?;
                 if k < 0 || k as usize > n {
-                    return Err(NifError::new(op, format!("k = {k} is not in 0..={n}"), x.describe()));
+                    return Err(NifError::new(
+                        op,
+                        format!("k = {k} is not in 0..={n}"),
+                        x.describe(),
+                    ));
                 }
                 k as usize
             } else {
@@ -61,12 +74,20 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
             Ok(vec![match (op, x) {
                 ("sort", Prim::Float(t)) => Prim::Float(B::float_sort(t, dim, descending)),
                 ("sort", Prim::Int(t)) => Prim::Int(B::int_sort(t, dim, descending)),
-                ("argsort", Prim::Float(t)) => Prim::Int(B::float_argsort(t, dim, descending, index)),
+                ("argsort", Prim::Float(t)) => {
+                    Prim::Int(B::float_argsort(t, dim, descending, index))
+                }
                 ("argsort", Prim::Int(t)) => Prim::Int(B::int_argsort(t, dim, descending)),
                 // Burn's Autodiff has no topk: the first k of a descending sort (stable, so
                 // ties keep their order, as the backend's own topk does).
-                ("topk", Prim::Float(t)) => Prim::Float(B::float_slice(B::float_sort(t, dim, true), &first(rank, dim, k))),
-                ("topk", Prim::Int(t)) => Prim::Int(B::int_slice(B::int_sort(t, dim, true), &first(rank, dim, k))),
+                ("topk", Prim::Float(t)) => Prim::Float(B::float_slice(
+                    B::float_sort(t, dim, true),
+                    &first(rank, dim, k),
+                )),
+                ("topk", Prim::Int(t)) => Prim::Int(B::int_slice(
+                    B::int_sort(t, dim, true),
+                    &first(rank, dim, k),
+                )),
                 ("argtopk", Prim::Float(t)) => Prim::Int(B::float_argtopk(t, dim, k, index)),
                 ("argtopk", Prim::Int(t)) => Prim::Int(B::int_argtopk(t, dim, k)),
                 _ => return Err(wrong),
@@ -77,15 +98,40 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
 
 /// Slices keeping the first `k` entries of `dim`.
 fn first(rank: usize, dim: usize, k: usize) -> Vec<Slice> {
-    (0..rank).map(|d| if d == dim { Slice::new(0, Some(k as isize), 1) } else { Slice::new(0, None, 1) }).collect()
+    (0..rank)
+        .map(|d| {
+            if d == dim {
+                Slice::new(0, Some(k as isize), 1)
+            } else {
+                Slice::new(0, None, 1)
+            }
+        })
+        .collect()
 }
 
 /// Indices are ints; for gather and scatter of the input's rank, for select 1-D.
-fn check_indices<B: Backend>(op: &str, x: &Prim<B>, indices: &Prim<B>, dim: usize) -> NifResult<()> {
+fn check_indices<B: Backend>(
+    op: &str,
+    x: &Prim<B>,
+    indices: &Prim<B>,
+    dim: usize,
+) -> NifResult<()> {
     let (xr, ir) = (x.shape().num_dims(), indices.shape().num_dims());
-    let rank_ok = if op.starts_with("select") { ir == 1 } else { ir == xr };
+    let rank_ok = if op.starts_with("select") {
+        ir == 1
+    } else {
+        ir == xr
+    };
     if !matches!(indices, Prim::Int(_)) || !rank_ok {
-        return Err(NifError::new(op, "indices must be an int tensor (1-d for select, of the input's rank for gather and scatter)", format!("input {}, indices {}, axis {dim}", x.describe(), indices.describe())));
+        return Err(NifError::new(
+            op,
+            "indices must be an int tensor (1-d for select, of the input's rank for gather and scatter)",
+            format!(
+                "input {}, indices {}, axis {dim}",
+                x.describe(),
+                indices.describe()
+            ),
+        ));
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ mod elementwise;
 mod index;
 mod layout;
 mod module;
+mod quant;
 mod reduce;
 
 /// A kernel: its name, its family, what inputs it takes and what options.
@@ -37,6 +38,7 @@ pub enum Family {
     Index,
     Layout,
     Module,
+    Quant,
 }
 
 macro_rules! kernels {
@@ -110,18 +112,41 @@ kernels! {
         "softmax" ("float"; "axis (-1)"),
         "log_softmax" ("float"; "axis (-1)"),
     ],
+    Quant: [
+        "quantize" ("float"; "block_size (one scale when absent; divides the last dimension), value (q8s | q8f)"),
+        "dequantize" ("quantized"; "dtype (f32)"),
+    ],
 }
 
 /// The kernel named `name`.
 pub fn kernel(op: &str) -> NifResult<&'static Kernel> {
     KERNELS.iter().find(|k| k.name == op).ok_or_else(|| {
-        NifError::new(op, format!("unknown kernel {op:?}"), "kernels/0 lists every kernel with its inputs and options")
+        NifError::new(
+            op,
+            format!("unknown kernel {op:?}"),
+            "kernels/0 lists every kernel with its inputs and options",
+        )
     })
 }
 
 /// Runs kernel `op` on `inputs` (all on `device`, whose largest buffer is `max_bytes`).
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
+pub fn run<B: Backend>(
+    op: &str,
+    inputs: Vec<Prim<B>>,
+    opts: &Opts,
+    device: &B::Device,
+    max_bytes: u64,
+) -> NifResult<Vec<Prim<B>>> {
     let k = kernel(op)?;
+    if k.family != Family::Quant
+        && let Some(q) = inputs.iter().find(|p| matches!(p, Prim::Quant(_)))
+    {
+        return Err(NifError::new(
+            op,
+            "takes float, int or bool tensors: dequantize a quantized tensor first",
+            q.describe(),
+        ));
+    }
     match k.family {
         Family::Create => create::run::<B>(op, inputs, opts, device, max_bytes),
         Family::Elementwise => elementwise::run::<B>(op, inputs, opts),
@@ -129,20 +154,34 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::
         Family::Index => index::run::<B>(op, inputs, opts),
         Family::Layout => layout::run::<B>(op, inputs, opts),
         Family::Module => module::run::<B>(op, inputs, opts),
+        Family::Quant => quant::run::<B>(op, inputs, opts),
     }
 }
 
 /// Exactly `N` inputs.
-pub(crate) fn take<B: Backend, const N: usize>(op: &str, inputs: Vec<Prim<B>>) -> NifResult<[Prim<B>; N]> {
+pub(crate) fn take<B: Backend, const N: usize>(
+    op: &str,
+    inputs: Vec<Prim<B>>,
+) -> NifResult<[Prim<B>; N]> {
     let n = inputs.len();
-    <[Prim<B>; N]>::try_from(inputs).map_err(|_| NifError::new(op, format!("takes {N} input(s), got {n}"), format!("kernel {op}: {}", kernel(op).map_or("", |k| k.inputs))))
+    <[Prim<B>; N]>::try_from(inputs).map_err(|_| {
+        NifError::new(
+            op,
+            format!("takes {N} input(s), got {n}"),
+            format!("kernel {op}: {}", kernel(op).map_or("", |k| k.inputs)),
+        )
+    })
 }
 
 /// The float primitive of `p`.
 pub(crate) fn float<B: Backend>(op: &str, p: Prim<B>) -> NifResult<B::FloatTensorPrimitive> {
     match p {
         Prim::Float(t) => Ok(t),
-        other => Err(NifError::new(op, "expects a float tensor", other.describe())),
+        other => Err(NifError::new(
+            op,
+            "expects a float tensor",
+            other.describe(),
+        )),
     }
 }
 
@@ -150,7 +189,11 @@ pub(crate) fn float<B: Backend>(op: &str, p: Prim<B>) -> NifResult<B::FloatTenso
 pub(crate) fn int<B: Backend>(op: &str, p: Prim<B>) -> NifResult<B::IntTensorPrimitive> {
     match p {
         Prim::Int(t) => Ok(t),
-        other => Err(NifError::new(op, "expects an int tensor (indices)", other.describe())),
+        other => Err(NifError::new(
+            op,
+            "expects an int tensor (indices)",
+            other.describe(),
+        )),
     }
 }
 
@@ -164,26 +207,46 @@ pub(crate) fn boolean<B: Backend>(op: &str, p: Prim<B>) -> NifResult<B::BoolTens
 
 /// Fails unless `a` and `b` have the same dtype.
 pub(crate) fn same_dtype<B: Backend>(op: &str, a: &Prim<B>, b: &Prim<B>) -> NifResult<()> {
-    if a.dtype() == b.dtype() || (class(a.dtype()) == Class::Bool && class(b.dtype()) == Class::Bool) {
+    if a.dtype() == b.dtype()
+        || (class(a.dtype()) == Class::Bool && class(b.dtype()) == Class::Bool)
+    {
         Ok(())
     } else {
-        Err(NifError::new(op, "the inputs' dtypes differ (cast one first)", format!("{} and {}", a.describe(), b.describe())))
+        Err(NifError::new(
+            op,
+            "the inputs' dtypes differ (cast one first)",
+            format!("{} and {}", a.describe(), b.describe()),
+        ))
     }
 }
 
 /// Fails unless `a` and `b` have the same rank and every dimension is equal or 1 in one of them.
 pub(crate) fn broadcastable<B: Backend>(op: &str, a: &Prim<B>, b: &Prim<B>) -> NifResult<()> {
     let (sa, sb) = (a.shape(), b.shape());
-    let ok = sa.num_dims() == sb.num_dims() && sa.iter().zip(sb.iter()).all(|(&x, &y)| x == y || x == 1 || y == 1);
+    let ok = sa.num_dims() == sb.num_dims()
+        && sa
+            .iter()
+            .zip(sb.iter())
+            .all(|(&x, &y)| x == y || x == 1 || y == 1);
     if ok {
         Ok(())
     } else {
-        Err(NifError::new(op, "the shapes don't broadcast (same rank, each dimension equal or 1)", format!("{} and {}", a.describe(), b.describe())))
+        Err(NifError::new(
+            op,
+            "the shapes don't broadcast (same rank, each dimension equal or 1)",
+            format!("{} and {}", a.describe(), b.describe()),
+        ))
     }
 }
 
 /// Axis option `key` of a rank-`rank` input; negative axes count from the end.
-pub(crate) fn axis(op: &str, opts: &Opts, key: &str, rank: usize, default: Option<i64>) -> NifResult<usize> {
+pub(crate) fn axis(
+    op: &str,
+    opts: &Opts,
+    key: &str,
+    rank: usize,
+    default: Option<i64>,
+) -> NifResult<usize> {
     let a = opts.int(op, key, default)?;
     resolve_axis(op, a, rank)
 }
@@ -194,20 +257,42 @@ pub(crate) fn resolve_axis(op: &str, a: i64, rank: usize) -> NifResult<usize> {
     if (-r..r).contains(&a) {
         Ok(if a < 0 { (a + r) as usize } else { a as usize })
     } else {
-        Err(NifError::new(op, format!("axis {a} is out of range for rank {rank}"), format!("axes are -{rank}..{}", rank.saturating_sub(1))))
+        Err(NifError::new(
+            op,
+            format!("axis {a} is out of range for rank {rank}"),
+            format!("axes are -{rank}..{}", rank.saturating_sub(1)),
+        ))
     }
 }
 
 /// A list option of non-negative sizes.
-pub(crate) fn sizes(op: &str, opts: &Opts, key: &str, default: Option<Vec<i64>>) -> NifResult<Vec<usize>> {
+pub(crate) fn sizes(
+    op: &str,
+    opts: &Opts,
+    key: &str,
+    default: Option<Vec<i64>>,
+) -> NifResult<Vec<usize>> {
     opts.ints(op, key, default)?
         .into_iter()
-        .map(|d| usize::try_from(d).map_err(|_| NifError::new(op, format!("option {key} has a negative size {d}"), format!("{:?}", opts.0))))
+        .map(|d| {
+            usize::try_from(d).map_err(|_| {
+                NifError::new(
+                    op,
+                    format!("option {key} has a negative size {d}"),
+                    format!("{:?}", opts.0),
+                )
+            })
+        })
         .collect()
 }
 
 /// The dtype option `key`.
-pub(crate) fn dtype_opt(op: &str, opts: &Opts, key: &str, default: Option<&str>) -> NifResult<DType> {
+pub(crate) fn dtype_opt(
+    op: &str,
+    opts: &Opts,
+    key: &str,
+    default: Option<&str>,
+) -> NifResult<DType> {
     crate::dtype::parse(op, &opts.name(op, key, default)?)
 }
 
@@ -216,7 +301,11 @@ pub(crate) fn computes<B: Backend>(op: &str, dtype: DType, device: &B::Device) -
     if B::supports_dtype(device, dtype) {
         Ok(())
     } else {
-        Err(NifError::new(op, format!("the device does not support dtype {}", name(dtype)), format!("{device:?}")))
+        Err(NifError::new(
+            op,
+            format!("the device does not support dtype {}", name(dtype)),
+            format!("{device:?}"),
+        ))
     }
 }
 

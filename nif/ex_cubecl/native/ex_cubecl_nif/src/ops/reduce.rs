@@ -16,9 +16,17 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
     if (scan || op.starts_with("arg")) && !opts.has("axis") {
         return Err(NifError::new(op, "option axis is required", desc));
     }
-    let dim = if opts.has("axis") { Some(axis(op, opts, "axis", rank, None)?) } else { None };
+    let dim = if opts.has("axis") {
+        Some(axis(op, opts, "axis", rank, None)?)
+    } else {
+        None
+    };
     if x.shape().num_elements() == 0 && dim.is_none() && matches!(op, "max" | "min") {
-        return Err(NifError::new(op, "the tensor is empty: it has no max or min", desc));
+        return Err(NifError::new(
+            op,
+            "the tensor is empty: it has no max or min",
+            desc,
+        ));
     }
     let index = IntDType::I64;
     let out = match (x, dim) {
@@ -84,6 +92,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult
             "all" => Prim::Bool(B::bool_all(t)),
             _ => return Err(wrong()),
         },
+        (Prim::Quant(_), _) => unreachable!("quantized inputs are refused in ops::run"),
     };
     Ok(vec![out])
 }
