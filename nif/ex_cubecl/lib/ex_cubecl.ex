@@ -164,13 +164,17 @@ defmodule ExCubecl do
          {:ok, refs} <- refs(op, inputs),
          :ok <- check_opts(op, opts),
          {device_opt, kernel_opts} = Keyword.split(opts, [:device]),
-         {:ok, device} <- device_opt(op, device_opt),
+         {:ok, device} <- kernel_device(op, inputs, device_opt),
          {:ok, outs} <- Native.run_kernel(op, refs, kernel_opts, device) do
-      wrap_all(outs)
+      {:ok, for({ref, shape, dtype} <- outs, do: %Buffer{ref: ref, shape: shape, dtype: dtype, device: device})}
     else
       error -> error(error)
     end
   end
+
+  # The inputs' device (the NIF checks that they share it), or the :device option's.
+  defp kernel_device(_op, [%Buffer{device: device} | _], []), do: {:ok, device}
+  defp kernel_device(op, _inputs, device_opt), do: device_opt(op, device_opt)
 
   @doc "As `run_kernel/3`, raising. `[y] = ExCubecl.run_kernel!(:exp, [x])`"
   @spec run_kernel!(atom() | String.t(), [Buffer.t()], keyword()) :: [Buffer.t()]

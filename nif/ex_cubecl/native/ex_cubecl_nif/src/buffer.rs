@@ -77,13 +77,12 @@ fn upload_on<B: Backend>(op: &str, data: TensorData, device: &B::Device) -> NifR
 
 /// The tensor's bytes in its dtype's host layout (bools one byte each, 0 or 1).
 pub fn read(op: &str, prim: AnyPrim) -> NifResult<Vec<u8>> {
-    let data = crate::on_prim!(prim, |B, p| read_on::<B>(p)).map_err(|e| {
-        NifError::new(
-            op,
-            format!("reading failed: {e}"),
-            "the device reported an error",
-        )
-    })?;
+    crate::on_prim!(prim, |B, p| read_prim::<B>(op, p))
+}
+
+/// The bytes of a primitive of backend `B`, as [`read`] gives them.
+pub fn read_prim<B: Backend>(op: &str, p: Prim<B>) -> NifResult<Vec<u8>> {
+    let data = read_on::<B>(p).map_err(|e| NifError::new(op, format!("reading failed: {e}"), "the device reported an error"))?;
     Ok(match data.dtype {
         DType::Bool(_) => data
             .to_vec::<bool>()

@@ -99,29 +99,26 @@ fn kernels() -> Vec<(&'static str, &'static str, &'static str)> {
 }
 
 /// Runs kernel `name` on `inputs` with keyword options `opts`; kernels without inputs run on
-/// `device`.
+/// `device`. Gives `{ref, shape, dtype}` per output, so that Elixir needs no further call to
+/// describe them.
 #[rustler::nif(schedule = "DirtyCpu")]
-fn run_kernel(
-    name: String,
-    inputs: Vec<TensorRef>,
-    opts: Term,
-    device: String,
-) -> NifResult<Vec<TensorRef>> {
+fn run_kernel<'a>(env: Env<'a>, name: String, inputs: Vec<TensorRef>, opts: Term<'a>, device: String) -> NifResult<Vec<(TensorRef, Vec<usize>, rustler::Atom)>> {
     let op = name.as_str();
     let opts = Opts::decode(op, opts)?;
     guard(op, || {
-        let prims = inputs
-            .iter()
-            .map(|t| t.get(op))
-            .collect::<NifResult<Vec<_>>>()?;
+        let prims = inputs.iter().map(|t| t.get(op)).collect::<NifResult<Vec<_>>>()?;
         let device = match prims.first() {
             Some(p) => p.device(),
             None => Dev::parse(op, &device)?,
         };
-        Ok(run(op, prims, &opts, &device)?
+        run(op, prims, &opts, &device)?
             .into_iter()
-            .map(wrap)
-            .collect())
+            .map(|p| {
+                let (shape, dtype) = (p.shape().to_vec(), dtype::name(p.dtype()));
+                let atom = rustler::Atom::from_str(env, dtype).map_err(|_| NifError::new(op, "internal: no atom for dtype", dtype))?;
+                Ok((wrap(p), shape, atom))
+            })
+            .collect()
     })
 }
 

@@ -70,7 +70,8 @@ impl Opts {
         Ok(Opts(out))
     }
 
-    fn get(&self, key: &str) -> Option<&OptVal> {
+    /// The value of option `key`, if given.
+    pub fn get(&self, key: &str) -> Option<&OptVal> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 

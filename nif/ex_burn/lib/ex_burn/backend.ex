@@ -1,0 +1,409 @@
+defmodule ExBurn.Backend do
+  @moduledoc """
+  An Nx backend whose tensors live on an ExCubecl device (CUDA, Vulkan, Metal, or Mesa's
+  lavapipe): every callback is one call of the NIF, whose Rust side holds Nx's semantics next
+  to the kernels (`nif/ex_cubecl/native/ex_cubecl_nif/src/ops/nx/`).
+
+      Nx.default_backend(ExBurn.Backend)
+      Nx.default_backend({ExBurn.Backend, device: "cuda:0"})
+
+  ## Options
+
+    * `:device` - a device string of `ExCubecl.devices/0` (`"cuda:0"`, `"wgpu"`,
+      `"wgpu:cpu"`, ...) or `:cuda` / `:wgpu` / `:cpu`. The default is `ExBurn.default_device/0`.
+
+  ## Where it differs from `Nx.BinaryBackend`
+
+    * A type the device cannot compute (f64 and bf16 on lavapipe, u64 and c64 for now, f64
+      on some GPUs) raises `ExBurn.Error` naming the type and the device: a tensor never
+      changes type silently.
+    * Integer division by zero gives 0 (BinaryBackend raises).
+    * `from_pointer/5` and `to_pointer/2` raise: device memory is not shared with other
+      processes.
+    * `Nx.reduce/4` and `Nx.window_reduce/5` run on the device when the function is one of
+      Nx's associative binary ops (`&Nx.add/2`, `&Nx.multiply/2`, `&Nx.max/2`, `&Nx.min/2`,
+      the logical and bitwise ands and ors); any other function raises `ExBurn.Error`.
+    * `block/4` runs natively for the cumulative ops, `take`, `take_along_axis` and `top_k`;
+      the other blocks (the `Nx.Block.LinAlg.*` decompositions, FFT2, RFFT, IRFFT, all_close,
+      phase) run their default implementation, itself made of callbacks of this backend.
+  """
+  @behaviour Nx.Backend
+  @enforce_keys [:ref, :device]
+  defstruct [:ref, :device]
+
+  import Kernel, except: [inspect: 2]
+  alias Nx.Tensor, as: T
+  alias ExCubecl.Native
+
+  @type t :: %__MODULE__{ref: reference(), device: String.t()}
+
+  @impl true
+  def init(opts) do
+    Keyword.validate!(opts, [:device])
+  end
+
+  ## Creation
+
+  @impl true
+  def constant(%T{} = out, number, opts), do: nx(:constant, out, [], [value: scalar(number)], device(opts))
+
+  @impl true
+  def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
+    dev = device(opts)
+
+    case Native.buffer(binary, Tuple.to_list(shape), type_name(type), dev) do
+      {:ok, ref} -> wrap(out, ref, dev)
+      {:error, e} -> raise ExBurn.Error.from("Nx.from_binary", e)
+    end
+  end
+
+  @impl true
+  def eye(%T{} = out, opts), do: nx(:eye, out, [], [], device(opts))
+
+  @impl true
+  def iota(%T{} = out, axis, opts), do: nx(:iota, out, [], [axis: axis || -1, flat: axis == nil], device(opts))
+
+  ## Transfer
+
+  @impl true
+  def to_binary(%T{data: %__MODULE__{ref: ref}, type: {_, bits}}, limit) do
+    case Native.read(ref) do
+      {:ok, bin} -> binary_part(bin, 0, min(byte_size(bin), div(limit * bits, 8)))
+      {:error, e} -> raise ExBurn.Error.from("Nx.to_binary", e)
+    end
+  end
+
+  @impl true
+  def backend_copy(%T{} = t, __MODULE__, opts) do
+    dev = device(opts)
+
+    if dev == t.data.device,
+      do: nx(:copy, t, [t]),
+      else: from_binary(t, to_binary(t, Nx.size(t)), opts)
+  end
+
+  def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
+
+  @impl true
+  def backend_transfer(%T{} = t, backend, opts) do
+    backend_copy(t, backend, opts)
+  after
+    backend_deallocate(t)
+  end
+
+  @impl true
+  def backend_deallocate(%T{data: %__MODULE__{ref: ref}}) do
+    case Native.free(ref) do
+      {:ok, true} -> :ok
+      _ -> :already_deallocated
+    end
+  end
+
+  @impl true
+  def to_batched(%T{shape: shape} = out, %T{} = t, opts) do
+    leftover = if opts[:leftover] == :repeat, do: :repeat, else: :discard
+    nx_list(:to_batched, List.duplicate(out, batches(elem(t.shape, 0), elem(shape, 0), leftover)), [t], leftover: leftover)
+  end
+
+  @impl true
+  def inspect(%T{} = t, inspect_opts) do
+    limit = if inspect_opts.limit == :infinity, do: Nx.size(t), else: min(Nx.size(t), inspect_opts.limit + 1)
+    Nx.Backend.inspect(t, to_binary(t, limit), inspect_opts)
+  end
+
+  @impl true
+  def from_pointer(_pointer, _type, _shape, _opts, _backend_opts),
+    do: raise(ExBurn.Error.new("Nx.from_pointer", "ExBurn does not share device memory through pointers"))
+
+  @impl true
+  def to_pointer(_tensor, _opts),
+    do: raise(ExBurn.Error.new("Nx.to_pointer", "ExBurn does not share device memory through pointers"))
+
+  ## Shape
+
+  @impl true
+  def reshape(out, t), do: nx(:reshape, out, [t])
+
+  @impl true
+  def squeeze(out, t, _axes), do: nx(:reshape, out, [t])
+
+  @impl true
+  def broadcast(out, t, _shape, axes), do: nx(:broadcast, out, [t], axes: axes)
+
+  @impl true
+  def transpose(out, t, axes), do: nx(:transpose, out, [t], axes: axes)
+
+  @impl true
+  def pad(out, t, pad_value, config), do: nx(:pad, out, [t, pad_value], config: Enum.flat_map(config, &Tuple.to_list/1))
+
+  @impl true
+  def reverse(out, t, axes), do: nx(:reverse, out, [t], axes: axes)
+
+  @impl true
+  def as_type(out, t), do: nx(:as_type, out, [t])
+
+  @impl true
+  def bitcast(out, t), do: nx(:bitcast, out, [t])
+
+  @impl true
+  def concatenate(out, tensors, axis), do: nx(:concatenate, out, tensors, axis: axis)
+
+  @impl true
+  def stack(out, tensors, axis), do: nx(:stack, out, tensors, axis: axis)
+
+  @impl true
+  def slice(out, t, starts, lengths, strides),
+    do: nx(:slice, out, [t | dynamic(starts)], starts: static(starts), lengths: lengths, strides: strides)
+
+  @impl true
+  def put_slice(out, t, starts, slice), do: nx(:put_slice, out, [t, slice | dynamic(starts)], starts: static(starts))
+
+  @impl true
+  def select(out, pred, on_true, on_false), do: nx(:select, out, [pred, on_true, on_false])
+
+  @impl true
+  def clip(out, t, min, max), do: nx(:clip, out, [t, min, max])
+
+  ## Indexing
+
+  @impl true
+  def gather(out, t, indices, opts), do: nx(:gather, out, [t, indices], axes: opts[:axes])
+
+  @impl true
+  def indexed_add(out, t, indices, updates, opts), do: nx(:indexed_add, out, [t, indices, updates], axes: opts[:axes])
+
+  @impl true
+  def indexed_put(out, t, indices, updates, opts), do: nx(:indexed_put, out, [t, indices, updates], axes: opts[:axes])
+
+  @impl true
+  def sort(out, t, opts), do: nx(:sort, out, [t], sort_opts(opts))
+
+  @impl true
+  def argsort(out, t, opts), do: nx(:argsort, out, [t], sort_opts(opts))
+
+  defp sort_opts(opts), do: [axis: opts[:axis], descending: opts[:direction] == :desc]
+
+  ## Aggregates
+
+  for op <- [:all, :any, :sum, :product, :reduce_max, :reduce_min] do
+    @impl true
+    def unquote(op)(out, t, opts), do: nx(unquote(op), out, [t], reduce_opts(t, opts))
+  end
+
+  @impl true
+  def argmax(out, t, opts), do: nx(:argmax, out, [t], arg_opts(opts))
+
+  @impl true
+  def argmin(out, t, opts), do: nx(:argmin, out, [t], arg_opts(opts))
+
+  @impl true
+  def reduce(out, t, acc, opts, fun), do: nx(:reduce, out, [t, acc], [op: reducer!("Nx.reduce", fun, t)] ++ reduce_opts(t, opts))
+
+  defp reduce_opts(t, opts), do: [axes: opts[:axes] || Nx.axes(t), keep_axes: opts[:keep_axes] || false]
+  defp arg_opts(opts), do: [axis: opts[:axis] || -1, flat: opts[:axis] == nil, last: opts[:tie_break] == :high]
+
+  ## Windows
+
+  for op <- [:window_sum, :window_product, :window_max, :window_min] do
+    @impl true
+    def unquote(op)(out, t, window, opts), do: nx(unquote(op), out, [t], window_opts(t, window, opts))
+  end
+
+  @impl true
+  def window_reduce(out, t, acc, window, opts, fun),
+    do: nx(:window_reduce, out, [t, acc], [op: reducer!("Nx.window_reduce", fun, t)] ++ window_opts(t, window, opts))
+
+  @impl true
+  def window_scatter_max(out, t, source, init, window, opts),
+    do: nx(:window_scatter_max, out, [t, source, init], window_opts(t, window, opts))
+
+  @impl true
+  def window_scatter_min(out, t, source, init, window, opts),
+    do: nx(:window_scatter_min, out, [t, source, init], window_opts(t, window, opts))
+
+  # Nx gives the padding as {lo, hi} per axis and the strides and dilations per axis.
+  defp window_opts(_t, window, opts) do
+    rank = tuple_size(window)
+
+    [
+      window: Tuple.to_list(window),
+      strides: normalize(opts[:strides], rank),
+      padding: Enum.flat_map(opts[:padding] || List.duplicate({0, 0}, rank), &Tuple.to_list/1),
+      dilations: normalize(opts[:window_dilations], rank)
+    ]
+  end
+
+  defp normalize(nil, rank), do: List.duplicate(1, rank)
+  defp normalize(n, rank) when is_integer(n), do: List.duplicate(n, rank)
+  defp normalize(list, _rank), do: list
+
+  ## Linear algebra
+
+  @impl true
+  def dot(out, a, contract_a, batch_a, b, contract_b, batch_b),
+    do: nx(:dot, out, [a, b], contract_a: contract_a, batch_a: batch_a, contract_b: contract_b, batch_b: batch_b)
+
+  @impl true
+  def conv(out, t, k, opts) do
+    rank = tuple_size(t.shape)
+
+    nx(:conv, out, [t, k],
+      strides: opts[:strides],
+      padding: Enum.flat_map(opts[:padding], &Tuple.to_list/1),
+      input_dilation: opts[:input_dilation],
+      kernel_dilation: opts[:kernel_dilation],
+      feature_groups: opts[:feature_group_size],
+      batch_groups: opts[:batch_group_size],
+      input_permutation: opts[:input_permutation] || Enum.to_list(0..(rank - 1)),
+      kernel_permutation: opts[:kernel_permutation] || Enum.to_list(0..(rank - 1)),
+      output_permutation: opts[:output_permutation] || Enum.to_list(0..(rank - 1))
+    )
+  end
+
+  @impl true
+  def triangular_solve(out, a, b, opts),
+    do: nx(:triangular_solve, out, [a, b], left_side: opts[:left_side], lower: opts[:lower], transform_a: opts[:transform_a])
+
+  @impl true
+  def fft(out, t, opts), do: nx(:fft, out, [t], length: opts[:length], axis: opts[:axis] || -1)
+
+  @impl true
+  def ifft(out, t, opts), do: nx(:ifft, out, [t], length: opts[:length], axis: opts[:axis] || -1)
+
+  ## Elementwise
+
+  binary_ops =
+    [:add, :subtract, :multiply, :pow, :remainder, :divide, :atan2, :min, :max, :quotient] ++
+      [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift]
+
+  for op <- binary_ops do
+    @impl true
+    def unquote(op)(out, a, b), do: nx(unquote(op), out, [a, b], compute: type_name(out.type))
+  end
+
+  # Comparisons and logical ops compute in the inputs' merged type and give u8.
+  for op <- [:equal, :not_equal, :greater, :less, :greater_equal, :less_equal, :logical_and, :logical_or, :logical_xor] do
+    @impl true
+    def unquote(op)(out, a, b), do: nx(unquote(op), out, [a, b], compute: type_name(Nx.Type.merge(a.type, b.type)))
+  end
+
+  unary_ops =
+    Enum.map(Nx.Shared.unary_math_funs(), &elem(&1, 0)) ++
+      [:abs, :bitwise_not, :ceil, :conjugate, :floor, :negate, :round, :sign] ++
+      [:count_leading_zeros, :population_count, :real, :imag, :is_nan, :is_infinity]
+
+  for op <- unary_ops do
+    @impl true
+    def unquote(op)(out, t), do: nx(unquote(op), out, [t])
+  end
+
+  ## Block
+
+  @impl true
+  def block(%Nx.Block.CumulativeSum{} = b, out, [t | _], _fun), do: cumulative(:cumulative_sum, b, out, t)
+  def block(%Nx.Block.CumulativeProduct{} = b, out, [t | _], _fun), do: cumulative(:cumulative_product, b, out, t)
+  def block(%Nx.Block.CumulativeMax{} = b, out, [t | _], _fun), do: cumulative(:cumulative_max, b, out, t)
+  def block(%Nx.Block.CumulativeMin{} = b, out, [t | _], _fun), do: cumulative(:cumulative_min, b, out, t)
+  def block(%Nx.Block.Take{axis: axis}, out, [t, idx | _], _fun), do: nx(:take, out, [t, idx], axis: axis)
+
+  def block(%Nx.Block.TakeAlongAxis{axis: axis}, out, [t, idx | _], _fun),
+    do: nx(:take_along_axis, out, [t, idx], axis: axis)
+
+  def block(%Nx.Block.TopK{k: k}, {values, indices}, [t | _], _fun),
+    do: List.to_tuple(nx_list(:top_k, [values, indices], [t], k: k))
+
+  def block(struct, _out, args, fun), do: apply(fun, [struct | args])
+
+  defp cumulative(op, %{axis: axis, reverse: reverse}, out, t), do: nx(op, out, [t], axis: axis, reverse: reverse)
+
+  ## Helpers
+
+  @doc false
+  # The NIF op of an Nx callback: one call, `inputs` (tensors of any backend; others are
+  # uploaded to the device of the first ExBurn input) to a tensor shaped as `out`.
+  def nx(op, %T{} = out, inputs, opts \\ [], dev \\ nil) do
+    [result] = nx_list(op, [out], inputs, opts, dev)
+    result
+  end
+
+  defp nx_list(op, [first | _] = outs, inputs, opts, dev \\ nil) do
+    dev = dev || input_device(inputs)
+    name = "Nx.#{op}"
+    refs = Enum.map(inputs, &ref!(&1, dev, name))
+    check_type!(name, first.type)
+    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ opts
+
+    case Native.run_kernel("nx_#{op}", refs, opts, dev) do
+      {:ok, results} when length(results) == length(outs) -> Enum.zip_with(outs, results, &wrap(&1, elem(&2, 0), dev))
+      {:ok, results} -> Enum.map(results, &wrap(first, elem(&1, 0), dev))
+      {:error, e} -> raise ExBurn.Error.from(name, e)
+    end
+  end
+
+  defp wrap(%T{} = out, ref, dev), do: %{out | data: %__MODULE__{ref: ref, device: dev}}
+
+  defp ref!(%T{data: %__MODULE__{ref: ref}}, _dev, _op), do: ref
+
+  defp ref!(%T{type: type, shape: shape} = t, dev, op) do
+    check_type!(op, type)
+
+    case Native.buffer(Nx.to_binary(t), Tuple.to_list(shape), type_name(type), dev) do
+      {:ok, ref} -> ref
+      {:error, e} -> raise ExBurn.Error.from(op, e)
+    end
+  end
+
+  defp ref!(other, _dev, op), do: raise(ExBurn.Error.new(op, "expects tensors", Kernel.inspect(other, limit: 5)))
+
+  defp input_device(inputs) do
+    Enum.find_value(inputs, &match?(%T{data: %__MODULE__{}}, &1) && &1.data.device) || ExBurn.default_device()
+  end
+
+  defp device(opts) do
+    case opts[:device] do
+      nil -> ExBurn.default_device()
+      dev -> ExBurn.device_spec(dev)
+    end
+  end
+
+  defp check_type!(op, {:c, _} = type),
+    do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn yet", "complex tensors"))
+
+  defp check_type!(op, {kind, bits} = type) when bits < 8 or kind == :f8 or (kind == :f and bits == 8),
+    do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn", "8-bit floats and sub-byte integers"))
+
+  defp check_type!(_op, _type), do: :ok
+
+  @doc false
+  def type_name(type), do: Nx.Type.to_string(type)
+
+  defp scalar(n) when is_number(n), do: n
+  defp scalar(:nan), do: :nan
+  defp scalar(:infinity), do: :infinity
+  defp scalar(:neg_infinity), do: :neg_infinity
+  defp scalar(%Complex{} = c), do: raise(ExBurn.Error.new("Nx.constant", "complex constants are not supported yet", Kernel.inspect(c)))
+
+  defp static(starts), do: Enum.map(starts, fn s when is_integer(s) -> s; _ -> -1 end)
+  defp dynamic(starts), do: Enum.filter(starts, &match?(%T{}, &1))
+
+  defp batches(n, size, :repeat), do: div(n + size - 1, size)
+  defp batches(n, size, :discard), do: div(n, size)
+
+  # The op of an associative Nx function of two scalars, found by tracing it.
+  defp reducer!(op, fun, %T{type: type}) do
+    template = Nx.template({}, type)
+    expr = Nx.Defn.debug_expr(fun).(template, template)
+
+    case expr do
+      %T{data: %Nx.Defn.Expr{op: name, args: [%T{data: %{op: :parameter}}, %T{data: %{op: :parameter}}]}}
+      when name in [:add, :multiply, :max, :min, :logical_and, :logical_or, :bitwise_and, :bitwise_or] ->
+        name
+
+      _ ->
+        raise ExBurn.Error.new(op, "runs on the device only for Nx's associative binary ops (add, multiply, max, min, logical and bitwise and/or)", Kernel.inspect(fun))
+    end
+  rescue
+    e in ExBurn.Error -> reraise e, __STACKTRACE__
+    e -> raise ExBurn.Error.new(op, "the reduction function could not be traced", Exception.message(e))
+  end
+end

@@ -1,0 +1,2 @@
+Nx.default_backend(ExBurn.Backend)
+ExUnit.start()

@@ -1,0 +1,201 @@
+//! Linear algebra entries: `dot` with contracting and batch axes, `conv` with Nx's options
+//! (permutations, padding, input and kernel dilation, feature and batch groups), and
+//! `triangular_solve`.
+use burn_backend::ops::ConvOptions;
+use burn_backend::{Backend, Slice};
+
+use super::Out;
+use super::any;
+use super::shape::axes;
+use crate::dtype::{Class, class};
+use crate::error::{NifError, NifResult};
+use crate::opts::Opts;
+use crate::tensor::Prim;
+
+pub const NAMES: &[&str] = &["dot", "conv", "triangular_solve", "fft", "ifft"];
+
+pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    let [a, b] = <[Prim<B>; 2]>::try_from(inputs).map_err(|v| NifError::new(op, format!("takes two tensors, got {}", v.len()), out.describe()))?;
+    if out.shape.contains(&0) {
+        return Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &a.device()));
+    }
+    match op {
+        "dot" => dot::<B>(op, a, b, out, opts),
+        "conv" => conv::<B>(op, a, b, out, opts),
+        "triangular_solve" => triangular_solve::<B>(op, a, b, out, opts),
+        _ => Err(NifError::new(op, "complex tensors are not supported by ExBurn yet", out.describe())),
+    }
+}
+
+fn matmul<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
+    match (a, b) {
+        (Prim::Float(a), Prim::Float(b)) => Prim::Float(B::float_matmul(a, b)),
+        (Prim::Int(a), Prim::Int(b)) => Prim::Int(B::int_matmul(a, b)),
+        _ => unreachable!("matmul: the caller casts both to the output type"),
+    }
+}
+
+/// Nx's dot: batch axes first, then `a`'s free axes, then `b`'s, contracting the rest.
+fn dot<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    let (ca, ba, cb, bb) = (axes(op, opts, "contract_a")?, axes(op, opts, "batch_a")?, axes(op, opts, "contract_b")?, axes(op, opts, "batch_b")?);
+    let (da, db) = (a.shape().to_vec(), b.shape().to_vec());
+    let free = |rank: usize, c: &[usize], bt: &[usize]| -> Vec<usize> { (0..rank).filter(|x| !c.contains(x) && !bt.contains(x)).collect() };
+    let (fa, fb) = (free(da.len(), &ca, &ba), free(db.len(), &cb, &bb));
+    let size = |d: &[usize], axes: &[usize]| -> usize { axes.iter().map(|&x| d[x]).product() };
+    let (batch, m, k, n) = (size(&da, &ba), size(&da, &fa), size(&da, &ca), size(&db, &fb));
+    if k == 0 {
+        return Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &a.device()));
+    }
+    let a = any::cast(op, a, out.dtype)?;
+    let b = any::cast(op, b, out.dtype)?;
+    let a = any::reshape(any::permute(a, &[ba.clone(), fa, ca].concat()), &[batch, m, k]);
+    let b = any::reshape(any::permute(b, &[bb, cb, fb].concat()), &[batch, k, n]);
+    Ok(any::reshape(matmul::<B>(a, b), &out.shape))
+}
+
+fn inverse(perm: &[usize]) -> Vec<usize> {
+    let mut inv = vec![0; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        inv[p] = i;
+    }
+    inv
+}
+
+fn conv<B: Backend>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    if class(out.dtype) != Class::Float {
+        return Err(NifError::new(op, "gives floats", out.describe()));
+    }
+    let rank = t.shape().num_dims();
+    let spatial = rank - 2;
+    if !(1..=3).contains(&spatial) {
+        return Err(NifError::new(op, format!("runs on 1 to 3 spatial axes, not {spatial}"), format!("{} and {}", t.describe(), k.describe())));
+    }
+    let ints = |key: &str| super::super::sizes(op, opts, key, None);
+    let (strides, input_dilation, kernel_dilation) = (ints("strides")?, ints("input_dilation")?, ints("kernel_dilation")?);
+    let padding = opts.ints(op, "padding", None)?;
+    let (feature_groups, batch_groups) = (opts.int(op, "feature_groups", Some(1))? as usize, opts.int(op, "batch_groups", Some(1))? as usize);
+    let x = any::permute(any::cast(op, t, out.dtype)?, &ints("input_permutation")?);
+    let w = any::permute(any::cast(op, k, out.dtype)?, &ints("kernel_permutation")?);
+    // Input dilation and padding (negative: cut) in one pad with zeros.
+    let mut config = vec![0, 0, 0, 0, 0, 0];
+    let dims = x.shape().to_vec();
+    let mut padded = dims[..2].to_vec();
+    for i in 0..spatial {
+        let (lo, hi, interior) = (padding[2 * i], padding[2 * i + 1], input_dilation[i] as i64 - 1);
+        config.extend([lo, hi, interior]);
+        let d = dims[2 + i] as i64;
+        padded.push((lo + hi + d + (d - 1).max(0) * interior).max(0) as usize);
+    }
+    let zero = any::full::<B>(&[1], out.dtype, 0.0, &x.device());
+    let x = super::shape::pad::<B>(op, x, zero, &Out { dtype: out.dtype, shape: padded.clone() }, &config)?;
+    // Batch groups move into channels: a grouped convolution over them.
+    let (n, c) = (padded[0], padded[1]);
+    let x = if batch_groups > 1 {
+        let rest = &padded[2..];
+        let g = any::reshape(x, &[&[batch_groups, n / batch_groups, c][..], rest].concat());
+        let perm: Vec<usize> = [1, 0, 2].into_iter().chain(3..rank + 1).collect();
+        any::reshape(any::permute(g, &perm), &[&[n / batch_groups, batch_groups * c][..], rest].concat())
+    } else {
+        x
+    };
+    let groups = feature_groups * batch_groups;
+    let (x, w) = (any::float::<B>(x), any::float::<B>(w));
+    let zeros = vec![0; spatial];
+    fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+        v.try_into().expect("length checked")
+    }
+    let r = match spatial {
+        1 => B::conv1d(x, w, None, ConvOptions::new(arr(&strides), arr(&zeros), arr(&kernel_dilation), groups)),
+        2 => B::conv2d(x, w, None, ConvOptions::new(arr(&strides), arr(&zeros), arr(&kernel_dilation), groups)),
+        _ => B::conv3d(x, w, None, ConvOptions::new(arr(&strides), arr(&zeros), arr(&kernel_dilation), groups)),
+    };
+    let output_permutation = ints("output_permutation")?;
+    Ok(any::permute(Prim::Float(r), &inverse(&output_permutation)))
+}
+
+/// Solves `a x = b` (or `x a = b` with `left_side: false`) for triangular `a`, by
+/// substitution: one row of `x` per step.
+fn triangular_solve<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    let left = opts.bool(op, "left_side", true)?;
+    let mut lower = opts.bool(op, "lower", true)?;
+    let transform = opts.name(op, "transform_a", Some("none"))?;
+    let a = any::cast(op, a, out.dtype)?;
+    let b = any::cast(op, b, out.dtype)?;
+    let ra = a.shape().num_dims();
+    let swap = |p: Prim<B>| {
+        let r = p.shape().num_dims();
+        let mut perm: Vec<usize> = (0..r).collect();
+        perm.swap(r - 1, r - 2);
+        any::permute(p, &perm)
+    };
+    let mut a = a;
+    if transform == "transpose" {
+        a = swap(a);
+        lower = !lower;
+    }
+    let vector = b.shape().num_dims() == ra - 1;
+    let mut b = if vector {
+        let mut s = b.shape().to_vec();
+        s.push(1);
+        any::reshape(b, &s)
+    } else {
+        b
+    };
+    if !left {
+        // x a = b  <=>  aᵀ xᵀ = bᵀ
+        a = swap(a);
+        b = swap(b);
+        lower = !lower;
+    }
+    if !lower {
+        // Reversing rows and columns makes an upper triangle lower.
+        a = any::flip(a, &[ra - 2, ra - 1]);
+        b = any::flip(b, &[ra - 2]);
+    }
+    let n = a.shape()[ra - 1];
+    let bs = b.shape().to_vec();
+    let r = bs.len();
+    let full = |d: usize| Slice::new(0, Some(d as isize), 1);
+    let rows = |lo: usize, hi: usize| -> Vec<Slice> {
+        (0..r).map(|i| if i == r - 2 { Slice::new(lo as isize, Some(hi as isize), 1) } else { full(bs[i]) }).collect()
+    };
+    let mut x = any::full::<B>(&bs, out.dtype, 0.0, &a.device());
+    let ad = a.shape().to_vec();
+    for i in 0..n {
+        let bi = any::slice(b.clone(), &rows(i, i + 1));
+        let rhs = if i == 0 {
+            bi
+        } else {
+            let arow: Vec<Slice> = (0..ra).map(|d| if d == ra - 2 { Slice::new(i as isize, Some(i as isize + 1), 1) } else if d == ra - 1 { Slice::new(0, Some(i as isize), 1) } else { full(ad[d]) }).collect();
+            let known = matmul::<B>(any::slice(a.clone(), &arow), any::slice(x.clone(), &rows(0, i)));
+            sub::<B>(bi, known)
+        };
+        let diag: Vec<Slice> = (0..ra).map(|d| if d >= ra - 2 { Slice::new(i as isize, Some(i as isize + 1), 1) } else { full(ad[d]) }).collect();
+        let aii = any::expand(any::slice(a.clone(), &diag), &[&bs[..r - 2], &[1, bs[r - 1]]].concat());
+        let xi = div::<B>(rhs, aii);
+        x = any::slice_assign(x, &rows(i, i + 1), xi);
+    }
+    if !lower {
+        x = any::flip(x, &[r - 2]);
+    }
+    if !left {
+        x = swap(x);
+    }
+    Ok(any::reshape(x, &out.shape))
+}
+
+fn sub<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
+    match (a, b) {
+        (Prim::Float(a), Prim::Float(b)) => Prim::Float(B::float_sub(a, b)),
+        (Prim::Int(a), Prim::Int(b)) => Prim::Int(B::int_sub(a, b)),
+        _ => unreachable!("one dtype"),
+    }
+}
+
+fn div<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
+    match (a, b) {
+        (Prim::Float(a), Prim::Float(b)) => Prim::Float(B::float_div(a, b)),
+        (Prim::Int(a), Prim::Int(b)) => Prim::Int(B::int_div(a, b)),
+        _ => unreachable!("one dtype"),
+    }
+}

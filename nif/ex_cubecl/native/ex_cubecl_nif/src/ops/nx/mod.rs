@@ -1,0 +1,65 @@
+//! Nx's callbacks as entries of the op table (`nx_<callback>`): each runs one `Nx.Backend`
+//! callback with Nx's semantics on the backend's ops, in one NIF call. `ExBurn.Backend` is a
+//! thin map from callbacks to these entries.
+//!
+//! Every entry takes options `type` (the output's Nx type name) and `shape` (its shape), as
+//! Nx computed them: the entries cast inputs to the type Nx promotes to and broadcast them as
+//! Nx does, so that the result is what `Nx.BinaryBackend` gives (integers wrap, NaN
+//! propagates through max and min, `remainder` takes the dividend's sign, ...).
+use burn_backend::{Backend, DType};
+
+use crate::dtype::name;
+use crate::error::{NifError, NifResult};
+use crate::opts::Opts;
+use crate::tensor::Prim;
+
+mod any;
+mod create;
+mod elementwise;
+mod index;
+mod linalg;
+mod reduce;
+mod shape;
+mod window;
+
+/// The output Nx described: its dtype and shape.
+pub struct Out {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+}
+
+impl Out {
+    pub fn describe(&self) -> String {
+        format!("{:?} {}", self.shape, name(self.dtype))
+    }
+}
+
+/// Runs Nx entry `op` (`nx_<callback>`).
+pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
+    let out = Out { dtype: super::dtype_opt(op, opts, "type", None)?, shape: super::sizes(op, opts, "shape", None)? };
+    super::computes::<B>(op, out.dtype, device)?;
+    let bytes = out.shape.iter().try_fold(crate::dtype::host_size(out.dtype) as u64, |a, &d| a.checked_mul(d as u64));
+    if bytes.is_none_or(|b| b > max_bytes) {
+        return Err(NifError::new(op, format!("the result needs more than the device's largest buffer ({max_bytes} bytes)"), out.describe()));
+    }
+    for p in &inputs {
+        super::computes::<B>(op, p.dtype(), device)?;
+    }
+    let callback = op.strip_prefix("nx_").unwrap_or(op);
+    let results = match callback {
+        "constant" | "eye" | "iota" => vec![create::run::<B>(callback, &out, opts, device)?],
+        "to_batched" => shape::to_batched::<B>(inputs, &out, opts)?,
+        "top_k" => index::top_k::<B>(inputs, &out, opts)?,
+        c if shape::NAMES.contains(&c) => vec![shape::run::<B>(c, inputs, &out, opts)?],
+        c if index::NAMES.contains(&c) => vec![index::run::<B>(c, inputs, &out, opts)?],
+        c if reduce::NAMES.contains(&c) => vec![reduce::run::<B>(c, inputs, &out, opts)?],
+        c if window::NAMES.contains(&c) => vec![window::run::<B>(c, inputs, &out, opts)?],
+        c if linalg::NAMES.contains(&c) => vec![linalg::run::<B>(c, inputs, &out, opts)?],
+        c => vec![elementwise::run::<B>(c, inputs, &out, opts)?],
+    };
+    let want: &[usize] = &out.shape;
+    if let Some(bad) = results.iter().find(|r| r.shape().as_slice() != want) {
+        return Err(NifError::new(op, "internal: the result's shape differs from Nx's", format!("got {}, Nx expects {}", bad.describe(), out.describe())));
+    }
+    Ok(results)
+}

@@ -1,0 +1,164 @@
+//! Window entries: sums, products, maxima and minima over windows with padding, strides and
+//! dilations; `window_reduce` with one of Nx's associative ops; and the window scatters.
+//! Each is a fold over the window's offsets, one strided view of the padded input per offset.
+use burn_backend::{Backend, DType, Slice};
+
+use super::Out;
+use super::any;
+use super::elementwise::binary;
+use super::shape::int_range;
+use crate::dtype::{Class, class};
+use crate::error::{NifError, NifResult};
+use crate::opts::Opts;
+use crate::tensor::Prim;
+
+pub const NAMES: &[&str] = &["window_sum", "window_product", "window_max", "window_min", "window_reduce", "window_scatter_max", "window_scatter_min"];
+
+struct Window {
+    dims: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    /// `{lo, hi, 0}` per axis, as `pad` takes it.
+    padding: Vec<i64>,
+}
+
+impl Window {
+    fn from(op: &str, opts: &Opts) -> NifResult<Self> {
+        let dims = super::super::sizes(op, opts, "window", None)?;
+        let pairs = opts.ints(op, "padding", None)?;
+        let padding = pairs.chunks(2).flat_map(|p| [p[0], p[1], 0]).collect();
+        Ok(Window {
+            strides: super::super::sizes(op, opts, "strides", None)?,
+            dilations: super::super::sizes(op, opts, "dilations", None)?,
+            dims,
+            padding,
+        })
+    }
+
+    /// Every offset of the window, in row-major order.
+    fn offsets(&self) -> Vec<Vec<usize>> {
+        let mut all = vec![vec![]];
+        for &d in &self.dims {
+            all = all.into_iter().flat_map(|o: Vec<usize>| (0..d).map(move |i| [o.clone(), vec![i]].concat())).collect();
+        }
+        all
+    }
+
+    /// The view of the padded input that offset `w` of every window reads, `out` elements.
+    fn view(&self, w: &[usize], out: &[usize]) -> Vec<Slice> {
+        (0..w.len()).map(|i| any::range(w[i] * self.dilations[i], out[i], self.strides[i])).collect()
+    }
+}
+
+pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    let n = inputs.len();
+    let mut it = inputs.into_iter();
+    let mut next = || it.next().ok_or_else(|| NifError::new(op, format!("missing an input ({n} given)"), out.describe()));
+    let t = next()?;
+    let device = t.device();
+    let window = Window::from(op, opts)?;
+    if op.starts_with("window_scatter") {
+        let (source, init) = (next()?, next()?);
+        return scatter::<B>(op, t, source, init, out, &window);
+    }
+    let (fold, pad_value) = match op {
+        "window_reduce" => {
+            let acc = next()?;
+            let with = opts.name(op, "op", None)?;
+            if !["add", "multiply", "max", "min"].contains(&with.as_str()) {
+                return Err(NifError::new(op, format!("can't reduce windows with {with} on the device"), out.describe()));
+            }
+            (with, any::cast(op, acc, out.dtype)?)
+        }
+        "window_sum" => ("add".to_string(), scalar::<B>(out.dtype, Identity::Zero, &device)),
+        "window_product" => ("multiply".to_string(), scalar::<B>(out.dtype, Identity::One, &device)),
+        "window_max" => ("max".to_string(), scalar::<B>(out.dtype, Identity::Lowest, &device)),
+        _ => ("min".to_string(), scalar::<B>(out.dtype, Identity::Highest, &device)),
+    };
+    if out.shape.contains(&0) {
+        return Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &device));
+    }
+    let t = any::cast(op, t, out.dtype)?;
+    let padded_shape: Vec<usize> = t.shape().iter().enumerate().map(|(i, &d)| (d as i64 + window.padding[3 * i] + window.padding[3 * i + 1]) as usize).collect();
+    let padded = super::shape::pad::<B>(op, t, pad_value.clone(), &Out { dtype: out.dtype, shape: padded_shape }, &window.padding)?;
+    let mut acc: Option<Prim<B>> = None;
+    for w in window.offsets() {
+        let v = any::slice(padded.clone(), &window.view(&w, &out.shape));
+        acc = Some(match acc {
+            None => v,
+            Some(a) => binary::<B>(&fold, a, v, out, out.dtype)?,
+        });
+    }
+    let r = acc.ok_or_else(|| NifError::new(op, "the window is empty", out.describe()))?;
+    if op == "window_reduce" {
+        return binary::<B>(&fold, r, pad_value, out, out.dtype);
+    }
+    Ok(r)
+}
+
+enum Identity {
+    Zero,
+    One,
+    Lowest,
+    Highest,
+}
+
+/// A one-element tensor of `dtype` holding an identity of a fold.
+fn scalar<B: Backend>(dtype: DType, which: Identity, device: &B::Device) -> Prim<B> {
+    let int = class(dtype) == Class::Int;
+    let (lo, hi) = if int { int_range(dtype) } else { (0, 0) };
+    match which {
+        Identity::Zero => any::full::<B>(&[1], dtype, 0.0, device),
+        Identity::One => any::full::<B>(&[1], dtype, 1.0, device),
+        Identity::Lowest if int => any::full_int::<B>(&[1], dtype, lo, device),
+        Identity::Highest if int => any::full_int::<B>(&[1], dtype, hi, device),
+        Identity::Lowest => any::full::<B>(&[1], dtype, f64::NEG_INFINITY, device),
+        Identity::Highest => any::full::<B>(&[1], dtype, f64::INFINITY, device),
+    }
+}
+
+/// `window_scatter_max` / `_min`: `init` everywhere, plus each source value added at the
+/// first maximum (minimum) of its window.
+fn scatter<B: Backend>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, out: &Out, window: &Window) -> NifResult<Prim<B>> {
+    let device = t.device();
+    let is_max = op == "window_scatter_max";
+    let t = any::cast(op, t, out.dtype)?;
+    let source = any::cast(op, source, out.dtype)?;
+    let windows = source.shape().to_vec();
+    let padded_shape: Vec<usize> = t.shape().iter().enumerate().map(|(i, &d)| (d as i64 + window.padding[3 * i] + window.padding[3 * i + 1]) as usize).collect();
+    let padded_out = Out { dtype: out.dtype, shape: padded_shape.clone() };
+    let fill = scalar::<B>(out.dtype, if is_max { Identity::Lowest } else { Identity::Highest }, &device);
+    let padded = super::shape::pad::<B>(op, t, fill, &padded_out, &window.padding)?;
+    let win_out = Out { dtype: out.dtype, shape: windows.clone() };
+    let pred_out = Out { dtype: DType::U8, shape: windows.clone() };
+    // The extreme of each window.
+    let mut extreme: Option<Prim<B>> = None;
+    for w in window.offsets() {
+        let v = any::slice(padded.clone(), &window.view(&w, &windows));
+        extreme = Some(match extreme {
+            None => v,
+            Some(e) => binary::<B>(if is_max { "max" } else { "min" }, e, v, &win_out, out.dtype)?,
+        });
+    }
+    let extreme = extreme.ok_or_else(|| NifError::new(op, "the window is empty", out.describe()))?;
+    // The first offset holding it takes the source value.
+    let mut taken = any::full::<B>(&windows, DType::U8, 0.0, &device);
+    let mut result = any::full::<B>(&padded_shape, out.dtype, 0.0, &device);
+    let zeros = any::full::<B>(&windows, out.dtype, 0.0, &device);
+    for w in window.offsets() {
+        let view = window.view(&w, &windows);
+        let v = any::slice(padded.clone(), &view);
+        let hit = binary::<B>("equal", v, extreme.clone(), &pred_out, out.dtype)?;
+        let fresh = binary::<B>("logical_and", hit, binary::<B>("equal", taken.clone(), any::full::<B>(&windows, DType::U8, 0.0, &device), &pred_out, DType::U8)?, &pred_out, DType::U8)?;
+        taken = binary::<B>("logical_or", taken, fresh.clone(), &pred_out, DType::U8)?;
+        let add = any::select_where(any::nonzero(fresh), source.clone(), zeros.clone());
+        let region = any::slice(result.clone(), &view);
+        let sum = binary::<B>("add", region, add, &win_out, out.dtype)?;
+        result = any::slice_assign(result, &view, sum);
+    }
+    let cut: Vec<Slice> = (0..padded_shape.len())
+        .map(|i| any::range(window.padding[3 * i].max(0) as usize, out.shape[i], 1))
+        .collect();
+    let result = any::slice(result, &cut);
+    binary::<B>("add", result, init, out, out.dtype)
+}
