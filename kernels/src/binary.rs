@@ -142,7 +142,7 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
         BinaryFloatOp::Add => a + b,
         BinaryFloatOp::Sub => a - b,
         BinaryFloatOp::Mul => a * b,
-        BinaryFloatOp::Div => a / b,
+        BinaryFloatOp::Div => div_rounded::<F>(a, b),
         BinaryFloatOp::Rem => {
             // In f32 at least, so half precision rounds the exact result once.
             let (x, y) = (f32::cast_from(a), f32::cast_from(b));
@@ -181,4 +181,17 @@ fn apply_binary_int<I: Int>(a: I, b: I, #[comptime] op: BinaryIntOp) -> I {
         BinaryIntOp::Shl => a << b,
         BinaryIntOp::Shr => a >> b,
     }
+}
+
+/// `a / b`, rounded correctly where the device's division is approximate (Vulkan allows
+/// 2.5 ULP, and lavapipe gives 10 / 4 = 2.4999998): one correction from the exact residual
+/// `a - q b`, computed with a fused multiply-add. Where the quotient is already correctly
+/// rounded (CUDA), the correction is below half an ULP and changes nothing. Infinite and NaN
+/// quotients are kept as they are.
+#[cube]
+pub fn div_rounded<F: Float>(a: F, b: F) -> F {
+    let q = a / b;
+    let r = fma::<F>(F::new(0.0) - q, b, a);
+    let c = q + r / b;
+    select(c == c && !crate::unary::is_inf::<F>(q), c, q)
 }

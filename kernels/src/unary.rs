@@ -144,7 +144,7 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
         UnaryFloatOp::Exp => F::exp(x),
         UnaryFloatOp::Log => F::ln(x),
         UnaryFloatOp::Log1p => F::log1p(x),
-        UnaryFloatOp::Sqrt => F::sqrt(x),
+        UnaryFloatOp::Sqrt => sqrt_rounded::<F>(x),
         UnaryFloatOp::Abs => F::abs(x),
         UnaryFloatOp::Cos => F::cos(x),
         UnaryFloatOp::Sin => F::sin(x),
@@ -250,6 +250,8 @@ pub fn round_half_even<F: Float>(x: F) -> F {
 /// `x^y` with C's `pow` semantics for a negative base: `±|x|^y` when `y` is an integer
 /// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
 /// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
+/// Integer exponents up to 127 in magnitude multiply by squaring, as a CPU's `pow` is exact
+/// for them (`1.5^2` is 2.25, where `exp(2 ln 1.5)` on Vulkan gives 2.2500002).
 #[cube]
 pub fn pow<F: Float>(x: F, y: F) -> F {
     let zero = F::new(0.0);
@@ -259,7 +261,33 @@ pub fn pow<F: Float>(x: F, y: F) -> F {
     let half = y * F::new(0.5);
     let odd = integer && !(F::floor(half) == half);
     let signed = select(odd, zero - magnitude, magnitude);
-    select(x < zero && integer, signed, direct)
+    let general = select(x < zero && integer, signed, direct);
+    // Binary exponentiation over the 7 bits of |y| <= 127.
+    let small = integer && F::abs(y) <= F::new(127.0);
+    let mut n = u32::cast_from(select(small, F::abs(y), zero));
+    let mut base = x;
+    let mut acc = F::new(1.0);
+    #[unroll]
+    for _ in 0..7 {
+        if n & 1 == 1 {
+            acc *= base;
+        }
+        base *= base;
+        n >>= 1;
+    }
+    let exact = select(y < zero, crate::binary::div_rounded::<F>(F::new(1.0), acc), acc);
+    select(small, exact, general)
+}
+
+/// `sqrt(x)`, rounded correctly where the device's is approximate (Vulkan allows 3 ULP;
+/// lavapipe gives sqrt(50) one ULP low): one Newton correction from the exact residual
+/// `x - s²`, computed with a fused multiply-add. Zero, infinity and NaN pass through.
+#[cube]
+pub fn sqrt_rounded<F: Float>(x: F) -> F {
+    let s = F::sqrt(x);
+    let r = fma::<F>(F::new(0.0) - s, s, x);
+    let c = s + r / (s + s);
+    select(c == c && !is_inf::<F>(s) && s > F::new(0.0), c, s)
 }
 
 /// `value` where `ok`, NaN elsewhere: some drivers' `atan` turns NaN into 0.

@@ -8,11 +8,15 @@ defmodule ExBurn.MixProject do
       elixir: "~> 1.17",
       start_permanent: Mix.env() == :prod,
       deps: deps(),
+      elixirc_paths: elixirc_paths(Mix.env()),
       description: "An Nx backend on ExCubecl: every Nx function on the GPU (CUDA, Vulkan, Metal)"
     ]
   end
 
   def application, do: [extra_applications: [:logger]]
+
+  defp elixirc_paths(:test), do: ["lib", "test/support"]
+  defp elixirc_paths(_), do: ["lib"]
 
   defp deps, do: [{:ex_cubecl, path: "../ex_cubecl"} | nx_deps()]
 

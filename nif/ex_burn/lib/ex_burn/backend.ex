@@ -310,7 +310,7 @@ defmodule ExBurn.Backend do
     do: nx(:take_along_axis, out, [t, idx], axis: axis)
 
   def block(%Nx.Block.TopK{k: k}, {values, indices}, [t | _], _fun),
-    do: List.to_tuple(nx_list(:top_k, [values, indices], [t], k: k))
+    do: List.to_tuple(nx_list(:top_k, [values, indices], [t], k: k, index_type: type_name(indices.type)))
 
   def block(struct, _out, args, fun), do: apply(fun, [struct | args])
 

@@ -94,16 +94,22 @@ fn sort<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<P
     })
 }
 
-/// The `k` largest values along the last axis and their indices (s64).
+/// The `k` largest values along the last axis (NaN largest, ties in index order) and their
+/// indices in `index_type`: the first `k` of a descending argsort.
 pub fn top_k<B: Backend>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
     let op = "top_k";
     let [t] = <[Prim<B>; 1]>::try_from(inputs).map_err(|_| NifError::new(op, "takes one tensor", out.describe()))?;
+    let index_type = super::super::dtype_opt(op, opts, "index_type", Some("s64"))?;
     let k = opts.int(op, "k", None)? as usize;
-    let axis = t.shape().num_dims() - 1;
-    let (values, indices) = match t {
-        Prim::Float(x) => (Prim::Float(B::float_topk(x.clone(), axis, k)), B::float_argtopk(x, axis, k, IntDType::I64)),
-        Prim::Int(x) => (Prim::Int(B::int_topk(x.clone(), axis, k)), B::int_argtopk(x, axis, k)),
+    let dims = t.shape().to_vec();
+    let axis = dims.len() - 1;
+    let order = match t.clone() {
+        Prim::Float(x) => B::float_argsort(x, axis, true, IntDType::I64),
+        Prim::Int(x) => B::int_argsort(x, axis, true),
         other => return Err(NifError::new(op, "takes numbers", other.describe())),
     };
-    Ok(vec![any::cast(op, values, out.dtype)?, Prim::Int(indices)])
+    let first: Vec<burn_backend::Slice> = dims.iter().enumerate().map(|(i, &d)| any::range(0, if i == axis { k } else { d }, 1)).collect();
+    let indices = any::int::<B>(any::slice(Prim::Int(order), &first));
+    let values = any::gather(t, axis, indices.clone());
+    Ok(vec![any::cast(op, values, out.dtype)?, any::cast(op, Prim::Int(indices), index_type)?])
 }

@@ -128,7 +128,7 @@ fn arg<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Pr
             // NaN counts as the extreme, as in Nx: found first by a max over is_nan.
             let nan = B::bool_into_int(B::float_is_nan(x.clone(), BOOL), IntDType::I32);
             let has_nan = B::int_greater_elem(B::int_max_dim(nan.clone(), axis), Scalar::Int(0), BOOL);
-            let at_nan = B::int_argmax(nan, axis);
+            let at_nan = B::int_cast(B::int_argmax(nan, axis), IntDType::I64);
             let found = if op == "argmax" { B::float_argmax(x, axis, IntDType::I64) } else { B::float_argmin(x, axis, IntDType::I64) };
             B::int_mask_where(found, has_nan, at_nan)
         }

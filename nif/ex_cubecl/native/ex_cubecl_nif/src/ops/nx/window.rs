@@ -118,7 +118,8 @@ fn scalar<B: Backend>(dtype: DType, which: Identity, device: &B::Device) -> Prim
 }
 
 /// `window_scatter_max` / `_min`: `init` everywhere, plus each source value added at the
-/// first maximum (minimum) of its window.
+/// last maximum (minimum) of its window, the padding holding `init`, as Nx's BinaryBackend
+/// selects.
 fn scatter<B: Backend>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, out: &Out, window: &Window) -> NifResult<Prim<B>> {
     let device = t.device();
     let is_max = op == "window_scatter_max";
@@ -127,8 +128,8 @@ fn scatter<B: Backend>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, out
     let windows = source.shape().to_vec();
     let padded_shape: Vec<usize> = t.shape().iter().enumerate().map(|(i, &d)| (d as i64 + window.padding[3 * i] + window.padding[3 * i + 1]) as usize).collect();
     let padded_out = Out { dtype: out.dtype, shape: padded_shape.clone() };
-    let fill = scalar::<B>(out.dtype, if is_max { Identity::Lowest } else { Identity::Highest }, &device);
-    let padded = super::shape::pad::<B>(op, t, fill, &padded_out, &window.padding)?;
+    let init = any::cast(op, init, out.dtype)?;
+    let padded = super::shape::pad::<B>(op, t, init.clone(), &padded_out, &window.padding)?;
     let win_out = Out { dtype: out.dtype, shape: windows.clone() };
     let pred_out = Out { dtype: DType::U8, shape: windows.clone() };
     // The extreme of each window.
@@ -141,11 +142,11 @@ fn scatter<B: Backend>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, out
         });
     }
     let extreme = extreme.ok_or_else(|| NifError::new(op, "the window is empty", out.describe()))?;
-    // The first offset holding it takes the source value.
+    // The last offset holding it takes the source value.
     let mut taken = any::full::<B>(&windows, DType::U8, 0.0, &device);
     let mut result = any::full::<B>(&padded_shape, out.dtype, 0.0, &device);
     let zeros = any::full::<B>(&windows, out.dtype, 0.0, &device);
-    for w in window.offsets() {
+    for w in window.offsets().into_iter().rev() {
         let view = window.view(&w, &windows);
         let v = any::slice(padded.clone(), &view);
         let hit = binary::<B>("equal", v, extreme.clone(), &pred_out, out.dtype)?;
