@@ -18,6 +18,8 @@ defmodule ExBurn.Backend do
       on some GPUs) raises `ExBurn.Error` naming the type and the device: a tensor never
       changes type silently.
     * Integer division by zero gives 0 (BinaryBackend raises).
+    * `sign(NaN)` is NaN and `sign(-inf)` is -1.0, as in EXLA (BinaryBackend gives 1.0 for
+      both).
     * `from_pointer/5` and `to_pointer/2` raise: device memory is not shared with other
       processes.
     * `Nx.reduce/4` and `Nx.window_reduce/5` run on the device when the function is one of

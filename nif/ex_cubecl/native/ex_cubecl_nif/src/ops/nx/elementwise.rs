@@ -135,9 +135,13 @@ fn int_binary<B: Backend>(op: &str, a: IntTensor<B>, b: IntTensor<B>, dtype: DTy
             let wide = B::int_greater_equal_elem(b.clone(), Scalar::Int(bits), BOOL);
             let clamped = B::int_clamp_max(b, Scalar::Int(bits - 1));
             let shifted = B::bitwise_right_shift(a.clone(), clamped);
-            let negative = B::int_lower_elem(a, zero, BOOL);
-            let sign = B::bool_and(wide.clone(), negative);
-            B::int_mask_fill(B::int_mask_fill(shifted, wide, zero), sign, Scalar::Int(-1))
+            let zeroed = B::int_mask_fill(shifted, wide.clone(), zero);
+            if matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64) {
+                zeroed
+            } else {
+                let sign = B::bool_and(wide, B::int_lower_elem(a, zero, BOOL));
+                B::int_mask_fill(zeroed, sign, Scalar::Int(-1))
+            }
         }
         // The dividend's sign (Burn's remainder takes the divisor's).
         "remainder" => {

@@ -80,9 +80,10 @@ pub fn axes(op: &str, opts: &Opts, key: &str) -> NifResult<Vec<usize>> {
     super::super::sizes(op, opts, key, Some(vec![]))
 }
 
-/// Nx's `as_type`: integers wrap; floats to integers truncate, NaN becomes 0, infinities and
-/// out-of-range values the type's extremes.
+/// Nx's `as_type`: integers wrap; floats to integers truncate and wrap (through s64), NaN
+/// becomes 0 and the infinities the type's extremes.
 pub fn as_type<B: Backend>(op: &str, t: Prim<B>, dtype: DType) -> NifResult<Prim<B>> {
+    use burn_backend::Scalar;
     if class(t.dtype()) != Class::Float || class(dtype) != Class::Int {
         return any::cast(op, t, dtype);
     }
@@ -91,13 +92,13 @@ pub fn as_type<B: Backend>(op: &str, t: Prim<B>, dtype: DType) -> NifResult<Prim
     let x = any::float::<B>(t);
     let shape = x.shape().to_vec();
     let nan = B::float_is_nan(x.clone(), BOOL);
-    let x = B::float_mask_fill(x, nan, burn_backend::Scalar::Float(0.0));
-    let big = B::float_greater_equal_elem(x.clone(), burn_backend::Scalar::Float(hi as f64), BOOL);
-    let small = B::float_lower_equal_elem(x.clone(), burn_backend::Scalar::Float(lo as f64), BOOL);
-    let clamped = B::float_clamp(x, burn_backend::Scalar::Float(lo as f64), burn_backend::Scalar::Float(hi as f64));
-    let ints = any::cast(op, Prim::Float(clamped), dtype)?;
-    let ints = any::select_where(big, any::full_int::<B>(&shape, dtype, hi, &device), ints);
-    Ok(any::select_where(small, any::full_int::<B>(&shape, dtype, lo, &device), ints))
+    let up = B::float_equal_elem(x.clone(), Scalar::Float(f64::INFINITY), BOOL);
+    let down = B::float_equal_elem(x.clone(), Scalar::Float(f64::NEG_INFINITY), BOOL);
+    let finite = B::float_mask_fill(x, B::bool_or(nan, B::bool_or(up.clone(), down.clone())), Scalar::Float(0.0));
+    let wide = any::cast(op, Prim::Float(finite), DType::I64)?;
+    let ints = any::cast(op, wide, dtype)?;
+    let ints = any::select_where(up, any::full_int::<B>(&shape, dtype, hi, &device), ints);
+    Ok(any::select_where(down, any::full_int::<B>(&shape, dtype, lo, &device), ints))
 }
 
 /// The smallest and largest value of integer `dtype`.
