@@ -65,7 +65,7 @@ defmodule ExBurn do
   def smoke_test do
     t = Nx.iota({4, 4}, backend: {ExBurn.Backend, device: default_device()})
     got = t |> Nx.dot(t) |> Nx.sum() |> Nx.to_number()
-    if got == 3600, do: :ok, else: {:error, "iota(4x4) . iota(4x4) summed to #{got}, expected 3600"}
+    if got == 3920, do: :ok, else: {:error, "iota(4x4) . iota(4x4) summed to #{got}, expected 3920"}
   rescue
     e -> {:error, Exception.message(e)}
   end

@@ -51,7 +51,11 @@ defmodule ExBurn.Backend do
 
   @impl true
   def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
+    check_type!("Nx.from_binary", type)
     dev = device(opts)
+
+    unless is_binary(binary),
+      do: raise(ExBurn.Error.new("Nx.from_binary", "expects a binary", "#{type_name(type)}#{Kernel.inspect(shape)}"))
 
     case Native.buffer(binary, Tuple.to_list(shape), type_name(type), dev) do
       {:ok, ref} -> wrap(out, ref, dev)

@@ -1,0 +1,52 @@
+defmodule ExBurn.DoctestExceptionsTest do
+  # One targeted test per cause of doctest_test.exs's except-list: what the excluded doctests
+  # would show, checked as it is on this device.
+  use ExUnit.Case, async: false
+
+  defp computes?(type), do: type in ExCubecl.supported_dtypes()
+
+  defp assert_type_error(fun, type) do
+    e = assert_raise ExBurn.Error, fun
+    assert e.reason =~ to_string(type) or e.details =~ to_string(type), "#{inspect(e)} doesn't name #{type}"
+    assert Exception.message(e) =~ ~r/^Nx\./
+  end
+
+  test "c64: complex tensors raise ExBurn.Error naming the type" do
+    assert_type_error(fn -> Nx.tensor([Complex.new(1.0, 2.0)]) end, :c64)
+    assert_type_error(fn -> Nx.fft(Nx.tensor([1.0, 0.0])) end, :c64)
+    assert_type_error(fn -> Nx.conjugate(Nx.tensor([1.0])) end, :c64)
+  end
+
+  test "f64 and bf16: a type the device can't compute raises, naming the type and the device" do
+    for type <- [:f64, :bf16] do
+      if computes?(type) do
+        assert Nx.to_flat_list(Nx.add(Nx.tensor([1.5], type: type), 1)) == [2.5]
+      else
+        e = assert_raise ExBurn.Error, fn -> Nx.tensor([1.5], type: type) end
+        assert e.reason =~ "#{type}"
+        assert e.details != ""
+      end
+    end
+  end
+
+  test "f8 and sub-byte integers raise ExBurn.Error" do
+    for type <- [:f8, {:u, 2}, {:s, 4}] do
+      assert_raise ExBurn.Error, fn -> Nx.tensor([1], type: type) end
+    end
+  end
+
+  test "precision: atan2, exp and log within a few ULP of BinaryBackend" do
+    x = Nx.tensor([[1, 2], [3, 4], [5, 6]], backend: Nx.BinaryBackend)
+    cases = [
+      {fn a -> Nx.atan2(a, 1) end, 4.0e-6},
+      {fn a -> Nx.atan2(1, a) end, 4.0e-6},
+      {fn a -> Nx.logsumexp(a, axes: [1]) end, 2.0e-6}
+    ]
+
+    for {fun, tol} <- cases do
+      want = fun.(x) |> Nx.to_flat_list()
+      got = x |> Nx.backend_copy(ExBurn.Backend) |> fun.() |> Nx.to_flat_list()
+      for {g, w} <- Enum.zip(got, want), do: assert(abs(g - w) <= tol * abs(w), "#{g} vs #{w}")
+    end
+  end
+end
