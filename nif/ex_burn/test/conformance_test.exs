@@ -82,6 +82,7 @@ defmodule ExBurn.ConformanceTest do
   defp tolerance(_), do: 0
 
   defp close?(a, a, _), do: true
+  defp close?(%Complex{re: ar, im: ai}, %Complex{re: br, im: bi}, tol), do: close?(ar, br, tol) and close?(ai, bi, tol)
   defp close?(a, b, tol) when is_float(a) and is_float(b), do: abs(a - b) <= tol * (1 + abs(b))
   defp close?(a, b, tol) when is_number(a) and is_number(b) and tol > 0, do: abs(a - b) <= tol * (1 + abs(b))
   defp close?(_, _, _), do: false
@@ -287,6 +288,41 @@ defmodule ExBurn.ConformanceTest do
     end
 
     report("windows")
+  end
+
+  # ---------------------------------------------------------------------------------------
+  # Complex tensors
+
+  defp crand(shape), do: Nx.complex(rand(shape, {:f, 32}), rand(shape, {:f, 32}))
+
+  test "complex tensors (c64)" do
+    a = crand({3, 4})
+    b = crand({4})
+
+    for op <- [:add, :subtract, :multiply, :divide, :equal, :not_equal] do
+      check("#{op} c64", &apply(Nx, op, [&1, &2]), [a, b], tol: 1.0e-4)
+    end
+
+    check("pow c64", &Nx.pow(&1, &2), [Nx.complex(rand({4}, {:f, 32}, {0.5, 2}), rand({4}, {:f, 32}, {0.1, 1})), Nx.complex(rand({4}, {:f, 32}, {0.5, 2}), rand({4}, {:f, 32}, {0.1, 1}))], tol: 1.0e-4)
+    check("real-complex mix", &Nx.multiply(&1, &2), [rand({3, 4}, {:f, 32}), a], tol: 1.0e-5)
+
+    for op <- [:exp, :log, :sqrt, :sin, :cos, :abs, :real, :imag, :conjugate, :negate, :is_nan] do
+      check("#{op} c64", &apply(Nx, op, [&1]), [a], tol: 1.0e-4)
+    end
+
+    check("sum c64", &Nx.sum(&1, axes: [1]), [a], tol: 1.0e-5)
+    check("dot c64", &Nx.dot/2, [a, crand({4, 2})], tol: 1.0e-4)
+    check("transpose/slice/concat c64", &(&1 |> Nx.transpose() |> Nx.slice([1, 0], [2, 3]) |> then(fn x -> Nx.concatenate([x, x]) end)), [a])
+    check("as_type c64", &Nx.as_type(&1, {:c, 64}), [rand({5}, {:s, 32})])
+
+    for n <- [4, 5, 8] do
+      x = rand({2, n}, {:f, 32})
+      check("fft #{n}", &Nx.fft/1, [x], tol: 1.0e-4)
+      check("ifft #{n}", &Nx.ifft/1, [Nx.complex(x, x)], tol: 1.0e-4)
+      check("fft length #{n}", &Nx.fft(&1, length: 6), [x], tol: 1.0e-4)
+    end
+
+    report("complex")
   end
 
   # ---------------------------------------------------------------------------------------

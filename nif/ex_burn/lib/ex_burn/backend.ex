@@ -14,9 +14,13 @@ defmodule ExBurn.Backend do
 
   ## Where it differs from `Nx.BinaryBackend`
 
-    * A type the device cannot compute (f64 and bf16 on lavapipe, u64 and c64 for now, f64
-      on some GPUs) raises `ExBurn.Error` naming the type and the device: a tensor never
-      changes type silently.
+    * A type the device cannot compute (f64 and bf16 on lavapipe, u64 and c128, f64 on some
+      GPUs) raises `ExBurn.Error` naming the type and the device: a tensor never changes
+      type silently.
+    * `c64` is an f32 pair per element on the device. Supported on it: creation, transfers,
+      the shape and indexing ops, sums, `+ - * /`, `pow`, `equal`, `not_equal`, `real`,
+      `imag`, `abs`, `conjugate`, `negate`, `exp`, `log`, `sqrt`, `sin`, `cos`, `is_nan`,
+      `is_infinity`, `as_type`, `dot`, `fft` and `ifft`; other ops raise `ExBurn.Error`.
     * Integer division by zero gives 0 (BinaryBackend raises).
     * `sign(NaN)` is NaN and `sign(-inf)` is -1.0, as in EXLA (BinaryBackend gives 1.0 for
       both).
@@ -47,6 +51,7 @@ defmodule ExBurn.Backend do
   ## Creation
 
   @impl true
+  def constant(%T{} = out, %Complex{re: re, im: im}, opts), do: nx(:constant, out, [], [value: scalar(re), imag: scalar(im)], device(opts))
   def constant(%T{} = out, number, opts), do: nx(:constant, out, [], [value: scalar(number)], device(opts))
 
   @impl true
@@ -57,7 +62,7 @@ defmodule ExBurn.Backend do
     unless is_binary(binary),
       do: raise(ExBurn.Error.new("Nx.from_binary", "expects a binary", "#{type_name(type)}#{Kernel.inspect(shape)}"))
 
-    case Native.buffer(binary, Tuple.to_list(shape), type_name(type), dev) do
+    case Native.buffer(binary, stored_shape(shape, type), stored_type(type), dev) do
       {:ok, ref} -> wrap(out, ref, dev)
       {:error, e} -> raise ExBurn.Error.from("Nx.from_binary", e)
     end
@@ -337,7 +342,7 @@ defmodule ExBurn.Backend do
     name = "Nx.#{op}"
     refs = Enum.map(inputs, &ref!(&1, dev, name))
     check_type!(name, first.type)
-    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ opts
+    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ complex_flags(first, inputs) ++ opts
 
     case Native.run_kernel("nx_#{op}", refs, opts, dev) do
       {:ok, results} when length(results) == length(outs) -> Enum.zip_with(outs, results, &wrap(&1, elem(&2, 0), dev))
@@ -353,7 +358,7 @@ defmodule ExBurn.Backend do
   defp ref!(%T{type: type, shape: shape} = t, dev, op) do
     check_type!(op, type)
 
-    case Native.buffer(Nx.to_binary(t), Tuple.to_list(shape), type_name(type), dev) do
+    case Native.buffer(Nx.to_binary(t), stored_shape(shape, type), stored_type(type), dev) do
       {:ok, ref} -> ref
       {:error, e} -> raise ExBurn.Error.from(op, e)
     end
@@ -372,8 +377,8 @@ defmodule ExBurn.Backend do
     end
   end
 
-  defp check_type!(op, {:c, _} = type),
-    do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn yet", "complex tensors"))
+  defp check_type!(op, {:c, 128} = type),
+    do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn", "complex tensors are c64"))
 
   defp check_type!(op, {kind, bits} = type) when bits < 8 or kind == :f8 or (kind == :f and bits == 8),
     do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn", "8-bit floats and sub-byte integers"))
@@ -383,11 +388,22 @@ defmodule ExBurn.Backend do
   @doc false
   def type_name(type), do: Nx.Type.to_string(type)
 
+  # A c64 tensor is stored as f32 with a trailing axis of 2 (Nx's binary layout).
+  defp stored_shape(shape, {:c, _}), do: Tuple.to_list(shape) ++ [2]
+  defp stored_shape(shape, _type), do: Tuple.to_list(shape)
+  defp stored_type({:c, _}), do: "f32"
+  defp stored_type(type), do: type_name(type)
+
+  # Which inputs are complex, where any tensor of the call is.
+  defp complex_flags(out, inputs) do
+    flags = Enum.map(inputs, &match?(%T{type: {:c, _}}, &1))
+    if match?({:c, _}, out.type) or true in flags, do: [complex: flags], else: []
+  end
+
   defp scalar(n) when is_number(n), do: n
   defp scalar(:nan), do: :nan
   defp scalar(:infinity), do: :infinity
   defp scalar(:neg_infinity), do: :neg_infinity
-  defp scalar(%Complex{} = c), do: raise(ExBurn.Error.new("Nx.constant", "complex constants are not supported yet", Kernel.inspect(c)))
 
   defp static(starts), do: Enum.map(starts, fn s when is_integer(s) -> s; _ -> -1 end)
   defp dynamic(starts), do: Enum.filter(starts, &match?(%T{}, &1))

@@ -69,7 +69,7 @@ pub fn on_nif_stream<T>(f: impl FnOnce() -> T) -> T {
 /// panic's message.
 pub fn guard<T>(op: &str, f: impl FnOnce() -> NifResult<T>) -> NifResult<T> {
     quiet_panics();
-    match catch_unwind(AssertUnwindSafe(|| NIF_STREAM.executes(f))) {
+    match crate::stack::run(|| catch_unwind(AssertUnwindSafe(|| NIF_STREAM.executes(f)))) {
         Ok(result) => result,
         Err(payload) => {
             let message = payload

@@ -14,6 +14,7 @@ mod error;
 mod ops;
 mod opts;
 mod pipeline;
+mod stack;
 mod tensor;
 
 use rustler::{Binary, Env, NewBinary, Term};

@@ -14,6 +14,7 @@ use crate::opts::Opts;
 use crate::tensor::Prim;
 
 mod any;
+mod complex;
 mod create;
 mod elementwise;
 mod index;
@@ -36,9 +37,16 @@ impl Out {
 
 /// Runs Nx entry `op` (`nx_<callback>`).
 pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
-    let out = Out { dtype: super::dtype_opt(op, opts, "type", None)?, shape: super::sizes(op, opts, "shape", None)? };
+    let shape = super::sizes(op, opts, "shape", None)?;
+    let complex_out = opts.name(op, "type", None)? == "c64";
+    let out = if complex_out {
+        Out { dtype: DType::F32, shape }
+    } else {
+        Out { dtype: super::dtype_opt(op, opts, "type", None)?, shape }
+    };
     super::computes::<B>(op, out.dtype, device)?;
-    let bytes = out.shape.iter().try_fold(crate::dtype::host_size(out.dtype) as u64, |a, &d| a.checked_mul(d as u64));
+    let lanes = if complex_out { 2 } else { 1 };
+    let bytes = out.shape.iter().try_fold(lanes * crate::dtype::host_size(out.dtype) as u64, |a, &d| a.checked_mul(d as u64));
     if bytes.is_none_or(|b| b > max_bytes) {
         return Err(NifError::new(op, format!("the result needs more than the device's largest buffer ({max_bytes} bytes)"), out.describe()));
     }
@@ -46,20 +54,33 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::
         super::computes::<B>(op, p.dtype(), device)?;
     }
     let callback = op.strip_prefix("nx_").unwrap_or(op);
-    let results = match callback {
-        "constant" | "eye" | "iota" => vec![create::run::<B>(callback, &out, opts, device)?],
-        "to_batched" => shape::to_batched::<B>(inputs, &out, opts)?,
-        "top_k" => index::top_k::<B>(inputs, &out, opts)?,
-        c if shape::NAMES.contains(&c) => vec![shape::run::<B>(c, inputs, &out, opts)?],
-        c if index::NAMES.contains(&c) => vec![index::run::<B>(c, inputs, &out, opts)?],
-        c if reduce::NAMES.contains(&c) => vec![reduce::run::<B>(c, inputs, &out, opts)?],
-        c if window::NAMES.contains(&c) => vec![window::run::<B>(c, inputs, &out, opts)?],
-        c if linalg::NAMES.contains(&c) => vec![linalg::run::<B>(c, inputs, &out, opts)?],
-        c => vec![elementwise::run::<B>(c, inputs, &out, opts)?],
+    let flags = complex::flags(op, opts, inputs.len())?;
+    let results = if complex_out || flags.contains(&true) {
+        complex::run::<B>(callback, inputs, &flags, &out, complex_out, opts, device)?
+    } else {
+        dispatch::<B>(callback, inputs, &out, opts, device)?
     };
-    let want: &[usize] = &out.shape;
-    if let Some(bad) = results.iter().find(|r| r.shape().as_slice() != want) {
+    let mut want = out.shape.clone();
+    if complex_out {
+        want.push(2);
+    }
+    if let Some(bad) = results.iter().find(|r| r.shape().as_slice() != want.as_slice()) {
         return Err(NifError::new(op, "internal: the result's shape differs from Nx's", format!("got {}, Nx expects {}", bad.describe(), out.describe())));
     }
     Ok(results)
+}
+
+/// Callback `callback` on real tensors.
+pub fn dispatch<B: Backend>(callback: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Vec<Prim<B>>> {
+    Ok(match callback {
+        "constant" | "eye" | "iota" => vec![create::run::<B>(callback, out, opts, device)?],
+        "to_batched" => shape::to_batched::<B>(inputs, out, opts)?,
+        "top_k" => index::top_k::<B>(inputs, out, opts)?,
+        c if shape::NAMES.contains(&c) => vec![shape::run::<B>(c, inputs, out, opts)?],
+        c if index::NAMES.contains(&c) => vec![index::run::<B>(c, inputs, out, opts)?],
+        c if reduce::NAMES.contains(&c) => vec![reduce::run::<B>(c, inputs, out, opts)?],
+        c if window::NAMES.contains(&c) => vec![window::run::<B>(c, inputs, out, opts)?],
+        c if linalg::NAMES.contains(&c) => vec![linalg::run::<B>(c, inputs, out, opts)?],
+        c => vec![elementwise::run::<B>(c, inputs, out, opts)?],
+    })
 }
