@@ -102,15 +102,15 @@ impl<R: Runtime> CubeTensor<R> {
             layout.span() * elem_size(self.dtype) <= self.handle.size_in_used() as usize
                 || layout.num_elements() == 0
         );
+        // A rank-0 tensor (a scalar; Burn never makes one, the NIF does for Nx) goes to
+        // kernels as one element of rank 1: cubecl-cuda's launch crashed on rank-0 arguments.
+        let (strides, shape) = match layout.shape.len() {
+            0 => (vec![1], vec![1]),
+            _ => (layout.strides.to_vec(), layout.shape.to_vec()),
+        };
         // SAFETY: the layout stays inside the buffer (checked when views are made), and the
         // kernels guard every access with the iteration size.
-        unsafe {
-            TensorArg::from_raw_parts(
-                self.handle.clone(),
-                Strides::new(&layout.strides),
-                ZShape::from(layout.shape.to_vec()),
-            )
-        }
+        unsafe { TensorArg::from_raw_parts(self.handle.clone(), Strides::new(&strides), ZShape::from(shape)) }
     }
 
     /// Whether this tensor is the only user of its buffer, so that a kernel may write into it.

@@ -20,7 +20,7 @@ thread_local! {
 
 /// Runs `f` on this thread's large stack. `f` must not unwind: callers catch panics inside.
 pub fn run<T>(f: impl FnOnce() -> T) -> T {
-    if ACTIVE.get() {
+    if ACTIVE.get() || !enabled() {
         return f();
     }
     let Some(base) = base() else { return f() };
@@ -30,6 +30,12 @@ pub fn run<T>(f: impl FnOnce() -> T) -> T {
     let out = unsafe { psm::on_stack(base, SIZE, f) };
     ACTIVE.set(false);
     out
+}
+
+/// Whether calls switch stacks (`EX_CUBECL_NIF_STACK=0` turns it off, for diagnosis).
+fn enabled() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("EX_CUBECL_NIF_STACK").map_or(true, |v| v != "0"))
 }
 
 /// The base of this thread's stack, mapped on first use; `None` where mapping fails (the

@@ -18,6 +18,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -
             binary::<B>(op, a, b, out, compute)
         }
         Err(inputs) => match <[Prim<B>; 1]>::try_from(inputs) {
+            Ok(_) if opts.has("compute") => Err(NifError::new(op, "takes two tensors, got one", out.describe())),
             Ok([x]) => unary::<B>(op, x, out),
             Err(v) => Err(NifError::new(op, format!("unknown Nx op or wrong input count ({})", v.len()), out.describe())),
         },

@@ -56,10 +56,11 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::
     let callback = op.strip_prefix("nx_").unwrap_or(op);
     let flags = complex::flags(op, opts, inputs.len())?;
     let results = if complex_out || flags.contains(&true) {
-        complex::run::<B>(callback, inputs, &flags, &out, complex_out, opts, device)?
+        complex::run::<B>(callback, inputs, &flags, &out, complex_out, opts, device)
     } else {
-        dispatch::<B>(callback, inputs, &out, opts, device)?
-    };
+        dispatch::<B>(callback, inputs, &out, opts, device)
+    }
+    .map_err(|e| NifError::new(op, e.reason, e.details))?;
     let mut want = out.shape.clone();
     if complex_out {
         want.push(2);
