@@ -144,10 +144,17 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
         BinaryFloatOp::Mul => a * b,
         BinaryFloatOp::Div => div_rounded::<F>(a, b),
         BinaryFloatOp::Rem => {
-            // In f32 at least, so half precision rounds the exact result once.
-            let (x, y) = (f32::cast_from(a), f32::cast_from(b));
-            let r = x - y * f32::trunc(x / y);
-            F::cast_from(select(!(r == 0.0) && (r < 0.0) != (y < 0.0), r + y, r))
+            if F::type_size() == 8 {
+                // f64 in f64 (an f32 detour lost its digits).
+                let zero = F::new(0.0);
+                let r = a - b * F::trunc(a / b);
+                select(!(r == zero) && (r < zero) != (b < zero), r + b, r)
+            } else {
+                // In f32 at least, so half precision rounds the exact result once.
+                let (x, y) = (f32::cast_from(a), f32::cast_from(b));
+                let r = x - y * f32::trunc(x / y);
+                F::cast_from(select(!(r == 0.0) && (r < 0.0) != (y < 0.0), r + y, r))
+            }
         }
         BinaryFloatOp::Powf => crate::unary::pow::<F>(a, b),
         BinaryFloatOp::Atan2 => crate::unary::nan_unless::<F>(a == a && b == b, F::atan2(a, b)),

@@ -176,7 +176,8 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
         UnaryFloatOp::Trunc => F::trunc(x),
         UnaryFloatOp::Erf => F::erf(x),
         UnaryFloatOp::Recip => one / x,
-        UnaryFloatOp::Neg => zero - x,
+        // Not `0 - x`: the negation of 0.0 is -0.0 (CUDA keeps `0 - 0.0` at +0.0).
+        UnaryFloatOp::Neg => F::new(-1.0) * x,
         UnaryFloatOp::Sign => {
             if x > zero {
                 one

@@ -76,7 +76,8 @@ defmodule ExBurn.ConformanceTest do
   end
 
   defp tolerance({:f, 16}), do: 2.0e-3
-  defp tolerance({:bf, 16}), do: 1.0e-2
+  # bf16 has 8 significant bits; sums accumulate in f32 here and in bf16 in BinaryBackend.
+  defp tolerance({:bf, 16}), do: 4.0e-2
   defp tolerance({:f, 32}), do: 2.0e-5
   defp tolerance({:f, 64}), do: 1.0e-12
   defp tolerance(_), do: 0
@@ -280,7 +281,8 @@ defmodule ExBurn.ConformanceTest do
 
     for type <- types, op <- [:window_scatter_max, :window_scatter_min] do
       t = rand({4, 6}, type)
-      check("#{op} #{inspect(type)}", &apply(Nx, op, [&1, &2, 0, {2, 3}, [strides: [2, 3]]]), [t, rand({2, 2}, type)])
+      # BinaryBackend's window scatter passes the source through f32 precision.
+      check("#{op} #{inspect(type)}", &apply(Nx, op, [&1, &2, 0, {2, 3}, [strides: [2, 3]]]), [t, rand({2, 2}, type)], tol: max(tolerance(type), 1.0e-7))
     end
 
     for type <- types, op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min], opts <- [[axis: 1], [axis: 0, reverse: true]] do

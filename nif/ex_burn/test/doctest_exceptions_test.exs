@@ -50,4 +50,18 @@ defmodule ExBurn.DoctestExceptionsTest do
       for {g, w} <- Enum.zip(got, want), do: assert(abs(g - w) <= tol * abs(w), "#{g} vs #{w}")
     end
   end
+
+  test "precision_f64: f64 functions within a few ULP of BinaryBackend where the device has f64" do
+    if computes?(:f64) do
+      x = Nx.tensor([0.1, 0.5, 0.9], type: :f64, backend: Nx.BinaryBackend)
+
+      for op <- [:acos, :asinh, :atan, :atanh, :erfc, :tan] do
+        want = apply(Nx, op, [x]) |> Nx.to_flat_list()
+        got = apply(Nx, op, [Nx.backend_copy(x, ExBurn.Backend)]) |> Nx.to_flat_list()
+        for {g, w} <- Enum.zip(got, want), do: assert(abs(g - w) <= 1.0e-14 * abs(w), "#{op}: #{g} vs #{w}")
+      end
+    else
+      assert_raise ExBurn.Error, fn -> Nx.tensor([0.5], type: :f64) end
+    end
+  end
 end
