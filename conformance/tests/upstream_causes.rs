@@ -247,3 +247,23 @@ fn half_precision_math_and_attention_match_f32() {
     }
     suite.finish();
 }
+
+#[test]
+fn signed_ints_cast_to_wider_unsigned_sign_extend() {
+    let mut suite = Suite::new("upstream signed to unsigned casts");
+    let values: Vec<i64> = vec![-30, -1, 0, 1, 100, -128];
+    for (from, to) in [(IntDType::I8, IntDType::U16), (IntDType::I8, IntDType::U32), (IntDType::I16, IntDType::U32), (IntDType::I32, IntDType::U32), (IntDType::I8, IntDType::U8)] {
+        let x = TensorData::new(values.clone(), [values.len()]).convert_dtype(DType::from(from));
+        let expected: TensorData = match to {
+            IntDType::U16 => TensorData::new(values.iter().map(|&v| v as i8 as u16).collect::<Vec<_>>(), [values.len()]),
+            IntDType::U8 => TensorData::new(values.iter().map(|&v| v as i8 as u8).collect::<Vec<_>>(), [values.len()]),
+            _ => TensorData::new(
+                values.iter().map(|&v| if from == IntDType::I32 { v as i32 as u32 } else if from == IntDType::I16 { v as i16 as u32 } else { v as i8 as u32 }).collect::<Vec<_>>(),
+                [values.len()],
+            ),
+        };
+        let ours = catch(|| ri::<Ex>(Ex::int_cast(i::<Ex>(&x), to)));
+        suite.check(format!("int_cast {from:?}->{to:?} of negatives"), Tol::EXACT, (ours, expected));
+    }
+    suite.finish();
+}

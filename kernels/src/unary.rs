@@ -252,7 +252,8 @@ pub fn round_half_even<F: Float>(x: F) -> F {
 /// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
 /// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
 /// Integer exponents up to 127 in magnitude multiply by squaring, as a CPU's `pow` is exact
-/// for them (`1.5^2` is 2.25, where `exp(2 ln 1.5)` on Vulkan gives 2.2500002).
+/// for them (`1.5^2` is 2.25, where `exp(2 ln 1.5)` on Vulkan gives 2.2500002), and `y = 0.5`
+/// is a correctly rounded square root.
 #[cube]
 pub fn pow<F: Float>(x: F, y: F) -> F {
     let zero = F::new(0.0);
@@ -277,7 +278,10 @@ pub fn pow<F: Float>(x: F, y: F) -> F {
         n >>= 1;
     }
     let exact = select(y < zero, crate::binary::div_rounded::<F>(F::new(1.0), acc), acc);
-    select(small, exact, general)
+    // x^0.5 as a correctly rounded square root (C's pow is exact there too: 25^0.5 is 5).
+    let root = select(x == zero, zero, sqrt_rounded::<F>(x));
+    let negative_infinity = is_inf::<F>(x) && x < zero;
+    select(small, exact, select(y == F::new(0.5) && !negative_infinity, root, general))
 }
 
 /// `sqrt(x)`, rounded correctly where the device's is approximate (Vulkan allows 3 ULP;

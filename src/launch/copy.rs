@@ -63,11 +63,23 @@ pub(crate) fn copy_as<R: Runtime>(tensor: &CubeTensor<R>, dtype: DType, flip_mas
 }
 
 /// `tensor` cast to `dtype` (a no-op for the same dtype). Casting to bool gives `x != 0`.
+/// Integers convert as Rust's `as` does: a signed value going to a wider unsigned type is
+/// sign-extended first (-30i8 as u16 is 65506), which cubecl's SPIR-V conversion doesn't do,
+/// so it goes through the signed type of the target's width.
 pub fn cast<R: Runtime>(tensor: CubeTensor<R>, dtype: DType) -> CubeTensor<R> {
     if tensor.dtype == dtype {
         return tensor;
     }
-    copy_as(&tensor, dtype, 0)
+    let widened = match (tensor.dtype, dtype) {
+        (DType::I8, DType::U16) => Some(DType::I16),
+        (DType::I8 | DType::I16, DType::U32) => Some(DType::I32),
+        (DType::I8 | DType::I16 | DType::I32, DType::U64) => Some(DType::I64),
+        _ => None,
+    };
+    match widened {
+        Some(wide) => copy_as(&copy_as(&tensor, wide, 0), dtype, 0),
+        None => copy_as(&tensor, dtype, 0),
+    }
 }
 
 /// `tensor` reversed along `axes`.
