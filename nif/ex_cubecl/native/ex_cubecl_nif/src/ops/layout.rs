@@ -7,17 +7,6 @@ use crate::error::{NifError, NifResult};
 use crate::opts::Opts;
 use crate::tensor::Prim;
 
-macro_rules! each_kind {
-    ($p:expr, |$t:ident| $float:expr, $int:expr, $bool:expr) => {
-        match $p {
-            Prim::Float($t) => Prim::Float($float),
-            Prim::Int($t) => Prim::Int($int),
-            Prim::Bool($t) => Prim::Bool($bool),
-            Prim::Quant(_) => unreachable!("quantized inputs are refused in ops::run"),
-        }
-    };
-}
-
 pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
     if op == "cat" {
         return cat::<B>(op, inputs, opts);

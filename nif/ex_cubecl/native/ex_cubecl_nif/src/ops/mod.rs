@@ -13,6 +13,19 @@ use crate::error::{NifError, NifResult};
 use crate::opts::Opts;
 use crate::tensor::Prim;
 
+/// `$float`, `$int` or `$bool` on the primitive of that class, giving a primitive of the same
+/// class. Quantized inputs never get here: `run` refuses them for every other family.
+macro_rules! each_kind {
+    ($p:expr, |$t:ident| $float:expr, $int:expr, $bool:expr) => {
+        match $p {
+            Prim::Float($t) => Prim::Float($float),
+            Prim::Int($t) => Prim::Int($int),
+            Prim::Bool($t) => Prim::Bool($bool),
+            Prim::Quant(_) => unreachable!("quantized inputs are refused in ops::run"),
+        }
+    };
+}
+
 mod create;
 mod elementwise;
 mod index;

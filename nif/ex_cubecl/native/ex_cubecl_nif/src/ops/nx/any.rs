@@ -10,30 +10,19 @@ use crate::tensor::Prim;
 /// Bools made by comparisons.
 pub const BOOL: BoolStore = BoolStore::Native;
 
-macro_rules! each {
-    ($p:expr, |$t:ident| $float:expr, $int:expr, $bool:expr) => {
-        match $p {
-            Prim::Float($t) => Prim::Float($float),
-            Prim::Int($t) => Prim::Int($int),
-            Prim::Bool($t) => Prim::Bool($bool),
-            Prim::Quant(_) => unreachable!("quantized inputs are refused in ops::run"),
-        }
-    };
-}
-
 pub fn reshape<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
     if p.shape().as_slice() == shape {
         return p;
     }
     let s = Shape::from(shape.to_vec());
-    each!(p, |t| B::float_reshape(t, s.clone()), B::int_reshape(t, s.clone()), B::bool_reshape(t, s.clone()))
+    each_kind!(p, |t| B::float_reshape(t, s.clone()), B::int_reshape(t, s.clone()), B::bool_reshape(t, s.clone()))
 }
 
 pub fn permute<B: Backend>(p: Prim<B>, axes: &[usize]) -> Prim<B> {
     if axes.iter().enumerate().all(|(i, &a)| i == a) {
         return p;
     }
-    each!(p, |t| B::float_permute(t, axes), B::int_permute(t, axes), B::bool_permute(t, axes))
+    each_kind!(p, |t| B::float_permute(t, axes), B::int_permute(t, axes), B::bool_permute(t, axes))
 }
 
 pub fn expand<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
@@ -41,18 +30,18 @@ pub fn expand<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
         return p;
     }
     let s = Shape::from(shape.to_vec());
-    each!(p, |t| B::float_expand(t, s.clone()), B::int_expand(t, s.clone()), B::bool_expand(t, s.clone()))
+    each_kind!(p, |t| B::float_expand(t, s.clone()), B::int_expand(t, s.clone()), B::bool_expand(t, s.clone()))
 }
 
 pub fn flip<B: Backend>(p: Prim<B>, axes: &[usize]) -> Prim<B> {
     if axes.is_empty() {
         return p;
     }
-    each!(p, |t| B::float_flip(t, axes), B::int_flip(t, axes), B::bool_flip(t, axes))
+    each_kind!(p, |t| B::float_flip(t, axes), B::int_flip(t, axes), B::bool_flip(t, axes))
 }
 
 pub fn slice<B: Backend>(p: Prim<B>, s: &[Slice]) -> Prim<B> {
-    each!(p, |t| B::float_slice(t, s), B::int_slice(t, s), B::bool_slice(t, s))
+    each_kind!(p, |t| B::float_slice(t, s), B::int_slice(t, s), B::bool_slice(t, s))
 }
 
 /// `p` with the region `s` replaced by `v` (of `p`'s class).
@@ -89,7 +78,7 @@ pub fn select_where<B: Backend>(mask: BoolTensor<B>, t: Prim<B>, f: Prim<B>) -> 
 }
 
 pub fn gather_nd<B: Backend>(p: Prim<B>, idx: IntTensor<B>) -> Prim<B> {
-    each!(p, |t| B::float_gather_nd(t, idx), B::int_gather_nd(t, idx), B::int_not_equal_elem(B::int_gather_nd(B::bool_into_int(t, IntDType::U8), idx), Scalar::Int(0), BOOL))
+    each_kind!(p, |t| B::float_gather_nd(t, idx), B::int_gather_nd(t, idx), B::int_not_equal_elem(B::int_gather_nd(B::bool_into_int(t, IntDType::U8), idx), Scalar::Int(0), BOOL))
 }
 
 pub fn scatter_nd<B: Backend>(p: Prim<B>, idx: IntTensor<B>, v: Prim<B>, op: IndexingUpdateOp) -> Prim<B> {
@@ -106,12 +95,12 @@ pub fn scatter_nd<B: Backend>(p: Prim<B>, idx: IntTensor<B>, v: Prim<B>, op: Ind
 
 /// The rows `idx` (1-d) of `p` along `dim`.
 pub fn select<B: Backend>(p: Prim<B>, dim: usize, idx: IntTensor<B>) -> Prim<B> {
-    each!(p, |t| B::float_select(t, dim, idx), B::int_select(t, dim, idx), B::bool_select(t, dim, idx))
+    each_kind!(p, |t| B::float_select(t, dim, idx), B::int_select(t, dim, idx), B::bool_select(t, dim, idx))
 }
 
 /// Elements of `p` along `dim` at `idx` (of the output's shape).
 pub fn gather<B: Backend>(p: Prim<B>, dim: usize, idx: IntTensor<B>) -> Prim<B> {
-    each!(p, |t| B::float_gather(dim, t, idx), B::int_gather(dim, t, idx), B::bool_gather(dim, t, idx))
+    each_kind!(p, |t| B::float_gather(dim, t, idx), B::int_gather(dim, t, idx), B::bool_gather(dim, t, idx))
 }
 
 /// A tensor of `shape` and `dtype` filled with `value` (floats) or `int` (integers, exact).
