@@ -130,25 +130,11 @@ pub fn int_scalar(dtype: DType, value: i128) -> Scalar {
     }
 }
 
-/// `p` as `dtype` (bools are 0 and 1, floats to integers truncate, integers wrap).
+/// `p` as `dtype` (bools are 0 and 1, floats to integers truncate, integers wrap as Rust's `as`:
+/// the backend's cast sign-extends a signed value going to a wider unsigned type).
 pub fn cast<B: Backend>(op: &str, p: Prim<B>, dtype: DType) -> NifResult<Prim<B>> {
     if p.dtype() == dtype {
         return Ok(p);
-    }
-    // A signed integer to a wider unsigned one sign-extends first (-30 as u16 is 65506):
-    // through the signed type of the target's width.
-    let signed_of = |d: DType| match d {
-        DType::U16 => Some(DType::I16),
-        DType::U32 => Some(DType::I32),
-        DType::U64 => Some(DType::I64),
-        _ => None,
-    };
-    if matches!(p.dtype(), DType::I8 | DType::I16 | DType::I32)
-        && p.dtype().size() < dtype.size()
-        && let Some(wide) = signed_of(dtype)
-    {
-        let p = crate::ops::elementwise::cast(op, p, wide)?;
-        return crate::ops::elementwise::cast(op, p, dtype);
     }
     crate::ops::elementwise::cast(op, p, dtype)
 }
