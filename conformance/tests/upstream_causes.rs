@@ -267,3 +267,28 @@ fn signed_ints_cast_to_wider_unsigned_sign_extend() {
     }
     suite.finish();
 }
+
+/// Vulkan leaves `atan(y, x)` undefined at `y = ±0` (lavapipe gave 3π/4 for `atan2(0, 0)`):
+/// the kernels give C's values there, `±0` or `±π` by the signs of the zeros, in every float
+/// dtype.
+#[test]
+fn atan2_of_zeros_is_c_s() {
+    let mut suite = Suite::new("upstream atan2 zeros");
+    let ys = [0.0f32, -0.0, 0.0, -0.0, 0.0, -0.0, 0.0, -0.0];
+    let xs = [0.0f32, 0.0, -0.0, -0.0, 2.0, 2.0, -2.0, -2.0];
+    for dtype in float_dtypes() {
+        let want: Vec<f64> = ys.iter().zip(&xs).map(|(&y, &x)| (y as f64).atan2(x as f64)).collect();
+        let y = TensorData::new(ys.to_vec(), [8]).convert_dtype(dtype);
+        let x = TensorData::new(xs.to_vec(), [8]).convert_dtype(dtype);
+        let r = catch(|| rf::<Ex>(Ex::float_atan2(f::<Ex>(&y), f::<Ex>(&x))).convert::<f64>().to_vec::<f64>().expect("values"));
+        let ok = match r {
+            Ok(got) => {
+                let same = got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-3 && g.is_sign_negative() == w.is_sign_negative());
+                if same { Ok(()) } else { Err(format!("{got:?}, C gives {want:?}")) }
+            }
+            Err(e) => Err(e),
+        };
+        suite.record(format!("atan2 of signed zeros {dtype:?}"), ok);
+    }
+    suite.finish();
+}

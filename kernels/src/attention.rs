@@ -57,14 +57,14 @@ pub fn attention_probs<T: Float, B: Numeric, A: Float>(
     for j in 0..seq_k {
         let s = logit::<T, B, A>(scores, mask, bias, start, mask_start, bias_start, j, scale, cap, last, seq_q, has_mask, has_bias, has_softcap, causal);
         if s.keep {
-            sum += A::exp(s.value - max);
+            sum += crate::math::exp::<A>(s.value - max);
         }
     }
     let t = tiny.get::<A>();
     sum = select(sum < t, t, sum);
     for j in 0..seq_k {
         let s = logit::<T, B, A>(scores, mask, bias, start, mask_start, bias_start, j, scale, cap, last, seq_q, has_mask, has_bias, has_softcap, causal);
-        probs[start + j] = T::cast_from(select(s.keep, A::exp(s.value - max) / sum, A::new(0.0)));
+        probs[start + j] = T::cast_from(select(s.keep, crate::math::exp::<A>(s.value - max) / sum, A::new(0.0)));
     }
 }
 
@@ -96,7 +96,7 @@ fn logit<T: Float, B: Numeric, A: Float>(
 ) -> Logit<A> {
     let mut value = A::cast_from(scores[start + j]) * scale;
     if has_softcap {
-        value = cap * A::tanh(value / cap);
+        value = cap * crate::math::tanh::<A>(value / cap);
     }
     let mut keep = true;
     if has_mask {

@@ -144,7 +144,7 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
         BinaryFloatOp::Mul => a * b,
         BinaryFloatOp::Div => div_rounded::<F>(a, b),
         BinaryFloatOp::Rem => {
-            if F::type_size() == 8 {
+            if crate::math::is_f64::<F>() {
                 // f64 in f64 (an f32 detour lost its digits).
                 let zero = F::new(0.0);
                 let r = a - b * F::trunc(a / b);
@@ -157,7 +157,7 @@ fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F 
             }
         }
         BinaryFloatOp::Powf => crate::unary::pow::<F>(a, b),
-        BinaryFloatOp::Atan2 => crate::unary::nan_unless::<F>(a == a && b == b, F::atan2(a, b)),
+        BinaryFloatOp::Atan2 => crate::math::atan2::<F>(a, b),
         BinaryFloatOp::Min => select(a < b || !(a == a), a, b),
         BinaryFloatOp::Max => select(a > b || !(a == a), a, b),
     }

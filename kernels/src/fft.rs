@@ -42,10 +42,10 @@ fn mul<A: Float>(a: Complex<A>, b: Complex<A>) -> Complex<A> {
 #[cube]
 fn twiddle<A: Float>(num: usize, den: usize, pi: A, #[comptime] inverse: bool) -> Complex<A> {
     let angle = A::cast_from(num as u32) * (pi + pi) / A::cast_from(den as u32);
-    let s = A::sin(angle);
+    let sc = crate::math::sin_cos::<A>(angle);
     Complex::<A> {
-        re: A::cos(angle),
-        im: if inverse { s } else { -s },
+        re: sc.cos,
+        im: if inverse { sc.sin } else { -sc.sin },
     }
 }
 

@@ -61,11 +61,11 @@ fn cubic_far<A: Float>(x: A) -> A {
 
 #[cube]
 fn lanczos3<A: Float>(x: A) -> A {
-    let pi = A::new(core::f32::consts::PI);
+    let pi = A::cast_from(core::f64::consts::PI);
     let px = pi * x;
     let px3 = px / A::new(3.0);
     let safe = select(x == A::new(0.0), A::new(1.0), px * px3);
-    let w = A::sin(px) * A::sin(px3) / safe;
+    let w = crate::math::sin::<A>(px) * crate::math::sin::<A>(px3) / safe;
     select(x == A::new(0.0), A::new(1.0), select(A::abs(x) >= A::new(3.0), A::new(0.0), w))
 }
 

@@ -47,6 +47,8 @@ pub mod index_nd;
 #[allow(missing_docs)]
 pub mod interpolate;
 #[allow(missing_docs)]
+pub mod math;
+#[allow(missing_docs)]
 pub mod mask;
 #[allow(missing_docs)]
 pub mod matmul;

@@ -33,12 +33,12 @@ pub fn softmax<T: Float, A: Float>(
     }
     let mut sum = A::new(0.0);
     for k in 0..len {
-        sum += A::exp(A::cast_from(input[in_start + k * in_stride]) - max);
+        sum += crate::math::exp::<A>(A::cast_from(input[in_start + k * in_stride]) - max);
     }
-    let log_sum = A::ln(sum);
+    let log_sum = crate::math::ln::<A>(sum);
     for k in 0..len {
         let z = A::cast_from(input[in_start + k * in_stride]) - max;
-        let y = if log { z - log_sum } else { A::exp(z) / sum };
+        let y = if log { z - log_sum } else { crate::math::exp::<A>(z) / sum };
         output[out_start + k * out_stride] = T::cast_from(y);
     }
 }
@@ -78,10 +78,10 @@ pub fn softmax_per_cube<T: Float, A: Float>(
     while k < len {
         let x = A::cast_from(input[in_start + k * in_stride]);
         if x > max {
-            sum = sum * A::exp(max - x);
+            sum = sum * crate::math::exp::<A>(max - x);
             max = x;
         }
-        sum += A::exp(x - max);
+        sum += crate::math::exp::<A>(x - max);
         k += cube_size;
     }
 
@@ -96,7 +96,7 @@ pub fn softmax_per_cube<T: Float, A: Float>(
             let m1 = shared_max[unit];
             let m2 = shared_max[unit + half];
             let m = select(m2 > m1, m2, m1);
-            shared_sum[unit] = shared_sum[unit] * A::exp(m1 - m) + shared_sum[unit + half] * A::exp(m2 - m);
+            shared_sum[unit] = shared_sum[unit] * crate::math::exp::<A>(m1 - m) + shared_sum[unit + half] * crate::math::exp::<A>(m2 - m);
             shared_max[unit] = m;
         }
         sync_cube();
@@ -104,12 +104,12 @@ pub fn softmax_per_cube<T: Float, A: Float>(
     }
     let max = shared_max[0];
     let sum = shared_sum[0];
-    let log_sum = A::ln(sum);
+    let log_sum = crate::math::ln::<A>(sum);
 
     let mut k = unit;
     while k < len {
         let z = A::cast_from(input[in_start + k * in_stride]) - max;
-        let y = if log { z - log_sum } else { A::exp(z) / sum };
+        let y = if log { z - log_sum } else { crate::math::exp::<A>(z) / sum };
         output[out_start + k * out_stride] = T::cast_from(y);
         k += cube_size;
     }

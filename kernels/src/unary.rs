@@ -1,6 +1,7 @@
 //! Elementwise unary kernels: one for float dtypes, one for integer (and bool-storage) dtypes.
 use cubecl::prelude::*;
 
+use crate::math;
 use crate::strided::read_view;
 
 /// A unary float operation. `a` and `b` are the kernel's scalar parameters.
@@ -30,6 +31,8 @@ pub enum UnaryFloatOp {
     Ceil,
     Trunc,
     Erf,
+    /// `1 - erf(x)`; in f64 to full relative precision where `erf(x)` is near 1.
+    Erfc,
     Recip,
     Neg,
     Sign,
@@ -141,40 +144,29 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
     let zero = F::new(0.0);
     let one = F::new(1.0);
     match op {
-        UnaryFloatOp::Exp => F::exp(x),
-        UnaryFloatOp::Log => F::ln(x),
-        UnaryFloatOp::Log1p => F::log1p(x),
+        UnaryFloatOp::Exp => math::exp::<F>(x),
+        UnaryFloatOp::Log => math::ln::<F>(x),
+        UnaryFloatOp::Log1p => math::log1p::<F>(x),
         UnaryFloatOp::Sqrt => sqrt_rounded::<F>(x),
         UnaryFloatOp::Abs => F::abs(x),
-        UnaryFloatOp::Cos => F::cos(x),
-        UnaryFloatOp::Sin => F::sin(x),
-        UnaryFloatOp::Tan => F::tan(x),
-        UnaryFloatOp::Cosh => F::cosh(x),
-        UnaryFloatOp::Sinh => F::sinh(x),
-        UnaryFloatOp::Tanh => F::tanh(x),
-        UnaryFloatOp::Acos => nan_unless::<F>(F::abs(x) <= one, F::atan2(F::sqrt(one - x * x), x)),
-        UnaryFloatOp::Acosh => {
-            // ln(x + sqrt(x^2 - 1)) written so that x^2 can't overflow.
-            F::ln(x) + F::ln(one + F::sqrt((one - one / x) * (one + one / x)))
-        }
-        UnaryFloatOp::Asin => nan_unless::<F>(F::abs(x) <= one, F::atan2(x, F::sqrt(one - x * x))),
-        UnaryFloatOp::Asinh => {
-            // sign(x) * ln(|x| + sqrt(x^2 + 1)), overflow-free for large |x|.
-            let a = F::abs(x);
-            let big = a > F::new(1e4);
-            let safe = select(big, one, a);
-            let small = F::log1p(safe + safe * safe / (one + F::sqrt(safe * safe + one)));
-            let large = F::ln(a) + F::new(core::f32::consts::LN_2);
-            let r = select(big, large, small);
-            select(x < zero, zero - r, r)
-        }
-        UnaryFloatOp::Atan => nan_unless::<F>(x == x, F::atan(x)),
-        UnaryFloatOp::Atanh => F::atanh(x),
+        UnaryFloatOp::Cos => math::cos::<F>(x),
+        UnaryFloatOp::Sin => math::sin::<F>(x),
+        UnaryFloatOp::Tan => math::tan::<F>(x),
+        UnaryFloatOp::Cosh => math::cosh::<F>(x),
+        UnaryFloatOp::Sinh => math::sinh::<F>(x),
+        UnaryFloatOp::Tanh => math::tanh::<F>(x),
+        UnaryFloatOp::Acos => math::acos::<F>(x),
+        UnaryFloatOp::Acosh => math::acosh::<F>(x),
+        UnaryFloatOp::Asin => math::asin::<F>(x),
+        UnaryFloatOp::Asinh => math::asinh::<F>(x),
+        UnaryFloatOp::Atan => math::atan::<F>(x),
+        UnaryFloatOp::Atanh => math::atanh::<F>(x),
         UnaryFloatOp::Round => round_half_even::<F>(x),
         UnaryFloatOp::Floor => F::floor(x),
         UnaryFloatOp::Ceil => F::ceil(x),
         UnaryFloatOp::Trunc => F::trunc(x),
-        UnaryFloatOp::Erf => F::erf(x),
+        UnaryFloatOp::Erf => math::erf::<F>(x),
+        UnaryFloatOp::Erfc => math::erfc::<F>(x),
         UnaryFloatOp::Recip => one / x,
         // Not `0 - x`: the negation of 0.0 is -0.0 (CUDA keeps `0 - 0.0` at +0.0).
         UnaryFloatOp::Neg => F::new(-1.0) * x,
@@ -194,15 +186,15 @@ fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -
         UnaryFloatOp::ClampMax => select(x > a, a, x),
         UnaryFloatOp::Relu => select(x < zero, zero, x),
         UnaryFloatOp::LeakyRelu => select(x >= zero, x, a * x),
-        UnaryFloatOp::Sigmoid => one / (one + F::exp(zero - x)),
+        UnaryFloatOp::Sigmoid => one / (one + math::exp::<F>(zero - x)),
         UnaryFloatOp::HardSigmoid => clamp_nan_aware::<F>(a * x + b, zero, one),
         UnaryFloatOp::LogSigmoid => {
             // -softplus(-x), computed without overflow for large |x|.
             let neg_abs = zero - F::abs(x);
-            select(x < zero, x, zero) - F::log1p(F::exp(neg_abs))
+            select(x < zero, x, zero) - math::log1p::<F>(math::exp::<F>(neg_abs))
         }
         UnaryFloatOp::Gelu => {
-            x * F::new(0.5) * (one + F::erf(x * F::new(core::f32::consts::FRAC_1_SQRT_2)))
+            x * F::new(0.5) * (one + math::erf::<F>(x / sqrt_rounded::<F>(F::new(2.0))))
         }
     }
 }
@@ -257,8 +249,8 @@ pub fn round_half_even<F: Float>(x: F) -> F {
 #[cube]
 pub fn pow<F: Float>(x: F, y: F) -> F {
     let zero = F::new(0.0);
-    let direct = F::powf(x, y);
-    let magnitude = F::powf(F::abs(x), y);
+    let direct = math::powf::<F>(x, y);
+    let magnitude = math::powf::<F>(F::abs(x), y);
     let integer = F::floor(y) == y;
     let half = y * F::new(0.5);
     let odd = integer && !(F::floor(half) == half);

@@ -1,8 +1,9 @@
-//! Burn's ops traits, one file each. Every method is a line or three that calls the launch
-//! layer; shared helpers live here.
+//! Burn's ops traits, one file each, and `extension` for our ops beyond them. Every method is
+//! a line or three that calls the launch layer; shared helpers live here.
 
 mod activation;
 mod bool;
+mod extension;
 mod float;
 mod int;
 mod module;

@@ -56,10 +56,9 @@ pub fn dtype_usage<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> DType
     let mut out = DTypeUsageSet::empty();
     if usage.contains(TypeUsage::Buffer) && usage.contains(TypeUsage::Conversion) {
         out |= DTypeUsage::Storage;
-        // Vulkan's extended instruction set (exp, log, pow, sin, ...) is defined for 16- and
-        // 32-bit floats only, so f64 is storage-only on wgpu; f64 arithmetic is for CUDA.
-        let wgpu_f64 = dtype == DType::F64 && R::name(client).starts_with("wgpu");
-        if usage.contains(TypeUsage::Arithmetic) && !wgpu_f64 {
+        // f64 arithmetic includes the math functions: SPIR-V has none for f64, so the kernels
+        // use their own (`ex_cubecl_kernels::math`), on wgpu and CUDA alike.
+        if usage.contains(TypeUsage::Arithmetic) {
             out |= DTypeUsage::Arithmetic;
         }
     }

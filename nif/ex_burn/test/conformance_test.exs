@@ -7,6 +7,10 @@ defmodule ExBurn.ConformanceTest do
   # math functions are accurate to a few ULP), with NaN where BinaryBackend has NaN.
   use ExUnit.Case, async: false
 
+  # Every type the device computes, f64 included: lavapipe compiles each kernel (f64 ones carry
+  # the software math functions) in seconds, so groups take minutes there.
+  @moduletag timeout: 900_000
+
   @seed 20_261_123
   @ints [{:s, 8}, {:s, 16}, {:s, 32}, {:s, 64}, {:u, 8}, {:u, 16}, {:u, 32}]
   @floats [{:f, 16}, {:f, 32}, {:bf, 16}, {:f, 64}]
@@ -354,6 +358,75 @@ defmodule ExBurn.ConformanceTest do
     end
 
     report("linear algebra")
+  end
+
+  test "decompositions: Cholesky, LU, QR and solve run natively and match Nx's own", %{floats: floats} do
+    for type <- Enum.filter(floats, &(&1 in [{:f, 32}, {:f, 64}])) do
+      tol = 200 * tolerance(type)
+      x = rand({2, 4, 4}, type, {-1, 1})
+      spd = Nx.add(Nx.dot(x, [2], [0], x, [2], [0]), Nx.multiply(4, Nx.eye(4, type: type, backend: Nx.BinaryBackend)))
+      check("cholesky batched #{inspect(type)}", &Nx.LinAlg.cholesky/1, [spd], tol: tol)
+      check("lu #{inspect(type)}", &Nx.LinAlg.lu/1, [rand({4, 4}, type)], tol: tol)
+      check("lu batched #{inspect(type)}", &Nx.LinAlg.lu/1, [rand({2, 3, 3}, type)], tol: tol)
+      check("lu zero pivot #{inspect(type)}", &Nx.LinAlg.lu/1, [Nx.tensor([[0, 1, 2], [0, 3, 4], [0, 5, 7]], type: type, backend: Nx.BinaryBackend)], tol: tol)
+      check("qr square #{inspect(type)}", &Nx.LinAlg.qr/1, [rand({4, 4}, type)], tol: tol)
+      check("qr tall #{inspect(type)}", &Nx.LinAlg.qr/1, [rand({5, 3}, type)], tol: tol)
+      check("qr tall complete #{inspect(type)}", &Nx.LinAlg.qr(&1, mode: :complete), [rand({5, 3}, type)], tol: tol)
+      check("qr wide #{inspect(type)}", &Nx.LinAlg.qr/1, [rand({3, 5}, type)], tol: tol)
+      check("qr batched #{inspect(type)}", &Nx.LinAlg.qr/1, [rand({2, 4, 3}, type)], tol: tol)
+      a = Nx.add(rand({2, 4, 4}, type, {-1, 1}), Nx.multiply(5, Nx.eye(4, type: type, backend: Nx.BinaryBackend)))
+      check("solve vector #{inspect(type)}", &Nx.LinAlg.solve/2, [a[0], rand({4}, type)], tol: tol)
+      check("solve matrix #{inspect(type)}", &Nx.LinAlg.solve/2, [a[1], rand({4, 2}, type)], tol: tol)
+      check("solve batched #{inspect(type)}", &Nx.LinAlg.solve/2, [a, rand({2, 4, 3}, type)], tol: tol)
+    end
+
+    check("lu of integers (p keeps the type)", &Nx.LinAlg.lu/1, [rand({3, 3}, {:s, 32}, {-5, 5})], tol: 1.0e-4)
+
+    # Natively, never through the default implementation (the block's `fun`).
+    t = device(rand({3, 3}, {:f, 32}))
+    spd = Nx.add(Nx.dot(t, Nx.transpose(t)), Nx.multiply(3, Nx.eye(3, backend: ExBurn.Backend)))
+    refuse = fn _struct, _a -> flunk("the default implementation ran") end
+    refuse2 = fn _struct, _a, _b -> flunk("the default implementation ran") end
+    l = ExBurn.Backend.block(%Nx.Block.LinAlg.Cholesky{}, spd, [spd], refuse)
+    assert Nx.to_flat_list(Nx.subtract(Nx.dot(l, Nx.transpose(l)), spd)) |> Enum.all?(&(abs(&1) < 1.0e-4))
+    {p, l, u} = ExBurn.Backend.block(%Nx.Block.LinAlg.LU{}, {t, t, t}, [t], refuse)
+    assert Nx.to_flat_list(Nx.subtract(Nx.dot(p, Nx.dot(l, u)), t)) |> Enum.all?(&(abs(&1) < 1.0e-4))
+    {q, r} = ExBurn.Backend.block(%Nx.Block.LinAlg.QR{}, {t, t}, [t], refuse)
+    assert Nx.to_flat_list(Nx.subtract(Nx.dot(q, r), t)) |> Enum.all?(&(abs(&1) < 1.0e-4))
+    b = device(rand({3}, {:f, 32}))
+    x = ExBurn.Backend.block(%Nx.Block.LinAlg.Solve{}, b, [spd, b], refuse2)
+    assert Nx.to_flat_list(Nx.subtract(Nx.dot(spd, x), b)) |> Enum.all?(&(abs(&1) < 1.0e-4))
+
+    report("decompositions")
+  end
+
+  test "spectral blocks: fft2, ifft2, rfft and irfft run natively and match Nx's own" do
+    x = rand({2, 4, 6}, {:f, 32})
+    tol = 50 * tolerance({:f, 32})
+    check("fft2", &Nx.fft2/1, [x], tol: tol)
+    # BinaryBackend's fft along an axis other than the last, with a length, differs from
+    # numpy's (Nx 0.13.1); the reference here transforms last axes only.
+    last_axes = fn t ->
+      t |> Nx.fft(length: 8) |> Nx.transpose(axes: [1, 2, 0]) |> Nx.fft(length: 3) |> Nx.transpose(axes: [2, 0, 1])
+    end
+
+    want = Nx.with_default_backend(Nx.BinaryBackend, fn -> last_axes.(x) end)
+    compare("fft2 lengths axes", Nx.fft2(device(x), lengths: [3, 8], axes: [0, 2]), want, tol: tol)
+    check("ifft2", &Nx.ifft2/1, [Nx.fft2(x)], tol: tol)
+    check("rfft", &Nx.rfft/1, [x], tol: tol)
+    check("rfft odd length, axis", &Nx.rfft(&1, length: 5, axis: 1), [x], tol: tol)
+    check("irfft", &Nx.irfft/1, [Nx.rfft(x)], tol: tol)
+    check("irfft odd length", &Nx.irfft(&1, length: 7), [Nx.rfft(x)], tol: tol)
+    check("irfft length 3", &Nx.irfft(&1, length: 3), [Nx.rfft(x)], tol: tol)
+
+    # Natively, never through the default implementation (the block's `fun`).
+    t = device(x)
+    out = Nx.template({2, 4, 4}, {:c, 64})
+    refuse = fn _struct, _t -> flunk("the default implementation ran") end
+    got = ExBurn.Backend.block(%Nx.Block.RFFT{length: 6, axis: 2}, out, [t], refuse)
+    compare("rfft block", got, Nx.rfft(x), tol: tol)
+
+    report("spectral blocks")
   end
 
   test "creation and transfers", %{types: types} do

@@ -29,9 +29,12 @@ defmodule ExBurn.Backend do
     * `Nx.reduce/4` and `Nx.window_reduce/5` run on the device when the function is one of
       Nx's associative binary ops (`&Nx.add/2`, `&Nx.multiply/2`, `&Nx.max/2`, `&Nx.min/2`,
       the logical and bitwise ands and ors); any other function raises `ExBurn.Error`.
-    * `block/4` runs natively for the cumulative ops, `take`, `take_along_axis` and `top_k`;
-      the other blocks (the `Nx.Block.LinAlg.*` decompositions, FFT2, RFFT, IRFFT, all_close,
-      phase) run their default implementation, itself made of callbacks of this backend.
+    * `block/4` runs natively (one NIF call) for the cumulative ops, `take`,
+      `take_along_axis`, `top_k`, `fft2` / `ifft2` / `rfft` / `irfft`, and the
+      `Nx.Block.LinAlg` blocks Cholesky, LU, QR and Solve on real matrices (the same steps and
+      `eps` rules as Nx's default implementations, batched, a column at a time). Complex
+      decompositions and the other blocks (Eigh, SVD, Determinant, AllClose, ...) run their
+      default implementation, itself made of callbacks of this backend.
   """
   @behaviour Nx.Backend
   @enforce_keys [:ref, :device]
@@ -323,7 +326,44 @@ defmodule ExBurn.Backend do
   def block(%Nx.Block.TopK{k: k}, {values, indices}, [t | _], _fun),
     do: List.to_tuple(nx_list(:top_k, [values, indices], [t], k: k, index_type: type_name(indices.type)))
 
+  def block(%kind{axes: axes, lengths: lengths, eps: eps}, out, [t | _], _fun) when kind in [Nx.Block.FFT2, Nx.Block.IFFT2] do
+    op = if kind == Nx.Block.FFT2, do: :fft2, else: :ifft2
+    nx(op, out, [t], [axes: axes, lengths: lengths] ++ eps_opt(eps))
+  end
+
+  def block(%kind{axis: axis, length: length, eps: eps}, out, [t | _], _fun) when kind in [Nx.Block.RFFT, Nx.Block.IRFFT] do
+    op = if kind == Nx.Block.RFFT, do: :rfft, else: :irfft
+    nx(op, out, [t], [axis: [axis], length: length] ++ eps_opt(eps))
+  end
+
+  def block(%Nx.Block.LinAlg.Cholesky{} = b, out, [t] = args, fun) do
+    if complex?(t), do: apply(fun, [b | args]), else: nx(:cholesky, out, [t])
+  end
+
+  def block(%Nx.Block.LinAlg.LU{} = b, {p, l, u}, [t] = args, fun) do
+    if complex?(t) do
+      apply(fun, [b | args])
+    else
+      [l, u, p] = nx_list(:lu, [l, u, p], [t], p_type: type_name(p.type))
+      {p, l, u}
+    end
+  end
+
+  def block(%Nx.Block.LinAlg.QR{eps: eps, mode: mode} = b, {q, r}, [t] = args, fun) do
+    if complex?(t), do: apply(fun, [b | args]), else: List.to_tuple(nx_list(:qr, [q, r], [t], eps: eps, mode: to_string(mode)))
+  end
+
+  def block(%Nx.Block.LinAlg.Solve{} = s, out, [a, b] = args, fun) do
+    if complex?(a) or complex?(b), do: apply(fun, [s | args]), else: nx(:solve, out, [a, b])
+  end
+
   def block(struct, _out, args, fun), do: apply(fun, [struct | args])
+
+  defp eps_opt(nil), do: []
+  defp eps_opt(eps), do: [eps: eps]
+
+  defp complex?(%T{type: {:c, _}}), do: true
+  defp complex?(_), do: false
 
   defp cumulative(op, %{axis: axis, reverse: reverse}, out, t), do: nx(op, out, [t], axis: axis, reverse: reverse)
 

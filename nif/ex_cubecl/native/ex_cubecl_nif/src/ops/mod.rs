@@ -12,6 +12,7 @@ use crate::dtype::{Class, class, name};
 use crate::error::{NifError, NifResult};
 use crate::opts::Opts;
 use crate::tensor::Prim;
+pub use extension::Extension;
 
 /// `$float`, `$int` or `$bool` on the primitive of that class, giving a primitive of the same
 /// class. Quantized inputs never get here: `run` refuses them for every other family.
@@ -28,6 +29,7 @@ macro_rules! each_kind {
 
 mod create;
 mod elementwise;
+mod extension;
 mod index;
 mod layout;
 mod module;
@@ -243,8 +245,16 @@ kernels! {
         "nx_dot" ("a, b"; "type, shape, contract_a, batch_a, contract_b, batch_b"),
         "nx_conv" ("x, kernel"; "type, shape, strides, padding, input_dilation, kernel_dilation, feature_groups, batch_groups, input_permutation, kernel_permutation, output_permutation"),
         "nx_triangular_solve" ("a, b"; "type, shape, left_side, lower, transform_a"),
+        "nx_cholesky" ("a (square matrices)"; "type, shape"),
+        "nx_lu" ("a (square matrices)"; "type, shape (of l and u), p_type: gives l, u, p"),
+        "nx_qr" ("a (matrices)"; "type, shape (of q), eps, mode (reduced, complete): gives q, r"),
+        "nx_solve" ("a (square matrices), b"; "type, shape"),
         "nx_fft" ("x"; "type, shape, length, axis"),
         "nx_ifft" ("x"; "type, shape, length, axis"),
+        "nx_fft2" ("x"; "type, shape, axes, lengths, eps"),
+        "nx_ifft2" ("x"; "type, shape, axes, lengths, eps"),
+        "nx_rfft" ("x (real)"; "type, shape, axis, length, eps"),
+        "nx_irfft" ("x (complex)"; "type, shape, axis, length, eps"),
     ],
 }
 
@@ -260,7 +270,7 @@ pub fn kernel(op: &str) -> NifResult<&'static Kernel> {
 }
 
 /// Runs kernel `op` on `inputs` (all on `device`, whose largest buffer is `max_bytes`).
-pub fn run<B: Backend>(
+pub fn run<B: Extension>(
     op: &str,
     inputs: Vec<Prim<B>>,
     opts: &Opts,

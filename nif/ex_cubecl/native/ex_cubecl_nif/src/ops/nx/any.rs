@@ -1,7 +1,8 @@
 //! The backend's ops on primitives of any class (float, int or bool), and Nx's broadcasting:
 //! the building blocks of the Nx entries.
 use burn_backend::tensor::{BoolTensor, IndexingUpdateOp, IntTensor};
-use burn_backend::{Backend, BoolStore, DType, IntDType, Scalar, Shape, Slice};
+use crate::ops::Extension;
+use burn_backend::{BoolStore, DType, IntDType, Scalar, Shape, Slice};
 
 use crate::dtype::{Class, class};
 use crate::error::{NifError, NifResult};
@@ -10,7 +11,7 @@ use crate::tensor::Prim;
 /// Bools made by comparisons.
 pub const BOOL: BoolStore = BoolStore::Native;
 
-pub fn reshape<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
+pub fn reshape<B: Extension>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
     if p.shape().as_slice() == shape {
         return p;
     }
@@ -18,14 +19,14 @@ pub fn reshape<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
     each_kind!(p, |t| B::float_reshape(t, s.clone()), B::int_reshape(t, s.clone()), B::bool_reshape(t, s.clone()))
 }
 
-pub fn permute<B: Backend>(p: Prim<B>, axes: &[usize]) -> Prim<B> {
+pub fn permute<B: Extension>(p: Prim<B>, axes: &[usize]) -> Prim<B> {
     if axes.iter().enumerate().all(|(i, &a)| i == a) {
         return p;
     }
     each_kind!(p, |t| B::float_permute(t, axes), B::int_permute(t, axes), B::bool_permute(t, axes))
 }
 
-pub fn expand<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
+pub fn expand<B: Extension>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
     if p.shape().as_slice() == shape {
         return p;
     }
@@ -33,19 +34,19 @@ pub fn expand<B: Backend>(p: Prim<B>, shape: &[usize]) -> Prim<B> {
     each_kind!(p, |t| B::float_expand(t, s.clone()), B::int_expand(t, s.clone()), B::bool_expand(t, s.clone()))
 }
 
-pub fn flip<B: Backend>(p: Prim<B>, axes: &[usize]) -> Prim<B> {
+pub fn flip<B: Extension>(p: Prim<B>, axes: &[usize]) -> Prim<B> {
     if axes.is_empty() {
         return p;
     }
     each_kind!(p, |t| B::float_flip(t, axes), B::int_flip(t, axes), B::bool_flip(t, axes))
 }
 
-pub fn slice<B: Backend>(p: Prim<B>, s: &[Slice]) -> Prim<B> {
+pub fn slice<B: Extension>(p: Prim<B>, s: &[Slice]) -> Prim<B> {
     each_kind!(p, |t| B::float_slice(t, s), B::int_slice(t, s), B::bool_slice(t, s))
 }
 
 /// `p` with the region `s` replaced by `v` (of `p`'s class).
-pub fn slice_assign<B: Backend>(p: Prim<B>, s: &[Slice], v: Prim<B>) -> Prim<B> {
+pub fn slice_assign<B: Extension>(p: Prim<B>, s: &[Slice], v: Prim<B>) -> Prim<B> {
     match (p, v) {
         (Prim::Float(t), Prim::Float(v)) => Prim::Float(B::float_slice_assign(t, s, v)),
         (Prim::Int(t), Prim::Int(v)) => Prim::Int(B::int_slice_assign(t, s, v)),
@@ -55,7 +56,7 @@ pub fn slice_assign<B: Backend>(p: Prim<B>, s: &[Slice], v: Prim<B>) -> Prim<B> 
 }
 
 /// Concatenation along `dim` of primitives of one dtype.
-pub fn cat<B: Backend>(ps: Vec<Prim<B>>, dim: usize) -> Prim<B> {
+pub fn cat<B: Extension>(ps: Vec<Prim<B>>, dim: usize) -> Prim<B> {
     if ps.len() == 1 {
         return ps.into_iter().next().unwrap();
     }
@@ -68,7 +69,7 @@ pub fn cat<B: Backend>(ps: Vec<Prim<B>>, dim: usize) -> Prim<B> {
 }
 
 /// `mask ? t : f` for `t` and `f` of one dtype and the mask's shape.
-pub fn select_where<B: Backend>(mask: BoolTensor<B>, t: Prim<B>, f: Prim<B>) -> Prim<B> {
+pub fn select_where<B: Extension>(mask: BoolTensor<B>, t: Prim<B>, f: Prim<B>) -> Prim<B> {
     match (t, f) {
         (Prim::Float(t), Prim::Float(f)) => Prim::Float(B::float_mask_where(f, mask, t)),
         (Prim::Int(t), Prim::Int(f)) => Prim::Int(B::int_mask_where(f, mask, t)),
@@ -77,11 +78,11 @@ pub fn select_where<B: Backend>(mask: BoolTensor<B>, t: Prim<B>, f: Prim<B>) -> 
     }
 }
 
-pub fn gather_nd<B: Backend>(p: Prim<B>, idx: IntTensor<B>) -> Prim<B> {
+pub fn gather_nd<B: Extension>(p: Prim<B>, idx: IntTensor<B>) -> Prim<B> {
     each_kind!(p, |t| B::float_gather_nd(t, idx), B::int_gather_nd(t, idx), B::int_not_equal_elem(B::int_gather_nd(B::bool_into_int(t, IntDType::U8), idx), Scalar::Int(0), BOOL))
 }
 
-pub fn scatter_nd<B: Backend>(p: Prim<B>, idx: IntTensor<B>, v: Prim<B>, op: IndexingUpdateOp) -> Prim<B> {
+pub fn scatter_nd<B: Extension>(p: Prim<B>, idx: IntTensor<B>, v: Prim<B>, op: IndexingUpdateOp) -> Prim<B> {
     match (p, v) {
         (Prim::Float(t), Prim::Float(v)) => Prim::Float(B::float_scatter_nd(t, idx, v, op)),
         (Prim::Int(t), Prim::Int(v)) => Prim::Int(B::int_scatter_nd(t, idx, v, op)),
@@ -94,17 +95,17 @@ pub fn scatter_nd<B: Backend>(p: Prim<B>, idx: IntTensor<B>, v: Prim<B>, op: Ind
 }
 
 /// The rows `idx` (1-d) of `p` along `dim`.
-pub fn select<B: Backend>(p: Prim<B>, dim: usize, idx: IntTensor<B>) -> Prim<B> {
+pub fn select<B: Extension>(p: Prim<B>, dim: usize, idx: IntTensor<B>) -> Prim<B> {
     each_kind!(p, |t| B::float_select(t, dim, idx), B::int_select(t, dim, idx), B::bool_select(t, dim, idx))
 }
 
 /// Elements of `p` along `dim` at `idx` (of the output's shape).
-pub fn gather<B: Backend>(p: Prim<B>, dim: usize, idx: IntTensor<B>) -> Prim<B> {
+pub fn gather<B: Extension>(p: Prim<B>, dim: usize, idx: IntTensor<B>) -> Prim<B> {
     each_kind!(p, |t| B::float_gather(dim, t, idx), B::int_gather(dim, t, idx), B::bool_gather(dim, t, idx))
 }
 
 /// A tensor of `shape` and `dtype` filled with `value` (floats) or `int` (integers, exact).
-pub fn full<B: Backend>(shape: &[usize], dtype: DType, value: f64, device: &B::Device) -> Prim<B> {
+pub fn full<B: Extension>(shape: &[usize], dtype: DType, value: f64, device: &B::Device) -> Prim<B> {
     let s = Shape::from(shape.to_vec());
     match class(dtype) {
         Class::Float => Prim::Float(B::float_full(s, Scalar::Float(value), device, dtype.into())),
@@ -114,7 +115,7 @@ pub fn full<B: Backend>(shape: &[usize], dtype: DType, value: f64, device: &B::D
 }
 
 /// An integer tensor of `shape` filled with `value`, exact for every width.
-pub fn full_int<B: Backend>(shape: &[usize], dtype: DType, value: i128, device: &B::Device) -> Prim<B> {
+pub fn full_int<B: Extension>(shape: &[usize], dtype: DType, value: i128, device: &B::Device) -> Prim<B> {
     Prim::Int(B::int_full(Shape::from(shape.to_vec()), int_scalar(dtype, value), device, dtype.into()))
 }
 
@@ -132,7 +133,7 @@ pub fn int_scalar(dtype: DType, value: i128) -> Scalar {
 
 /// `p` as `dtype` (bools are 0 and 1, floats to integers truncate, integers wrap as Rust's `as`:
 /// the backend's cast sign-extends a signed value going to a wider unsigned type).
-pub fn cast<B: Backend>(op: &str, p: Prim<B>, dtype: DType) -> NifResult<Prim<B>> {
+pub fn cast<B: Extension>(op: &str, p: Prim<B>, dtype: DType) -> NifResult<Prim<B>> {
     if p.dtype() == dtype {
         return Ok(p);
     }
@@ -140,7 +141,7 @@ pub fn cast<B: Backend>(op: &str, p: Prim<B>, dtype: DType) -> NifResult<Prim<B>
 }
 
 /// Where `p` is not zero.
-pub fn nonzero<B: Backend>(p: Prim<B>) -> BoolTensor<B> {
+pub fn nonzero<B: Extension>(p: Prim<B>) -> BoolTensor<B> {
     match p {
         Prim::Float(t) => B::float_not_equal_elem(t, Scalar::Float(0.0), BOOL),
         Prim::Int(t) => B::int_not_equal_elem(t, Scalar::Int(0), BOOL),
@@ -150,12 +151,12 @@ pub fn nonzero<B: Backend>(p: Prim<B>) -> BoolTensor<B> {
 }
 
 /// A bool tensor as Nx's `u8` (or another `dtype`).
-pub fn from_bool<B: Backend>(op: &str, b: BoolTensor<B>, dtype: DType) -> NifResult<Prim<B>> {
+pub fn from_bool<B: Extension>(op: &str, b: BoolTensor<B>, dtype: DType) -> NifResult<Prim<B>> {
     cast(op, Prim::Bool(b), dtype)
 }
 
 /// `p` broadcast to `shape` as Nx does: dimensions aligned at the end, each equal or 1.
-pub fn broadcast_to<B: Backend>(op: &str, p: Prim<B>, shape: &[usize]) -> NifResult<Prim<B>> {
+pub fn broadcast_to<B: Extension>(op: &str, p: Prim<B>, shape: &[usize]) -> NifResult<Prim<B>> {
     let from = p.shape().as_slice().to_vec();
     if from.as_slice() == shape {
         return Ok(p);
@@ -176,25 +177,25 @@ pub fn broadcast_to<B: Backend>(op: &str, p: Prim<B>, shape: &[usize]) -> NifRes
 }
 
 /// A tensor of `shape` with `p`'s dtype and device (used for size-0 results).
-pub fn empty_like<B: Backend>(p: &Prim<B>, shape: &[usize]) -> Prim<B> {
+pub fn empty_like<B: Extension>(p: &Prim<B>, shape: &[usize]) -> Prim<B> {
     full::<B>(shape, p.dtype(), 0.0, &p.device())
 }
 
-pub fn float<B: Backend>(p: Prim<B>) -> B::FloatTensorPrimitive {
+pub fn float<B: Extension>(p: Prim<B>) -> B::FloatTensorPrimitive {
     match p {
         Prim::Float(t) => t,
         other => unreachable!("expected a float primitive, got {}", other.describe()),
     }
 }
 
-pub fn int<B: Backend>(p: Prim<B>) -> B::IntTensorPrimitive {
+pub fn int<B: Extension>(p: Prim<B>) -> B::IntTensorPrimitive {
     match p {
         Prim::Int(t) => t,
         other => unreachable!("expected an int primitive, got {}", other.describe()),
     }
 }
 
-pub fn boolean<B: Backend>(p: Prim<B>) -> B::BoolTensorPrimitive {
+pub fn boolean<B: Extension>(p: Prim<B>) -> B::BoolTensorPrimitive {
     match p {
         Prim::Bool(t) => t,
         other => unreachable!("expected a bool primitive, got {}", other.describe()),
@@ -202,7 +203,7 @@ pub fn boolean<B: Backend>(p: Prim<B>) -> B::BoolTensorPrimitive {
 }
 
 /// An int64 index tensor from host values.
-pub fn indices<B: Backend>(values: Vec<i64>, shape: &[usize], device: &B::Device) -> IntTensor<B> {
+pub fn indices<B: Extension>(values: Vec<i64>, shape: &[usize], device: &B::Device) -> IntTensor<B> {
     let data = burn_backend::TensorData::new(values, Shape::from(shape.to_vec()));
     B::int_from_data(data, device)
 }

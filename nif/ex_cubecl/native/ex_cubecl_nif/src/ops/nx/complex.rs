@@ -2,7 +2,8 @@
 //! imaginary part of each element, Nx's binary layout). The linear ops (shapes, indexing,
 //! sums, windowed sums) run on each part as real tensors; products, quotients, the
 //! elementary functions, `dot` and the FFT combine the parts.
-use burn_backend::{Backend, DType, Slice};
+use burn_backend::{DType, Slice};
+use crate::ops::Extension;
 
 use super::any;
 use super::elementwise::binary;
@@ -23,7 +24,7 @@ pub fn flags(op: &str, opts: &Opts, n: usize) -> NifResult<Vec<bool>> {
 }
 
 /// The real and imaginary parts of a complex primitive, each of its Nx shape.
-pub fn parts<B: Backend>(p: Prim<B>) -> (Prim<B>, Prim<B>) {
+pub fn parts<B: Extension>(p: Prim<B>) -> (Prim<B>, Prim<B>) {
     let dims = p.shape().to_vec();
     let r = dims.len();
     let shape = &dims[..r - 1];
@@ -34,7 +35,7 @@ pub fn parts<B: Backend>(p: Prim<B>) -> (Prim<B>, Prim<B>) {
 }
 
 /// The complex primitive of parts `re` and `im` (f32, one shape).
-pub fn join<B: Backend>(op: &str, re: Prim<B>, im: Prim<B>) -> NifResult<Prim<B>> {
+pub fn join<B: Extension>(op: &str, re: Prim<B>, im: Prim<B>) -> NifResult<Prim<B>> {
     let mut shape = re.shape().to_vec();
     shape.push(1);
     let re = any::reshape(any::cast(op, re, DType::F32)?, &shape);
@@ -43,7 +44,7 @@ pub fn join<B: Backend>(op: &str, re: Prim<B>, im: Prim<B>) -> NifResult<Prim<B>
 }
 
 /// `p` as complex parts: a complex input split, a real one with a zero imaginary part.
-fn lift<B: Backend>(op: &str, p: Prim<B>, complex: bool) -> NifResult<(Prim<B>, Prim<B>)> {
+fn lift<B: Extension>(op: &str, p: Prim<B>, complex: bool) -> NifResult<(Prim<B>, Prim<B>)> {
     if complex {
         return Ok(parts(p));
     }
@@ -69,7 +70,7 @@ const LINEAR: &[&str] = &[
     "gather", "indexed_add", "indexed_put", "take", "take_along_axis", "sum", "cumulative_sum", "window_sum", "to_batched",
 ];
 
-pub fn run<B: Backend>(
+pub fn run<B: Extension>(
     callback: &str,
     inputs: Vec<Prim<B>>,
     flags: &[bool],
@@ -132,15 +133,15 @@ pub fn run<B: Backend>(
 
 type Parts<B> = (Prim<B>, Prim<B>);
 
-fn f<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, real: &Out) -> NifResult<Prim<B>> {
+fn f<B: Extension>(op: &str, a: Prim<B>, b: Prim<B>, real: &Out) -> NifResult<Prim<B>> {
     binary::<B>(op, a, b, real, DType::F32)
 }
 
-fn u<B: Backend>(op: &str, x: Prim<B>, real: &Out) -> NifResult<Prim<B>> {
+fn u<B: Extension>(op: &str, x: Prim<B>, real: &Out) -> NifResult<Prim<B>> {
     super::elementwise::unary::<B>(op, x, real)
 }
 
-fn binary_op<B: Backend>(op: &str, (ar, ai): Parts<B>, (br, bi): Parts<B>, real: &Out, out: &Out, complex_out: bool) -> NifResult<Prim<B>> {
+fn binary_op<B: Extension>(op: &str, (ar, ai): Parts<B>, (br, bi): Parts<B>, real: &Out, out: &Out, complex_out: bool) -> NifResult<Prim<B>> {
     let result = match op {
         "add" | "subtract" => (f(op, ar, br, real)?, f(op, ai, bi, real)?),
         "multiply" => mul::<B>((ar, ai), (br, bi), real)?,
@@ -170,30 +171,30 @@ fn binary_op<B: Backend>(op: &str, (ar, ai): Parts<B>, (br, bi): Parts<B>, real:
     join(op, result.0, result.1)
 }
 
-fn mul<B: Backend>((ar, ai): Parts<B>, (br, bi): Parts<B>, real: &Out) -> NifResult<Parts<B>> {
+fn mul<B: Extension>((ar, ai): Parts<B>, (br, bi): Parts<B>, real: &Out) -> NifResult<Parts<B>> {
     // (a + bi)(c + di) = (ac - bd) + (ad + bc) i
     let re = f("subtract", f("multiply", ar.clone(), br.clone(), real)?, f("multiply", ai.clone(), bi.clone(), real)?, real)?;
     let im = f("add", f("multiply", ar, bi, real)?, f("multiply", ai, br, real)?, real)?;
     Ok((re, im))
 }
 
-fn exp<B: Backend>((re, im): Parts<B>, real: &Out) -> NifResult<Parts<B>> {
+fn exp<B: Extension>((re, im): Parts<B>, real: &Out) -> NifResult<Parts<B>> {
     let m = u("exp", re, real)?;
     Ok((f("multiply", m.clone(), u("cos", im.clone(), real)?, real)?, f("multiply", m, u("sin", im, real)?, real)?))
 }
 
-fn abs<B: Backend>((re, im): Parts<B>, real: &Out) -> NifResult<Prim<B>> {
+fn abs<B: Extension>((re, im): Parts<B>, real: &Out) -> NifResult<Prim<B>> {
     let sq = f("add", f("multiply", re.clone(), re, real)?, f("multiply", im.clone(), im, real)?, real)?;
     u("sqrt", sq, real)
 }
 
-fn log<B: Backend>((re, im): Parts<B>, real: &Out) -> NifResult<Parts<B>> {
+fn log<B: Extension>((re, im): Parts<B>, real: &Out) -> NifResult<Parts<B>> {
     let angle = f("atan2", im.clone(), re.clone(), real)?;
     Ok((u("log", abs::<B>((re, im), real)?, real)?, angle))
 }
 
 /// Callbacks of one tensor with a complex input or result.
-fn unary<B: Backend>(op: &str, x: Prim<B>, complex: bool, out: &Out, complex_out: bool, opts: &Opts) -> NifResult<Prim<B>> {
+fn unary<B: Extension>(op: &str, x: Prim<B>, complex: bool, out: &Out, complex_out: bool, opts: &Opts) -> NifResult<Prim<B>> {
     let real = Out { dtype: DType::F32, shape: out.shape.clone() };
     let (re, im) = lift(op, x, complex)?;
     let pair = |p: Parts<B>| join(op, p.0, p.1);
@@ -231,20 +232,86 @@ fn unary<B: Backend>(op: &str, x: Prim<B>, complex: bool, out: &Out, complex_out
             pair((re2, im2))
         }
         "fft" | "ifft" => fft::<B>(op, (re, im), out, opts),
+        "fft2" | "ifft2" | "rfft" | "irfft" => spectral::<B>(op, (re, im), out, opts),
         _ => Err(NifError::new(op, "is not supported for complex tensors (c64) yet", out.describe())),
     }
 }
 
-/// The DFT (or its inverse) along `axis`, after padding with zeros or cutting to `length`,
-/// as two real products with the cosine and sine tables (computed on the host in f64).
-/// Parts within `eps` of zero become zero, as Nx's BinaryBackend cleans them.
-fn fft<B: Backend>(op: &str, (re, im): Parts<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
-    let inverse = op == "ifft";
-    let dims = re.shape().to_vec();
-    let rank = dims.len();
-    let axis = super::super::resolve_axis(op, opts.int(op, "axis", Some(-1))?, rank)?;
-    let n = out.shape[axis];
+/// `fft` / `ifft` along the `axis` option, to the length `out` has there.
+fn fft<B: Extension>(op: &str, (re, im): Parts<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    let axis = super::super::resolve_axis(op, opts.int(op, "axis", Some(-1))?, re.shape().num_dims())?;
     let eps = opts.float(op, "eps", Some(1.0e-10))?;
+    let (re, im) = dft::<B>((re, im), axis, out.shape[axis], eps, op == "ifft")?;
+    join(op, re, im)
+}
+
+/// The spectral blocks: `fft2` / `ifft2` (the `axes`, second axis first, to `lengths`),
+/// `rfft` (the first `length / 2 + 1` terms of a real signal's DFT) and `irfft` (the real
+/// signal of a one-sided spectrum: fitted to `length / 2 + 1` terms, completed by conjugate
+/// symmetry, inverted), as Nx's default implementations compose them.
+fn spectral<B: Extension>(op: &str, (re, im): Parts<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+    let rank = re.shape().num_dims();
+    let eps = opts.float(op, "eps", Some(1.0e-10))?;
+    let axis = |key: &str, i: usize| -> NifResult<usize> {
+        let axes = opts.ints(op, key, None)?;
+        let a = *axes.get(i).ok_or_else(|| NifError::new(op, format!("needs {key}"), out.describe()))?;
+        super::super::resolve_axis(op, a, rank)
+    };
+    match op {
+        "fft2" | "ifft2" => {
+            let (a1, a2) = (axis("axes", 0)?, axis("axes", 1)?);
+            let inverse = op == "ifft2";
+            let p = dft::<B>((re, im), a2, out.shape[a2], eps, inverse)?;
+            let (re, im) = dft::<B>(p, a1, out.shape[a1], eps, inverse)?;
+            join(op, re, im)
+        }
+        "rfft" => {
+            let a = axis("axis", 0)?;
+            let n = opts.int(op, "length", None)? as usize;
+            let (re, im) = dft::<B>((re, im), a, n, eps, false)?;
+            let half = |p: Prim<B>| any::slice(p.clone(), &cut(&p, a, 0, n / 2 + 1));
+            join(op, half(re), half(im))
+        }
+        _ => {
+            let a = axis("axis", 0)?;
+            let n = out.shape[a];
+            let m = n / 2 + 1;
+            let fit = |p: Prim<B>| -> Prim<B> {
+                let have = p.shape()[a];
+                if have >= m {
+                    return any::slice(p.clone(), &cut(&p, a, 0, m));
+                }
+                let mut shape = p.shape().to_vec();
+                shape[a] = m - have;
+                let zeros = any::full::<B>(&shape, DType::F32, 0.0, &p.device());
+                any::cat(vec![p, zeros], a)
+            };
+            let (re, im) = (fit(re), fit(im));
+            // Terms m..n are the conjugates of terms n-m..1, in reverse.
+            let full = if n > m {
+                let mirror = |p: Prim<B>| any::flip(any::slice(p.clone(), &cut(&p, a, 1, n - m + 1)), &[a]);
+                let real = Out { dtype: DType::F32, shape: mirror(im.clone()).shape().to_vec() };
+                let (mr, mi) = (mirror(re.clone()), u("negate", mirror(im.clone()), &real)?);
+                (any::cat(vec![re, mr], a), any::cat(vec![im, mi], a))
+            } else {
+                (re, im)
+            };
+            let (re, _) = dft::<B>(full, a, n, eps, true)?;
+            any::cast(op, re, out.dtype)
+        }
+    }
+}
+
+/// Slices `lo..hi` of `p`'s axis `axis`, all of the others.
+fn cut<B: Extension>(p: &Prim<B>, axis: usize, lo: usize, hi: usize) -> Vec<Slice> {
+    p.shape().iter().enumerate().map(|(d, &s)| if d == axis { any::range(lo, hi - lo, 1) } else { any::range(0, s, 1) }).collect()
+}
+
+/// The DFT (or its inverse) along `axis`, after padding with zeros or cutting to `n`, as two
+/// real products with the cosine and sine tables (computed on the host in f64). Parts within
+/// `eps` of zero become zero, as Nx's BinaryBackend cleans them.
+fn dft<B: Extension>((re, im): Parts<B>, axis: usize, n: usize, eps: f64, inverse: bool) -> NifResult<Parts<B>> {
+    let rank = re.shape().num_dims();
     let device = re.device();
     // Move the axis last, fit it to n.
     let mut perm: Vec<usize> = (0..rank).filter(|&a| a != axis).collect();
@@ -302,6 +369,6 @@ fn fft<B: Backend>(op: &str, (re, im): Parts<B>, out: &Out, opts: &Opts) -> NifR
         back[p] = i;
     }
     let restore = |p: Prim<B>| any::permute(any::reshape(p, &shape), &back);
-    join(op, restore(xr), restore(xi))
+    Ok((restore(xr), restore(xi)))
 }
 

@@ -1,5 +1,6 @@
 //! Creation: `constant`, `eye` and `iota`, made on the device.
-use burn_backend::{Backend, DType, IntDType};
+use burn_backend::{DType, IntDType};
+use crate::ops::Extension;
 
 use super::Out;
 use super::any::{self, BOOL};
@@ -8,7 +9,7 @@ use crate::error::NifResult;
 use crate::opts::{OptVal, Opts};
 use crate::tensor::Prim;
 
-pub fn run<B: Backend>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
     match op {
         "constant" => constant::<B>(op, out, opts, device),
         "eye" => eye::<B>(op, out, device),
@@ -18,7 +19,7 @@ pub fn run<B: Backend>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> 
 
 /// `value` everywhere: integers exactly (wrapped to the type's width), floats rounded to
 /// the type, `:nan` and the infinities as such.
-fn constant<B: Backend>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
+fn constant<B: Extension>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
     Ok(match (class(out.dtype), opts.get("value")) {
         (Class::Int, Some(OptVal::Int(v))) => any::full_int::<B>(&out.shape, out.dtype, *v as i128, device),
         (Class::Int, _) => any::full_int::<B>(&out.shape, out.dtype, opts.float(op, "value", None)? as i128, device),
@@ -27,7 +28,7 @@ fn constant<B: Backend>(op: &str, out: &Out, opts: &Opts, device: &B::Device) ->
 }
 
 /// Ones on the diagonal of the last two axes.
-fn eye<B: Backend>(op: &str, out: &Out, device: &B::Device) -> NifResult<Prim<B>> {
+fn eye<B: Extension>(op: &str, out: &Out, device: &B::Device) -> NifResult<Prim<B>> {
     let r = out.shape.len();
     let (m, n) = (out.shape[r - 2], out.shape[r - 1]);
     let rows = B::int_reshape(B::int_arange(0..m as i64, device, IntDType::I32), [m, 1].into());
@@ -41,7 +42,7 @@ fn eye<B: Backend>(op: &str, out: &Out, device: &B::Device) -> NifResult<Prim<B>
 }
 
 /// Counts along `axis` (or over the flattened tensor with `flat`).
-fn iota<B: Backend>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
+fn iota<B: Extension>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
     let rank = out.shape.len();
     let flat = opts.bool(op, "flat", false)? || rank == 0;
     let n = if flat { any::numel(&out.shape) } else { out.shape[super::super::axis(op, opts, "axis", rank, None)?] };

@@ -2,7 +2,8 @@
 //! Nx computes in (`compute`: the output type, or the inputs' merged type for comparisons
 //! and logical ops) and broadcast them as Nx does.
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
-use burn_backend::{Backend, DType, Scalar, TensorMetadata};
+use crate::ops::Extension;
+use burn_backend::{DType, Scalar, TensorMetadata};
 
 use super::Out;
 use super::any::{self, BOOL};
@@ -11,7 +12,7 @@ use crate::error::{NifError, NifResult};
 use crate::opts::Opts;
 use crate::tensor::Prim;
 
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     match <[Prim<B>; 2]>::try_from(inputs) {
         Ok([a, b]) => {
             let compute = super::super::dtype_opt(op, opts, "compute", None)?;
@@ -26,7 +27,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -
 }
 
 /// `op(a, b)` computed in `compute`, broadcast to and cast to `out`.
-pub fn binary<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, compute: DType) -> NifResult<Prim<B>> {
+pub fn binary<B: Extension>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, compute: DType) -> NifResult<Prim<B>> {
     let a = any::broadcast_to(op, any::cast(op, a, compute)?, &out.shape)?;
     let b = any::broadcast_to(op, any::cast(op, b, compute)?, &out.shape)?;
     if out.shape.contains(&0) {
@@ -41,7 +42,7 @@ pub fn binary<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, compute: 
     any::cast(op, r, out.dtype)
 }
 
-fn comparison<B: Backend>(op: &str) -> Option<fn(FloatTensor<B>, FloatTensor<B>, burn_backend::BoolStore) -> BoolTensor<B>> {
+fn comparison<B: Extension>(op: &str) -> Option<fn(FloatTensor<B>, FloatTensor<B>, burn_backend::BoolStore) -> BoolTensor<B>> {
     Some(match op {
         "equal" => B::float_equal,
         "not_equal" => B::float_not_equal,
@@ -53,7 +54,7 @@ fn comparison<B: Backend>(op: &str) -> Option<fn(FloatTensor<B>, FloatTensor<B>,
     })
 }
 
-fn int_comparison<B: Backend>(op: &str) -> Option<fn(IntTensor<B>, IntTensor<B>, burn_backend::BoolStore) -> BoolTensor<B>> {
+fn int_comparison<B: Extension>(op: &str) -> Option<fn(IntTensor<B>, IntTensor<B>, burn_backend::BoolStore) -> BoolTensor<B>> {
     Some(match op {
         "equal" => B::int_equal,
         "not_equal" => B::int_not_equal,
@@ -65,7 +66,7 @@ fn int_comparison<B: Backend>(op: &str) -> Option<fn(IntTensor<B>, IntTensor<B>,
     })
 }
 
-fn logical<B: Backend>(op: &str, a: BoolTensor<B>, b: BoolTensor<B>) -> Option<BoolTensor<B>> {
+fn logical<B: Extension>(op: &str, a: BoolTensor<B>, b: BoolTensor<B>) -> Option<BoolTensor<B>> {
     Some(match op {
         "logical_and" => B::bool_and(a, b),
         "logical_or" => B::bool_or(a, b),
@@ -74,7 +75,7 @@ fn logical<B: Backend>(op: &str, a: BoolTensor<B>, b: BoolTensor<B>) -> Option<B
     })
 }
 
-fn float_binary<B: Backend>(op: &str, a: FloatTensor<B>, b: FloatTensor<B>) -> NifResult<Prim<B>> {
+fn float_binary<B: Extension>(op: &str, a: FloatTensor<B>, b: FloatTensor<B>) -> NifResult<Prim<B>> {
     if let Some(cmp) = comparison::<B>(op) {
         return Ok(Prim::Bool(cmp(a, b, BOOL)));
     }
@@ -108,7 +109,7 @@ fn float_binary<B: Backend>(op: &str, a: FloatTensor<B>, b: FloatTensor<B>) -> N
     }))
 }
 
-fn int_binary<B: Backend>(op: &str, a: IntTensor<B>, b: IntTensor<B>, dtype: DType) -> NifResult<Prim<B>> {
+fn int_binary<B: Extension>(op: &str, a: IntTensor<B>, b: IntTensor<B>, dtype: DType) -> NifResult<Prim<B>> {
     if let Some(cmp) = int_comparison::<B>(op) {
         return Ok(Prim::Bool(cmp(a, b, BOOL)));
     }
@@ -162,7 +163,7 @@ fn unknown(op: &str) -> NifError {
 }
 
 /// `op(x)` as Nx defines it, in `out`'s type.
-pub fn unary<B: Backend>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
+pub fn unary<B: Extension>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
     if out.shape.contains(&0) {
         return Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &x.device()));
     }
@@ -189,7 +190,7 @@ pub fn unary<B: Backend>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> 
     })
 }
 
-fn float_unary<B: Backend>(op: &str, t: FloatTensor<B>) -> NifResult<FloatTensor<B>> {
+fn float_unary<B: Extension>(op: &str, t: FloatTensor<B>) -> NifResult<FloatTensor<B>> {
     let s = |v: f64| Scalar::Float(v);
     Ok(match op {
         "exp" => B::float_exp(t),
@@ -213,7 +214,7 @@ fn float_unary<B: Backend>(op: &str, t: FloatTensor<B>) -> NifResult<FloatTensor
         "rsqrt" => B::float_recip(B::float_sqrt(t)),
         "cbrt" => B::float_mul(B::float_sign(t.clone()), B::float_powf_scalar(B::float_abs(t), s(1.0 / 3.0))),
         "erf" => B::float_erf(t),
-        "erfc" => B::float_add_scalar(B::float_neg(B::float_erf(t)), s(1.0)),
+        "erfc" => B::float_erfc(t),
         "erf_inv" => erf_inv::<B>(t),
         "abs" => B::float_abs(t),
         "ceil" => B::float_ceil(t),
@@ -231,7 +232,7 @@ fn float_unary<B: Backend>(op: &str, t: FloatTensor<B>) -> NifResult<FloatTensor
     })
 }
 
-fn int_unary<B: Backend>(op: &str, t: IntTensor<B>, dtype: DType) -> NifResult<IntTensor<B>> {
+fn int_unary<B: Extension>(op: &str, t: IntTensor<B>, dtype: DType) -> NifResult<IntTensor<B>> {
     let unsigned = matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64);
     Ok(match op {
         "abs" if unsigned => t,
@@ -246,7 +247,7 @@ fn int_unary<B: Backend>(op: &str, t: IntTensor<B>, dtype: DType) -> NifResult<I
 }
 
 /// Giles' single-precision approximation of the inverse error function.
-fn erf_inv<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
+fn erf_inv<B: Extension>(x: FloatTensor<B>) -> FloatTensor<B> {
     let s = |v: f64| Scalar::Float(v);
     let one_minus = B::float_add_scalar(B::float_neg(x.clone()), s(1.0));
     let one_plus = B::float_add_scalar(x.clone(), s(1.0));
@@ -278,7 +279,7 @@ fn erf_inv<B: Backend>(x: FloatTensor<B>) -> FloatTensor<B> {
 
 /// `count_leading_zeros` and `population_count` of integers, by masks and shifts (every
 /// step masks what it shifted, so arithmetic and logical shifts agree).
-fn bits<B: Backend>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
+fn bits<B: Extension>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
     let dtype = x.dtype();
     if class(dtype) != Class::Int {
         return Err(NifError::new(op, "takes integers", x.describe()));
@@ -303,7 +304,7 @@ fn bits<B: Backend>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
     any::cast(op, Prim::Int(popcount::<B>(t, dtype, width)), out.dtype)
 }
 
-fn popcount<B: Backend>(mut t: IntTensor<B>, dtype: DType, width: usize) -> IntTensor<B> {
+fn popcount<B: Extension>(mut t: IntTensor<B>, dtype: DType, width: usize) -> IntTensor<B> {
     let pattern = |unit: usize| -> i128 {
         // Alternating runs of `unit` ones and zeros, ones low: 0x55.., 0x33.., 0x0f.., ...
         let mut m = 0i128;

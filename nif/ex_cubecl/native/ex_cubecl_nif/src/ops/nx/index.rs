@@ -2,7 +2,8 @@
 //! sort, argsort and top_k. Indices are clamped into range (a device never reads out of
 //! bounds).
 use burn_backend::tensor::{IndexingUpdateOp, IntTensor};
-use burn_backend::{Backend, DType, IntDType, Scalar, TensorMetadata};
+use crate::ops::Extension;
+use burn_backend::{DType, IntDType, Scalar, TensorMetadata};
 
 use super::Out;
 use super::any;
@@ -12,7 +13,7 @@ use crate::tensor::Prim;
 
 pub const NAMES: &[&str] = &["gather", "indexed_add", "indexed_put", "take", "take_along_axis", "sort", "argsort"];
 
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let n = inputs.len();
     let mut it = inputs.into_iter();
     let mut next = || it.next().ok_or_else(|| NifError::new(op, format!("missing an input ({n} given)"), out.describe()));
@@ -62,7 +63,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -
 
 /// Integer indices as i64, each last-axis component `j` clamped to `0..limits[j]` (one limit:
 /// every element).
-fn clamp<B: Backend>(op: &str, idx: Prim<B>, limits: &[usize]) -> NifResult<IntTensor<B>> {
+fn clamp<B: Extension>(op: &str, idx: Prim<B>, limits: &[usize]) -> NifResult<IntTensor<B>> {
     let idx = any::int::<B>(any::cast(op, idx, DType::I64)?);
     let idx = B::int_clamp_min(idx, Scalar::Int(0));
     if let [limit] = limits {
@@ -78,7 +79,7 @@ fn clamp<B: Backend>(op: &str, idx: Prim<B>, limits: &[usize]) -> NifResult<IntT
     Ok(B::int_mask_where(idx, over, limit))
 }
 
-fn sort<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn sort<B: Extension>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let rank = t.shape().num_dims();
     if rank == 0 {
         return if op == "sort" { Ok(t) } else { Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &t.device())) };
@@ -96,7 +97,7 @@ fn sort<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<P
 
 /// The `k` largest values along the last axis (NaN largest, ties in index order) and their
 /// indices in `index_type`: the first `k` of a descending argsort.
-pub fn top_k<B: Backend>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
+pub fn top_k<B: Extension>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
     let op = "top_k";
     let [t] = <[Prim<B>; 1]>::try_from(inputs).map_err(|_| NifError::new(op, "takes one tensor", out.describe()))?;
     let index_type = super::super::dtype_opt(op, opts, "index_type", Some("s64"))?;

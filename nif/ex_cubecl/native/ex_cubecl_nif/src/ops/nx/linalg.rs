@@ -2,7 +2,8 @@
 //! (permutations, padding, input and kernel dilation, feature and batch groups), and
 //! `triangular_solve`.
 use burn_backend::ops::ConvOptions;
-use burn_backend::{Backend, Slice};
+use crate::ops::Extension;
+use burn_backend::{Slice};
 
 use super::Out;
 use super::any;
@@ -14,7 +15,7 @@ use crate::tensor::Prim;
 
 pub const NAMES: &[&str] = &["dot", "conv", "triangular_solve", "fft", "ifft"];
 
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let [a, b] = <[Prim<B>; 2]>::try_from(inputs).map_err(|v| NifError::new(op, format!("takes two tensors, got {}", v.len()), out.describe()))?;
     if out.shape.contains(&0) {
         return Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &a.device()));
@@ -27,7 +28,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -
     }
 }
 
-fn matmul<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
+pub fn matmul<B: Extension>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
     match (a, b) {
         (Prim::Float(a), Prim::Float(b)) => Prim::Float(B::float_matmul(a, b)),
         (Prim::Int(a), Prim::Int(b)) => Prim::Int(B::int_matmul(a, b)),
@@ -36,7 +37,7 @@ fn matmul<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
 }
 
 /// Nx's dot: batch axes first, then `a`'s free axes, then `b`'s, contracting the rest.
-fn dot<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn dot<B: Extension>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let (ca, ba, cb, bb) = (axes(op, opts, "contract_a")?, axes(op, opts, "batch_a")?, axes(op, opts, "contract_b")?, axes(op, opts, "batch_b")?);
     let (da, db) = (a.shape().to_vec(), b.shape().to_vec());
     let free = |rank: usize, c: &[usize], bt: &[usize]| -> Vec<usize> { (0..rank).filter(|x| !c.contains(x) && !bt.contains(x)).collect() };
@@ -61,7 +62,7 @@ fn inverse(perm: &[usize]) -> Vec<usize> {
     inv
 }
 
-fn conv<B: Backend>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn conv<B: Extension>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     if class(out.dtype) != Class::Float {
         return Err(NifError::new(op, "gives floats", out.describe()));
     }
@@ -115,12 +116,19 @@ fn conv<B: Backend>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) ->
 
 /// Solves `a x = b` (or `x a = b` with `left_side: false`) for triangular `a`, by
 /// substitution: one row of `x` per step.
-fn triangular_solve<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn triangular_solve<B: Extension>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let left = opts.bool(op, "left_side", true)?;
-    let mut lower = opts.bool(op, "lower", true)?;
-    let transform = opts.name(op, "transform_a", Some("none"))?;
+    let lower = opts.bool(op, "lower", true)?;
+    let transpose = opts.name(op, "transform_a", Some("none"))? == "transpose";
     let a = any::cast(op, a, out.dtype)?;
     let b = any::cast(op, b, out.dtype)?;
+    Ok(any::reshape(solve_triangular::<B>(a, b, left, lower, transpose, out), &out.shape))
+}
+
+/// `a x = b` (or `x a = b` when not `left`) for triangular `a` (of `out`'s dtype, as `b`), by
+/// substitution row by row; `b` may be a vector per batch.
+pub fn solve_triangular<B: Extension>(a: Prim<B>, b: Prim<B>, left: bool, lower: bool, transpose: bool, out: &Out) -> Prim<B> {
+    let mut lower = lower;
     let ra = a.shape().num_dims();
     let swap = |p: Prim<B>| {
         let r = p.shape().num_dims();
@@ -129,7 +137,7 @@ fn triangular_solve<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opt
         any::permute(p, &perm)
     };
     let mut a = a;
-    if transform == "transpose" {
+    if transpose {
         a = swap(a);
         lower = !lower;
     }
@@ -181,10 +189,10 @@ fn triangular_solve<B: Backend>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opt
     if !left {
         x = swap(x);
     }
-    Ok(any::reshape(x, &out.shape))
+    x
 }
 
-fn sub<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
+fn sub<B: Extension>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
     match (a, b) {
         (Prim::Float(a), Prim::Float(b)) => Prim::Float(B::float_sub(a, b)),
         (Prim::Int(a), Prim::Int(b)) => Prim::Int(B::int_sub(a, b)),
@@ -192,7 +200,7 @@ fn sub<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
     }
 }
 
-fn div<B: Backend>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
+fn div<B: Extension>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
     match (a, b) {
         (Prim::Float(a), Prim::Float(b)) => Prim::Float(B::float_div(a, b)),
         (Prim::Int(a), Prim::Int(b)) => Prim::Int(B::int_div(a, b)),

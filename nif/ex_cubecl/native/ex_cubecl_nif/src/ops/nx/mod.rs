@@ -6,7 +6,8 @@
 //! Nx computed them: the entries cast inputs to the type Nx promotes to and broadcast them as
 //! Nx does, so that the result is what `Nx.BinaryBackend` gives (integers wrap, NaN
 //! propagates through max and min, `remainder` takes the dividend's sign, ...).
-use burn_backend::{Backend, DType};
+use burn_backend::{DType};
+use crate::ops::Extension;
 
 use crate::dtype::name;
 use crate::error::{NifError, NifResult};
@@ -16,6 +17,7 @@ use crate::tensor::Prim;
 mod any;
 mod complex;
 mod create;
+mod decompose;
 mod elementwise;
 mod index;
 mod linalg;
@@ -36,7 +38,7 @@ impl Out {
 }
 
 /// Runs Nx entry `op` (`nx_<callback>`).
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
     let shape = super::sizes(op, opts, "shape", None)?;
     let complex_out = opts.name(op, "type", None)? == "c64";
     let out = if complex_out {
@@ -55,7 +57,8 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::
     }
     let callback = op.strip_prefix("nx_").unwrap_or(op);
     let flags = complex::flags(op, opts, inputs.len())?;
-    let results = if complex_out || flags.contains(&true) {
+    // irfft of a real spectrum (its imaginary part zero) gives a real result, too.
+    let results = if complex_out || flags.contains(&true) || callback == "irfft" {
         complex::run::<B>(callback, inputs, &flags, &out, complex_out, opts, device)
     } else {
         dispatch::<B>(callback, inputs, &out, opts, device)
@@ -65,18 +68,20 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::
     if complex_out {
         want.push(2);
     }
-    if let Some(bad) = results.iter().find(|r| r.shape().as_slice() != want.as_slice()) {
+    // `type` and `shape` describe the first result (the decompositions give more than one).
+    if let Some(bad) = results.iter().take(1).find(|r| r.shape().as_slice() != want.as_slice()) {
         return Err(NifError::new(op, "internal: the result's shape differs from Nx's", format!("got {}, Nx expects {}", bad.describe(), out.describe())));
     }
     Ok(results)
 }
 
 /// Callback `callback` on real tensors.
-pub fn dispatch<B: Backend>(callback: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Vec<Prim<B>>> {
+pub fn dispatch<B: Extension>(callback: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Vec<Prim<B>>> {
     Ok(match callback {
         "constant" | "eye" | "iota" => vec![create::run::<B>(callback, out, opts, device)?],
         "to_batched" => shape::to_batched::<B>(inputs, out, opts)?,
         "top_k" => index::top_k::<B>(inputs, out, opts)?,
+        c if decompose::NAMES.contains(&c) => decompose::run::<B>(c, inputs, out, opts)?,
         c if shape::NAMES.contains(&c) => vec![shape::run::<B>(c, inputs, out, opts)?],
         c if index::NAMES.contains(&c) => vec![index::run::<B>(c, inputs, out, opts)?],
         c if reduce::NAMES.contains(&c) => vec![reduce::run::<B>(c, inputs, out, opts)?],

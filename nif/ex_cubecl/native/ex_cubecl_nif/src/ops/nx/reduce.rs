@@ -1,7 +1,8 @@
 //! Reductions (over a list of axes), arg-reductions with Nx's tie break, `reduce` with one of
 //! Nx's associative ops, and the cumulative blocks.
 use burn_backend::tensor::BoolTensor;
-use burn_backend::{Backend, IntDType, Scalar};
+use crate::ops::Extension;
+use burn_backend::{IntDType, Scalar};
 
 use super::Out;
 use super::any::{self, BOOL};
@@ -16,7 +17,7 @@ pub const NAMES: &[&str] = &[
     "cumulative_product", "cumulative_max", "cumulative_min",
 ];
 
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let mut it = inputs.into_iter();
     let t = it.next().ok_or_else(|| NifError::new(op, "takes a tensor", out.describe()))?;
     match op {
@@ -42,7 +43,7 @@ pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -
 }
 
 /// Reduction `op` of `t` over `axes`, shaped as `out` (with or without the reduced axes).
-pub fn reduce<B: Backend>(op: &str, t: Prim<B>, out: &Out, axes: &[usize]) -> NifResult<Prim<B>> {
+pub fn reduce<B: Extension>(op: &str, t: Prim<B>, out: &Out, axes: &[usize]) -> NifResult<Prim<B>> {
     let device = t.device();
     if t.shape().iter().product::<usize>() == 0 || out.shape.contains(&0) {
         return Ok(identity::<B>(op, out, &device));
@@ -89,7 +90,7 @@ pub fn reduce<B: Backend>(op: &str, t: Prim<B>, out: &Out, axes: &[usize]) -> Ni
     Ok(any::reshape(r, &out.shape))
 }
 
-fn any_over<B: Backend>(mut b: BoolTensor<B>, axes: &[usize]) -> BoolTensor<B> {
+fn any_over<B: Extension>(mut b: BoolTensor<B>, axes: &[usize]) -> BoolTensor<B> {
     for &a in axes {
         b = B::bool_any_dim(b, a);
     }
@@ -97,7 +98,7 @@ fn any_over<B: Backend>(mut b: BoolTensor<B>, axes: &[usize]) -> BoolTensor<B> {
 }
 
 /// The value of a reduction over nothing.
-fn identity<B: Backend>(op: &str, out: &Out, device: &B::Device) -> Prim<B> {
+fn identity<B: Extension>(op: &str, out: &Out, device: &B::Device) -> Prim<B> {
     let int = class(out.dtype) == Class::Int;
     let (lo, hi) = if int { int_range(out.dtype) } else { (0, 0) };
     match op {
@@ -112,7 +113,7 @@ fn identity<B: Backend>(op: &str, out: &Out, device: &B::Device) -> Prim<B> {
 
 /// argmax / argmin along `axis` (or over the flattened tensor), the first index of the
 /// extreme or with `last` the last one.
-fn arg<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn arg<B: Extension>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let shape = t.shape().to_vec();
     let (t, axis) = if opts.bool(op, "flat", false)? || shape.is_empty() {
         (any::reshape(t, &[shape.iter().product()]), 0)
@@ -141,7 +142,7 @@ fn arg<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Pr
 }
 
 /// Cumulative sums, products, maxima and minima along `axis`, optionally from the end.
-fn cumulative<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn cumulative<B: Extension>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let axis = opts.int(op, "axis", None)? as usize;
     let reverse = opts.bool(op, "reverse", false)?;
     if out.shape.contains(&0) {

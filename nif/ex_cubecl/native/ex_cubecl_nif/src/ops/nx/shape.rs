@@ -1,6 +1,7 @@
 //! Shape and layout entries: reshape, broadcast, transpose, pad, reverse, casts, joins,
 //! slices, select, clip, copies and batches.
-use burn_backend::{Backend, DType, Shape, Slice, TensorData, TensorMetadata};
+use burn_backend::{DType, Slice, TensorMetadata};
+use crate::ops::Extension;
 
 use super::Out;
 use super::any::{self, BOOL};
@@ -15,7 +16,7 @@ pub const NAMES: &[&str] = &[
     "put_slice", "select", "clip", "copy",
 ];
 
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let n = inputs.len();
     let mut it = inputs.into_iter();
     let mut next = || it.next().ok_or_else(|| NifError::new(op, format!("missing an input ({n} given)"), out.describe()));
@@ -82,7 +83,7 @@ pub fn axes(op: &str, opts: &Opts, key: &str) -> NifResult<Vec<usize>> {
 
 /// Nx's `as_type`: integers wrap; floats to integers truncate and wrap (through s64), NaN
 /// becomes 0 and the infinities the type's extremes.
-pub fn as_type<B: Backend>(op: &str, t: Prim<B>, dtype: DType) -> NifResult<Prim<B>> {
+pub fn as_type<B: Extension>(op: &str, t: Prim<B>, dtype: DType) -> NifResult<Prim<B>> {
     use burn_backend::Scalar;
     if class(t.dtype()) != Class::Float || class(dtype) != Class::Int {
         return any::cast(op, t, dtype);
@@ -110,23 +111,17 @@ pub fn int_range(dtype: DType) -> (i128, i128) {
     }
 }
 
-/// The bits of `t` read as `out`'s type (same width). A host round trip: the backend has no
-/// reinterpreting kernel yet.
-fn bitcast<B: Backend>(op: &str, t: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
-    if t.dtype().size() != out.dtype.size() {
+/// The bits of `t` read as `out`'s type (same width), on the device: the same buffer with
+/// another dtype.
+fn bitcast<B: Extension>(op: &str, t: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
+    if t.dtype().size() != out.dtype.size() || matches!(t, Prim::Quant(_)) {
         return Err(NifError::new(op, "bitcast keeps the width", format!("{} to {}", t.describe(), name(out.dtype))));
     }
-    let device = t.device();
-    let bytes = crate::buffer::read_prim::<B>(op, t)?;
-    let data = TensorData::from_bytes_vec(bytes, Shape::from(out.shape.clone()), out.dtype);
-    Ok(match class(out.dtype) {
-        Class::Float => Prim::Float(B::float_from_data(data, &device)),
-        _ => Prim::Int(B::int_from_data(data, &device)),
-    })
+    Ok(any::reshape(B::bitcast(t, out.dtype), &out.shape))
 }
 
 /// Nx's broadcast: `t`'s dimension `k` becomes output axis `axes[k]`.
-fn broadcast<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn broadcast<B: Extension>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let axes = axes(op, opts, "axes")?;
     let dims = t.shape().to_vec();
     if axes.len() != dims.len() || axes.iter().any(|&a| a >= out.shape.len()) {
@@ -147,7 +142,7 @@ fn broadcast<B: Backend>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifRes
 }
 
 /// Nx's pad: per axis `lo`, `hi` (negative: cut) and `interior` (between elements).
-pub fn pad<B: Backend>(op: &str, t: Prim<B>, value: Prim<B>, out: &Out, config: &[i64]) -> NifResult<Prim<B>> {
+pub fn pad<B: Extension>(op: &str, t: Prim<B>, value: Prim<B>, out: &Out, config: &[i64]) -> NifResult<Prim<B>> {
     let dims = t.shape().to_vec();
     if config.len() != 3 * dims.len() {
         return Err(NifError::new(op, "the padding config needs {lo, hi, interior} per axis", format!("{} and {config:?}", t.describe())));
@@ -182,7 +177,7 @@ pub fn pad<B: Backend>(op: &str, t: Prim<B>, value: Prim<B>, out: &Out, config: 
 }
 
 /// `concatenate` (along `axis`) or `stack` (a new `axis`), in the output's type.
-fn join<B: Backend>(op: &str, parts: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn join<B: Extension>(op: &str, parts: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let axis = opts.int(op, "axis", None)? as usize;
     let mut cast = Vec::with_capacity(parts.len());
     for p in parts {
@@ -203,7 +198,7 @@ fn join<B: Backend>(op: &str, parts: Vec<Prim<B>>, out: &Out, opts: &Opts) -> Ni
 
 /// Start indices: the static ones, with dynamic ones (scalar tensors) read from the device,
 /// each clamped so that a window of `len` fits, as Nx does.
-fn starts<B: Backend>(op: &str, opts: &Opts, dynamic: Vec<Prim<B>>, dims: &[usize], lens: &[usize]) -> NifResult<Vec<usize>> {
+fn starts<B: Extension>(op: &str, opts: &Opts, dynamic: Vec<Prim<B>>, dims: &[usize], lens: &[usize]) -> NifResult<Vec<usize>> {
     let given = opts.ints(op, "starts", None)?;
     let mut dynamic = dynamic.into_iter();
     given
@@ -222,14 +217,14 @@ fn starts<B: Backend>(op: &str, opts: &Opts, dynamic: Vec<Prim<B>>, dims: &[usiz
 }
 
 /// The value of a scalar tensor (a device read).
-fn scalar_i64<B: Backend>(op: &str, p: Prim<B>) -> NifResult<i64> {
+fn scalar_i64<B: Extension>(op: &str, p: Prim<B>) -> NifResult<i64> {
     let p = any::cast(op, p, DType::I64)?;
     let bytes = crate::buffer::read_prim::<B>(op, p)?;
     let first: [u8; 8] = bytes.get(..8).and_then(|b| b.try_into().ok()).ok_or_else(|| NifError::new(op, "a start index must be a scalar", ""))?;
     Ok(i64::from_ne_bytes(first))
 }
 
-fn slice<B: Backend>(op: &str, t: Prim<B>, dynamic: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn slice<B: Extension>(op: &str, t: Prim<B>, dynamic: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let dims = t.shape().to_vec();
     let lens = super::super::sizes(op, opts, "lengths", None)?;
     let strides = super::super::sizes(op, opts, "strides", None)?;
@@ -238,7 +233,7 @@ fn slice<B: Backend>(op: &str, t: Prim<B>, dynamic: Vec<Prim<B>>, out: &Out, opt
     Ok(any::slice(t, &ranges))
 }
 
-fn put_slice<B: Backend>(op: &str, t: Prim<B>, values: Prim<B>, dynamic: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+fn put_slice<B: Extension>(op: &str, t: Prim<B>, values: Prim<B>, dynamic: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let dims = t.shape().to_vec();
     let lens = values.shape().to_vec();
     let starts = starts::<B>(op, opts, dynamic, &dims, &lens)?;
@@ -253,7 +248,7 @@ fn put_slice<B: Backend>(op: &str, t: Prim<B>, values: Prim<B>, dynamic: Vec<Pri
 
 /// Batches of `out`'s shape along axis 0; with `leftover: :repeat` the last batch wraps
 /// around to the first rows.
-pub fn to_batched<B: Backend>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
+pub fn to_batched<B: Extension>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
     let op = "to_batched";
     let [t] = <[Prim<B>; 1]>::try_from(inputs).map_err(|_| NifError::new(op, "takes one tensor", out.describe()))?;
     let n = t.shape()[0];

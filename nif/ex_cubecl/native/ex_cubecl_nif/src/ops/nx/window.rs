@@ -1,7 +1,8 @@
 //! Window entries: sums, products, maxima and minima over windows with padding, strides and
 //! dilations; `window_reduce` with one of Nx's associative ops; and the window scatters.
 //! Each is a fold over the window's offsets, one strided view of the padded input per offset.
-use burn_backend::{Backend, DType, Slice};
+use burn_backend::{DType, Slice};
+use crate::ops::Extension;
 
 use super::Out;
 use super::any;
@@ -50,7 +51,7 @@ impl Window {
     }
 }
 
-pub fn run<B: Backend>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
+pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let n = inputs.len();
     let mut it = inputs.into_iter();
     let mut next = || it.next().ok_or_else(|| NifError::new(op, format!("missing an input ({n} given)"), out.describe()));
@@ -104,7 +105,7 @@ enum Identity {
 }
 
 /// A one-element tensor of `dtype` holding an identity of a fold.
-fn scalar<B: Backend>(dtype: DType, which: Identity, device: &B::Device) -> Prim<B> {
+fn scalar<B: Extension>(dtype: DType, which: Identity, device: &B::Device) -> Prim<B> {
     let int = class(dtype) == Class::Int;
     let (lo, hi) = if int { int_range(dtype) } else { (0, 0) };
     match which {
@@ -120,7 +121,7 @@ fn scalar<B: Backend>(dtype: DType, which: Identity, device: &B::Device) -> Prim
 /// `window_scatter_max` / `_min`: `init` everywhere, plus each source value added at the
 /// last maximum (minimum) of its window, the padding holding `init`, as Nx's BinaryBackend
 /// selects.
-fn scatter<B: Backend>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, out: &Out, window: &Window) -> NifResult<Prim<B>> {
+fn scatter<B: Extension>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, out: &Out, window: &Window) -> NifResult<Prim<B>> {
     let device = t.device();
     let is_max = op == "window_scatter_max";
     let t = any::cast(op, t, out.dtype)?;

@@ -1,0 +1,62 @@
+//! The backend's ops beyond Burn's `Backend` trait (`ex_cubecl`'s `ops/extension.rs`), for
+//! the Nx entries: a trait implemented for `ExCubeclBackend<R>` and its `Autodiff` form (the
+//! two backends the op table runs on). These ops are not tracked for gradients.
+use burn_autodiff::Autodiff;
+use burn_backend::tensor::FloatTensor;
+use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps};
+use ex_cubecl::ExCubeclBackend;
+use ex_cubecl::cubecl::Runtime;
+
+use crate::tensor::Prim;
+
+pub trait Extension: Backend {
+    /// `1 - erf(x)`, to full relative precision in f64.
+    fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// The bits of a float or int tensor read as `dtype` (of the same width), on the device:
+    /// a float primitive for a float `dtype`, an int one otherwise.
+    fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self>;
+}
+
+/// A reinterpreted tensor as the primitive kind of its new dtype.
+fn kind<B: Backend>(dtype: DType, float: impl FnOnce() -> FloatTensor<B>, int: impl FnOnce() -> burn_backend::tensor::IntTensor<B>) -> Prim<B> {
+    if dtype.is_float() { Prim::Float(float()) } else { Prim::Int(int()) }
+}
+
+impl<R: Runtime> Extension for ExCubeclBackend<R>
+where
+    R::Device: DeviceOps,
+{
+    fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::float_erfc(tensor)
+    }
+
+    fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {
+        let t = match tensor {
+            Prim::Float(t) | Prim::Int(t) | Prim::Bool(t) => t,
+            Prim::Quant(_) => panic!("ex_cubecl: bitcast: a quantized tensor has no element type; dequantize it first"),
+        };
+        let r = ExCubeclBackend::<R>::reinterpret(t, dtype);
+        kind::<Self>(dtype, || r.clone(), || r.clone())
+    }
+}
+
+impl<R: Runtime> Extension for Autodiff<ExCubeclBackend<R>>
+where
+    R::Device: DeviceOps,
+{
+    fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        Self::from_inner(ExCubeclBackend::<R>::float_erfc(Self::inner(tensor)))
+    }
+
+    fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {
+        let t = match tensor {
+            Prim::Float(t) => Self::inner(t),
+            Prim::Int(t) => t,
+            Prim::Bool(t) => t,
+            Prim::Quant(_) => panic!("ex_cubecl: bitcast: a quantized tensor has no element type; dequantize it first"),
+        };
+        let r = ExCubeclBackend::<R>::reinterpret(t, dtype);
+        kind::<Self>(dtype, || Self::from_inner(r.clone()), || r.clone())
+    }
+}
