@@ -16,6 +16,23 @@ use ex_cubecl_conformance::*;
 mod quant_common;
 use quant_common::*;
 
+/// Random values in `dtype`; for f64, values an f32 holds exactly, since burn-ndarray
+/// quantizes only f32 (it reads its input as an f32 slice) and gets their f32 form.
+fn quant_input(rng: &mut Rng, shape: &[usize], dtype: DType) -> TensorData {
+    match dtype {
+        DType::F64 => float_data(rng, shape, DType::F32, -2.0, 2.0).convert_dtype(DType::F64),
+        _ => float_data(rng, shape, dtype, -2.0, 2.0),
+    }
+}
+
+/// `a` on backend `B`: burn-ndarray gets f64 values as f32 (exact for `quant_input`'s).
+fn input<B: burn_backend::Backend>(a: &TensorData) -> B::FloatTensorPrimitive {
+    match a.dtype {
+        DType::F64 if is_ref::<B>() => f::<B>(&a.clone().convert_dtype(DType::F32)),
+        _ => f::<B>(a),
+    }
+}
+
 #[test]
 fn quantize_and_dequantize_match_ndarray() {
     let mut suite = Suite::new("quantize");
@@ -25,21 +42,21 @@ fn quantize_and_dequantize_match_ndarray() {
         for dtype in float_dtypes() {
             for shape in &shapes {
                 let case = |what: &str| format!("{what} {scheme:?} shape={shape:?} {dtype:?} seed={seed}");
-                let a = float_data(&mut rng, shape, dtype, -2.0, 2.0);
+                let a = quant_input(&mut rng, shape, dtype);
                 let qdtype = DType::QFloat(scheme);
-                let r = on_both!(|B| rq::<B>(B::quantize_dynamic(f::<B>(&a), &scheme)));
+                let r = on_both!(|B| rq::<B>(B::quantize_dynamic(input::<B>(&a), &scheme)));
                 check_bytes(&mut suite, case("quantize_dynamic bytes"), qdtype, r);
-                let r = on_both!(|B| dq::<B>(B::quantize_dynamic(f::<B>(&a), &scheme)));
+                let r = on_both!(|B| dq::<B>(B::quantize_dynamic(input::<B>(&a), &scheme)));
                 suite.check(case("dequantize"), Tol::EXACT, r);
                 // Dequantized to the input's dtype (burn-ndarray computes in f32).
                 let to = if dtype == DType::F64 { FloatDType::F64 } else { FloatDType::F32 };
                 let r = on_both!(|B| {
                     let target = if is_ref::<B>() { to } else { dtype.into() };
-                    rf::<B>(B::dequantize(B::quantize_dynamic(f::<B>(&a), &scheme), target))
+                    rf::<B>(B::dequantize(B::quantize_dynamic(input::<B>(&a), &scheme), target))
                 });
                 suite.check(case("dequantize to input dtype"), Tol::EXACT.for_dtype(dtype), r);
                 // A non-contiguous input.
-                let r = on_both!(|B| rq::<B>(B::quantize_dynamic(float_view::<B>(f::<B>(&a), View::Reversed), &scheme)));
+                let r = on_both!(|B| rq::<B>(B::quantize_dynamic(float_view::<B>(input::<B>(&a), View::Reversed), &scheme)));
                 check_bytes(&mut suite, case("quantize_dynamic of a reversed view"), qdtype, r);
 
                 // Given scales, one of them zero.
@@ -53,12 +70,12 @@ fn quantize_and_dequantize_match_ndarray() {
                 let scales = TensorData::new(scales, vec![count]);
                 let r = on_both!(|B| {
                     let qparams = QuantizationParametersPrimitive::<B> { scales: f::<B>(&scales) };
-                    rq::<B>(B::quantize(f::<B>(&a), &scheme, qparams))
+                    rq::<B>(B::quantize(input::<B>(&a), &scheme, qparams))
                 });
                 check_bytes(&mut suite, case("quantize with given scales bytes"), qdtype, r);
                 let r = on_both!(|B| {
                     let qparams = QuantizationParametersPrimitive::<B> { scales: f::<B>(&scales) };
-                    dq::<B>(B::quantize(f::<B>(&a), &scheme, qparams))
+                    dq::<B>(B::quantize(input::<B>(&a), &scheme, qparams))
                 });
                 suite.check(case("dequantize with given scales"), Tol::EXACT, r);
             }
@@ -119,9 +136,9 @@ fn layout_ops_keep_quantized_values() {
                 let case = |what: &str| format!("{what} {op:?} {scheme:?} shape={shape:?} seed={seed}");
                 if scheme.level == QuantLevel::Tensor {
                     // One scale: the op moves values only, exactly as burn-ndarray does.
-                    let r = on_both!(|B| rq::<B>(apply_q::<B>(B::quantize_dynamic(f::<B>(&a), &scheme), &op)));
+                    let r = on_both!(|B| rq::<B>(apply_q::<B>(B::quantize_dynamic(input::<B>(&a), &scheme), &op)));
                     check_bytes(&mut suite, case("q_into_data"), DType::QFloat(scheme), r);
-                    let r = on_both!(|B| dq::<B>(apply_q::<B>(B::quantize_dynamic(f::<B>(&a), &scheme), &op)));
+                    let r = on_both!(|B| dq::<B>(apply_q::<B>(B::quantize_dynamic(input::<B>(&a), &scheme), &op)));
                     suite.check(case("dequantize"), Tol::EXACT, r);
                     continue;
                 }
