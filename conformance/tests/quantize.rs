@@ -136,9 +136,9 @@ fn layout_ops_keep_quantized_values() {
                 let case = |what: &str| format!("{what} {op:?} {scheme:?} shape={shape:?} seed={seed}");
                 if scheme.level == QuantLevel::Tensor {
                     // One scale: the op moves values only, exactly as burn-ndarray does.
-                    let r = on_both!(|B| rq::<B>(apply_q::<B>(B::quantize_dynamic(input::<B>(&a), &scheme), &op)));
+                    let r = on_both!(|B| rq::<B>(apply_q::<B>(B::quantize_dynamic(f::<B>(&a), &scheme), &op)));
                     check_bytes(&mut suite, case("q_into_data"), DType::QFloat(scheme), r);
-                    let r = on_both!(|B| dq::<B>(apply_q::<B>(B::quantize_dynamic(input::<B>(&a), &scheme), &op)));
+                    let r = on_both!(|B| dq::<B>(apply_q::<B>(B::quantize_dynamic(f::<B>(&a), &scheme), &op)));
                     suite.check(case("dequantize"), Tol::EXACT, r);
                     continue;
                 }
