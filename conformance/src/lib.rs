@@ -205,7 +205,7 @@ pub fn float_dtypes() -> Vec<DType> {
 
 /// Int dtypes the device supports, among those burn-ndarray also computes in.
 pub fn int_dtypes() -> Vec<DType> {
-    [DType::I32, DType::I64, DType::U32, DType::U8, DType::I16, DType::I8, DType::U16]
+    [DType::I32, DType::I64, DType::U32, DType::U8, DType::I16, DType::I8, DType::U16, DType::U64]
         .into_iter()
         .filter(|&d| Ex::supports_dtype(&dev::<Ex>(), d))
         .collect()

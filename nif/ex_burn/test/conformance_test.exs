@@ -12,7 +12,7 @@ defmodule ExBurn.ConformanceTest do
   @moduletag timeout: 900_000
 
   @seed 20_261_123
-  @ints [{:s, 8}, {:s, 16}, {:s, 32}, {:s, 64}, {:u, 8}, {:u, 16}, {:u, 32}]
+  @ints [{:s, 8}, {:s, 16}, {:s, 32}, {:s, 64}, {:u, 8}, {:u, 16}, {:u, 32}, {:u, 64}]
   @floats [{:f, 16}, {:f, 32}, {:bf, 16}, {:f, 64}]
 
   setup_all do

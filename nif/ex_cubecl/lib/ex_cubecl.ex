@@ -29,10 +29,10 @@ defmodule ExCubecl do
   alias ExCubecl.{Buffer, Error, Host, Native, Pipeline, Slot}
 
   @typedoc "Element types: Nx's names, `:bool`, and `:q8` (8-bit quantized, made by the `:quantize` kernel)."
-  @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :bool | :q8
+  @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :u64 | :bool | :q8
   @type result(t) :: {:ok, t} | {:error, Error.t()}
 
-  @dtypes [:f32, :f16, :bf16, :f64, :s8, :s16, :s32, :s64, :u8, :u16, :u32, :bool]
+  @dtypes [:f32, :f16, :bf16, :f64, :s8, :s16, :s32, :s64, :u8, :u16, :u32, :u64, :bool]
 
   # ---------------------------------------------------------------------------------------
   # Buffers

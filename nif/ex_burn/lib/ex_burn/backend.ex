@@ -14,9 +14,9 @@ defmodule ExBurn.Backend do
 
   ## Where it differs from `Nx.BinaryBackend`
 
-    * A type the device cannot compute (f64 and bf16 on lavapipe, u64 and c128, f64 on some
-      GPUs) raises `ExBurn.Error` naming the type and the device: a tensor never changes
-      type silently.
+    * A type the device cannot compute (bf16 on lavapipe, f64 on a GPU without it) raises
+      `ExBurn.Error` naming the type and the device, and so do c128, 8-bit floats and
+      sub-byte integers everywhere: a tensor never changes type silently.
     * `c64` is an f32 pair per element on the device. Supported on it: creation, transfers,
       the shape and indexing ops, sums, `+ - * /`, `pow`, `equal`, `not_equal`, `real`,
       `imag`, `abs`, `conjugate`, `negate`, `exp`, `log`, `sqrt`, `sin`, `cos`, `is_nan`,

@@ -24,6 +24,7 @@ defmodule ExCubecl.Host do
   defp encode_one(x, :u8) when is_integer(x) and x >= 0, do: <<x::unsigned-8>>
   defp encode_one(x, :u16) when is_integer(x) and x >= 0, do: <<x::unsigned-16-native>>
   defp encode_one(x, :u32) when is_integer(x) and x >= 0, do: <<x::unsigned-32-native>>
+  defp encode_one(x, :u64) when is_integer(x) and x >= 0, do: <<x::unsigned-64-native>>
   defp encode_one(x, :bool) when is_boolean(x), do: if(x, do: <<1>>, else: <<0>>)
   defp encode_one(x, :bool) when x in [0, 1], do: <<x>>
   defp encode_one(x, dtype), do: raise(ArgumentError, "#{inspect(x)} is not a #{dtype} value")
@@ -60,7 +61,7 @@ defmodule ExCubecl.Host do
   end
 
   @doc "Bytes per element of `dtype` on the host."
-  def size(dtype) when dtype in [:f64, :s64], do: 8
+  def size(dtype) when dtype in [:f64, :s64, :u64], do: 8
   def size(dtype) when dtype in [:f32, :s32, :u32], do: 4
   def size(dtype) when dtype in [:f16, :bf16, :s16, :u16], do: 2
   def size(dtype) when dtype in [:s8, :u8, :bool], do: 1
@@ -76,6 +77,7 @@ defmodule ExCubecl.Host do
   defp decode_one(<<x::unsigned-8>>, :u8), do: x
   defp decode_one(<<x::unsigned-16-native>>, :u16), do: x
   defp decode_one(<<x::unsigned-32-native>>, :u32), do: x
+  defp decode_one(<<x::unsigned-64-native>>, :u64), do: x
   defp decode_one(<<x::unsigned-8>>, :bool), do: x != 0
   # Only non-finite floats are left: Erlang has no float for NaN and the infinities.
   defp decode_one(bits, dtype) do

@@ -12,6 +12,17 @@ defmodule ExCubecl.ApiTest do
     end
   end
 
+  test "u64 keeps its whole range: extremes round-trip, addition wraps, constants above i64" do
+    max = 18_446_744_073_709_551_615
+    b = ExCubecl.buffer!([max, 0, 9_223_372_036_854_775_808], [3], :u64)
+    assert ExCubecl.to_list!(b) == [max, 0, 9_223_372_036_854_775_808]
+    one = ExCubecl.buffer!([1, 1, 1], [3], :u64)
+    [sum] = ExCubecl.run_kernel!(:add, [b, one])
+    assert ExCubecl.to_list!(sum) == [0, 1, 9_223_372_036_854_775_809]
+    [full] = ExCubecl.run_kernel!(:full, [], shape: [2], dtype: "u64", value: max)
+    assert ExCubecl.to_list!(full) == [max, max]
+  end
+
   test "binary data must match shape x dtype" do
     assert {:error, %ExCubecl.Error{op: "buffer", reason: reason}} = ExCubecl.buffer(<<0, 0, 0>>, [1], :f32)
     assert reason =~ "3 bytes"

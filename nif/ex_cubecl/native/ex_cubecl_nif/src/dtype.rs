@@ -1,10 +1,10 @@
 //! The one dtype table of the NIF: Elixir's type atoms (Nx's names) to Burn's `DType`.
-use burn_backend::{BoolStore, DType};
+use burn_backend::{BoolStore, DType, Scalar};
 
 use crate::error::{NifError, NifResult};
 
 /// Every dtype by its Elixir name, in the order `supported_dtypes/0` lists them.
-pub const DTYPES: [(&str, DType); 12] = [
+pub const DTYPES: [(&str, DType); 13] = [
     ("f32", DType::F32),
     ("f16", DType::F16),
     ("bf16", DType::BF16),
@@ -16,6 +16,7 @@ pub const DTYPES: [(&str, DType); 12] = [
     ("u8", DType::U8),
     ("u16", DType::U16),
     ("u32", DType::U32),
+    ("u64", DType::U64),
     ("bool", DType::Bool(BoolStore::Native)),
 ];
 
@@ -68,5 +69,17 @@ pub fn class(dtype: DType) -> Class {
         DType::Bool(_) => Class::Bool,
         d if d.is_float() => Class::Float,
         _ => Class::Int,
+    }
+}
+
+/// `value` as a scalar of integer `dtype`, wrapped to its width as Nx does.
+pub fn int_scalar(dtype: DType, value: i128) -> Scalar {
+    let bits = dtype.size() * 8;
+    let wrapped = value.rem_euclid(1i128 << bits);
+    if matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64) {
+        Scalar::UInt(wrapped as u64)
+    } else {
+        let signed = if wrapped >= 1i128 << (bits - 1) { wrapped - (1i128 << bits) } else { wrapped };
+        Scalar::Int(signed as i64)
     }
 }

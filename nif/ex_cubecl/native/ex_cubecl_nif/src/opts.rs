@@ -7,7 +7,8 @@ use crate::error::{NifError, NifResult};
 /// One option value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OptVal {
-    Int(i64),
+    /// Any integer of i64's or u64's range (u64 tensors take constants up to 2^64 - 1).
+    Int(i128),
     Float(f64),
     Bool(bool),
     Atom(String),
@@ -28,7 +29,10 @@ fn value(op: &str, term: Term) -> NifResult<OptVal> {
         )
     };
     Ok(match term.get_type() {
-        TermType::Integer => OptVal::Int(term.decode::<i64>().map_err(|_| bad())?),
+        TermType::Integer => OptVal::Int(match term.decode::<i64>() {
+            Ok(v) => v.into(),
+            Err(_) => term.decode::<u64>().map_err(|_| bad())?.into(),
+        }),
         TermType::Float => OptVal::Float(term.decode::<f64>().map_err(|_| bad())?),
         TermType::Atom => {
             let name = term.atom_to_string().map_err(|_| bad())?;
@@ -86,7 +90,7 @@ impl Opts {
     /// An integer option, or `default` where absent.
     pub fn int(&self, op: &str, key: &str, default: Option<i64>) -> NifResult<i64> {
         match (self.get(key), default) {
-            (Some(OptVal::Int(v)), _) => Ok(*v),
+            (Some(OptVal::Int(v)), _) => i64::try_from(*v).map_err(|_| self.wrong(op, key, "an integer of i64's range")),
             (None, Some(d)) => Ok(d),
             (None, None) => Err(NifError::new(
                 op,
@@ -141,11 +145,11 @@ impl Opts {
     /// A list of integers (a single integer is a list of one), or `default` where absent.
     pub fn ints(&self, op: &str, key: &str, default: Option<Vec<i64>>) -> NifResult<Vec<i64>> {
         match (self.get(key), default) {
-            (Some(OptVal::Int(v)), _) => Ok(vec![*v]),
+            (Some(OptVal::Int(v)), _) => Ok(vec![i64::try_from(*v).map_err(|_| self.wrong(op, key, "a list of integers of i64's range"))?]),
             (Some(OptVal::List(items)), _) => items
                 .iter()
                 .map(|v| match v {
-                    OptVal::Int(i) => Ok(*i),
+                    OptVal::Int(i) => i64::try_from(*i).map_err(|_| self.wrong(op, key, "a list of integers of i64's range")),
                     _ => Err(self.wrong(op, key, "a list of integers")),
                 })
                 .collect(),

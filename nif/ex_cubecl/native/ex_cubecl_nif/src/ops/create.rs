@@ -7,9 +7,9 @@
 use burn_backend::{Backend, Distribution, Scalar, Shape};
 
 use super::{computes, dtype_opt, sizes, take};
-use crate::dtype::{Class, class};
+use crate::dtype::{Class, class, int_scalar};
 use crate::error::{NifError, NifResult};
-use crate::opts::Opts;
+use crate::opts::{OptVal, Opts};
 use crate::tensor::Prim;
 
 pub fn run<B: Backend>(
@@ -58,10 +58,11 @@ pub fn run<B: Backend>(
             let shape = Shape::from(dims);
             match op {
                 "zeros" | "ones" | "full" => {
-                    let value = match op {
-                        "zeros" => 0.0,
-                        "ones" => 1.0,
-                        _ => opts.float(op, "value", None)?,
+                    let value = match (op, opts.get("value")) {
+                        ("zeros", _) => Fill::Int(0),
+                        ("ones", _) => Fill::Int(1),
+                        (_, Some(OptVal::Int(v))) => Fill::Int(*v),
+                        _ => Fill::Float(opts.float(op, "value", None)?),
                     };
                     full::<B>(shape, value, dtype, device)
                 }
@@ -123,27 +124,33 @@ fn check_size(
     }
 }
 
-/// A tensor of `shape` filled with `value`.
+/// A fill value: integers stay exact (a u64 constant may exceed i64), floats as given.
+enum Fill {
+    Int(i128),
+    Float(f64),
+}
+
+/// A tensor of `shape` filled with `value`; an integer dtype takes it wrapped to its width
+/// (floats truncated first), as Nx does.
 fn full<B: Backend>(
     shape: Shape,
-    value: f64,
+    value: Fill,
     dtype: burn_backend::DType,
     device: &B::Device,
 ) -> Prim<B> {
+    let (int, float) = match value {
+        Fill::Int(v) => (v, v as f64),
+        Fill::Float(v) => (v as i128, v),
+    };
     match class(dtype) {
         Class::Float => Prim::Float(B::float_full(
             shape,
-            Scalar::Float(value),
+            Scalar::Float(float),
             device,
             dtype.into(),
         )),
-        Class::Int => Prim::Int(B::int_full(
-            shape,
-            Scalar::Int(value as i64),
-            device,
-            dtype.into(),
-        )),
-        Class::Bool if value != 0.0 => Prim::Bool(B::bool_ones(shape, device, dtype.into())),
+        Class::Int => Prim::Int(B::int_full(shape, int_scalar(dtype, int), device, dtype.into())),
+        Class::Bool if float != 0.0 => Prim::Bool(B::bool_ones(shape, device, dtype.into())),
         Class::Bool => Prim::Bool(B::bool_zeros(shape, device, dtype.into())),
     }
 }

@@ -4,7 +4,7 @@ use burn_backend::tensor::{BoolTensor, IndexingUpdateOp, IntTensor};
 use crate::ops::Extension;
 use burn_backend::{BoolStore, DType, IntDType, Scalar, Shape, Slice};
 
-use crate::dtype::{Class, class};
+use crate::dtype::{Class, class, int_scalar};
 use crate::error::{NifError, NifResult};
 use crate::tensor::Prim;
 
@@ -117,18 +117,6 @@ pub fn full<B: Extension>(shape: &[usize], dtype: DType, value: f64, device: &B:
 /// An integer tensor of `shape` filled with `value`, exact for every width.
 pub fn full_int<B: Extension>(shape: &[usize], dtype: DType, value: i128, device: &B::Device) -> Prim<B> {
     Prim::Int(B::int_full(Shape::from(shape.to_vec()), int_scalar(dtype, value), device, dtype.into()))
-}
-
-/// `value` as a scalar of integer `dtype`, wrapped to its width as Nx does.
-pub fn int_scalar(dtype: DType, value: i128) -> Scalar {
-    let bits = dtype.size() * 8;
-    let wrapped = value.rem_euclid(1i128 << bits);
-    if matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64) {
-        Scalar::UInt(wrapped as u64)
-    } else {
-        let signed = if wrapped >= 1i128 << (bits - 1) { wrapped - (1i128 << bits) } else { wrapped };
-        Scalar::Int(signed as i64)
-    }
 }
 
 /// `p` as `dtype` (bools are 0 and 1, floats to integers truncate, integers wrap as Rust's `as`:

@@ -21,7 +21,7 @@ pub fn run<B: Extension>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -
 /// the type, `:nan` and the infinities as such.
 fn constant<B: Extension>(op: &str, out: &Out, opts: &Opts, device: &B::Device) -> NifResult<Prim<B>> {
     Ok(match (class(out.dtype), opts.get("value")) {
-        (Class::Int, Some(OptVal::Int(v))) => any::full_int::<B>(&out.shape, out.dtype, *v as i128, device),
+        (Class::Int, Some(OptVal::Int(v))) => any::full_int::<B>(&out.shape, out.dtype, *v, device),
         (Class::Int, _) => any::full_int::<B>(&out.shape, out.dtype, opts.float(op, "value", None)? as i128, device),
         _ => any::full::<B>(&out.shape, out.dtype, opts.float(op, "value", None)?, device),
     })

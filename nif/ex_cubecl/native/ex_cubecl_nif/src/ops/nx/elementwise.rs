@@ -291,7 +291,7 @@ fn bits<B: Extension>(op: &str, x: Prim<B>, out: &Out) -> NifResult<Prim<B>> {
         let negative = B::int_lower_elem(t.clone(), Scalar::Int(0), BOOL);
         let mut shift = 1;
         while shift < width {
-            let mask = any::int_scalar(dtype, (1i128 << (width - shift)) - 1);
+            let mask = crate::dtype::int_scalar(dtype, (1i128 << (width - shift)) - 1);
             let moved = B::bitwise_and_scalar(B::bitwise_right_shift_scalar(t.clone(), Scalar::Int(shift as i64)), mask);
             t = B::bitwise_or(t, moved);
             shift *= 2;
@@ -317,7 +317,7 @@ fn popcount<B: Extension>(mut t: IntTensor<B>, dtype: DType, width: usize) -> In
     };
     let mut unit = 1;
     while unit < width {
-        let mask = any::int_scalar(dtype, pattern(unit));
+        let mask = crate::dtype::int_scalar(dtype, pattern(unit));
         let low = B::bitwise_and_scalar(t.clone(), mask);
         let high = B::bitwise_and_scalar(B::bitwise_right_shift_scalar(t, Scalar::Int(unit as i64)), mask);
         t = B::int_add(low, high);
