@@ -179,3 +179,71 @@ fn out_of_range_indices_stay_inside_buffers() {
     suite.check("scatter_add with out-of-range indices", Tol::EXACT, (ours, expected));
     suite.finish();
 }
+
+/// Shapes whose inner sizes, offsets and strides allow whole vectors (4 and 8 elements) in
+/// copies, next to ones that allow only some or none: cat along each dim (parts of sizes
+/// 8, 4, 2 and 3 along it, one a sliced view with an offset), slice_assign into column
+/// ranges, contiguous copies of offset slices and permutations, f16 and u8 (wider vectors),
+/// and gathers with contiguous and permuted indices.
+#[test]
+fn vector_copies_and_gathers_match_ndarray() {
+    let mut suite = Suite::new("vector copies");
+    let mut rng = Rng::new(907);
+    for shape in [vec![4, 8], vec![2, 3, 16], vec![5, 12], vec![24], vec![3, 2, 5]] {
+        let rank = shape.len();
+        let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);
+        let h = float_data(&mut rng, &shape, DType::F16, -3.0, 3.0);
+        let u = int_data(&mut rng, &shape, DType::U8, 0, 200);
+        let last = rank - 1;
+        let n = shape[last];
+        let tail = |s: usize| -> Vec<Slice> {
+            let mut slices = vec![Slice::new(0, None, 1); rank];
+            slices[last] = Slice::new(s as isize, None, 1);
+            slices
+        };
+        let mut cases = Vec::new();
+        for dim in 0..rank {
+            cases.push((
+                format!("cat dim {dim}"),
+                on_both!(|B| rf::<B>(B::float_cat(vec![f::<B>(&a), B::float_slice(f::<B>(&a), &tail(0)), f::<B>(&a)], dim))),
+            ));
+            cases.push((format!("f16 cat dim {dim}"), on_both!(|B| rf::<B>(B::float_cat(vec![f::<B>(&h), f::<B>(&h)], dim)))));
+            cases.push((format!("u8 cat dim {dim}"), on_both!(|B| ri::<B>(B::int_cat(vec![i::<B>(&u), i::<B>(&u), i::<B>(&u)], dim)))));
+        }
+        for s in [1, 2, 4] {
+            if s < n {
+                cases.push((
+                    format!("cat of slices from {s}"),
+                    on_both!(|B| rf::<B>(B::float_cat(vec![B::float_slice(f::<B>(&a), &tail(s)), f::<B>(&a)], last))),
+                ));
+                cases.push((
+                    format!("contiguous slice from {s}"),
+                    on_both!(|B| rf::<B>(B::float_add_scalar(B::float_slice(f::<B>(&a), &tail(s)), Scalar::Float(0.0)))),
+                ));
+                let v = float_data(&mut rng, &{ let mut v = shape.clone(); v[last] = n - s; v }, DType::F32, -1.0, 1.0);
+                cases.push((format!("slice_assign from {s}"), on_both!(|B| rf::<B>(B::float_slice_assign(f::<B>(&a), &tail(s), f::<B>(&v))))));
+            }
+        }
+        let axes: Vec<usize> = (0..rank).rev().collect();
+        cases.push(("permuted reshape".into(), on_both!(|B| rf::<B>(B::float_reshape(B::float_permute(f::<B>(&a), &axes), Shape::from(vec![shape.iter().product::<usize>()]))))));
+        for dim in 0..rank {
+            let mut ishape = shape.clone();
+            ishape[dim] = 3;
+            let idx = int_data(&mut rng, &ishape, DType::I64, 0, shape[dim] as i64);
+            cases.push((format!("gather dim {dim}"), on_both!(|B| rf::<B>(B::float_gather(dim, f::<B>(&a), i::<B>(&idx))))));
+            let mut tshape = shape.clone();
+            tshape.reverse();
+            let mut tidx_shape = tshape.clone();
+            tidx_shape[rank - 1 - dim] = 3;
+            let tidx = int_data(&mut rng, &tidx_shape, DType::I64, 0, shape[dim] as i64);
+            cases.push((
+                format!("gather dim {dim}, permuted indices"),
+                on_both!(|B| rf::<B>(B::float_gather(dim, f::<B>(&a), B::int_permute(i::<B>(&tidx), &axes)))),
+            ));
+        }
+        for (name, result) in cases {
+            suite.check(format!("{name} shape={shape:?}"), Tol::EXACT, result);
+        }
+    }
+    suite.finish();
+}

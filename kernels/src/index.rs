@@ -1,8 +1,9 @@
 //! Indexed reads and writes along one dimension: gather, select, scatter and select with
 //! accumulation. Indices out of `[0, size)` read 0 and write nothing.
 use cubecl::prelude::*;
+use cubecl::std::FastDivmod;
 
-use crate::strided::strided_offset;
+use crate::strided::view_offsets;
 
 /// How indexed writes combine with the destination.
 #[allow(missing_docs)]
@@ -21,8 +22,11 @@ fn checked_index<I: Int>(index: I, size: usize) -> usize {
     cubecl::prelude::select(valid, usize::cast_from(index), size)
 }
 
-/// `out[c] = tensor[c with c[dim] = indices[c]]`; `output` has the indices' shape and
-/// `tensor` is a view whose shape is the indices' shape except along `dim`.
+/// `out[c] = tensor[c with c[dim] = indices[c]]`; `output` (contiguous) has the indices'
+/// shape `shape`, and `tensor` is a view whose shape is that shape except along `dim`.
+/// `tensor_strides` are the tensor's strides with `dim`'s set to 0 (the index supplies that
+/// coordinate); `indices_linear` says the indices are contiguous, when `indices_strides` are
+/// unused.
 #[cube(launch_unchecked)]
 pub fn gather<T: Numeric, I: Int>(
     tensor: &Tensor<T>,
@@ -30,30 +34,23 @@ pub fn gather<T: Numeric, I: Int>(
     output: &mut Tensor<T>,
     tensor_offset: usize,
     indices_offset: usize,
-    dim: usize,
+    dim_size: usize,
+    dim_stride: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    tensor_strides: Sequence<usize>,
+    indices_strides: Sequence<usize>,
+    #[comptime] indices_linear: bool,
     #[define(T, I)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let rank = output.rank();
-    let mut offset = tensor_offset;
-    let mut rem = ABSOLUTE_POS;
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        let size = output.shape(d);
-        let coord = rem % size;
-        rem /= size;
-        if !(d == dim) {
-            offset += coord * tensor.stride(d);
-        }
-    }
-    let index = indices[indices_offset + strided_offset::<I>(indices, ABSOLUTE_POS)];
-    let size = tensor.shape(dim);
-    let k = checked_index::<I>(index, size);
+    let (offset, at) = view_offsets(ABSOLUTE_POS, &shape, &tensor_strides, &indices_strides);
+    let at = if indices_linear { ABSOLUTE_POS } else { at };
+    let k = checked_index::<I>(indices[indices_offset + at], dim_size);
     let mut value = T::from_int(0);
-    if k < size {
-        value = tensor[offset + k * tensor.stride(dim)];
+    if k < dim_size {
+        value = tensor[tensor_offset + offset + k * dim_stride];
     }
     output[ABSOLUTE_POS] = value;
 }

@@ -1,5 +1,6 @@
 //! Index arithmetic shared by the kernels.
 use cubecl::prelude::*;
+use cubecl::std::FastDivmod;
 
 /// Offset, in elements, of the `pos`-th element (row-major order over the view's shape) of a
 /// strided view. The view's shape is the iteration shape; its strides may be 0 (broadcast).
@@ -15,6 +16,33 @@ pub fn strided_offset<T: CubePrimitive>(view: &Tensor<T>, pos: usize) -> usize {
         rem /= size;
     }
     offset
+}
+
+/// Offsets of the `pos`-th element (row-major over `shape`) of two views with strides
+/// `a_strides` and `b_strides`. The rank is the sequences' length, known at compile time, so
+/// the loop unrolls; the divisions are multiplications by constants the host worked out
+/// (`FastDivmod`). Shape and strides come as arguments, not from a tensor's metadata, so
+/// launches can pass them coalesced.
+#[cube]
+pub fn view_offsets(
+    pos: usize,
+    shape: &Sequence<FastDivmod<usize>>,
+    a_strides: &Sequence<usize>,
+    b_strides: &Sequence<usize>,
+) -> (usize, usize) {
+    let rank = shape.len().comptime();
+    let mut a = 0;
+    let mut b = 0;
+    let mut rem = pos;
+    #[unroll]
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        let (q, r) = shape[d].div_mod(rem);
+        a += r * a_strides[d];
+        b += r * b_strides[d];
+        rem = q;
+    }
+    (a, b)
 }
 
 /// Like [`strided_offset`] but mirrors the coordinate of every dimension whose bit is set in

@@ -5,8 +5,8 @@ use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select,
 
 use super::copy::{copy_as, copy_into};
 use super::view::slice_view;
-use super::{check_dim, check_same_dtype};
-use crate::runtime::{Geometry, launch};
+use super::{check_dim, check_same_dtype, divmods, usizes};
+use crate::runtime::{Geometry, coalesce, launch};
 use crate::tensor::CubeTensor;
 
 fn check_indices<R: Runtime>(op: &str, indices: &CubeTensor<R>) {
@@ -24,13 +24,20 @@ pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: 
         panic!("ex_cubecl: {op}: indices of shape {i:?} don't fit tensor of shape {t:?} along dim {dim}");
     }
     let out = CubeTensor::empty(&tensor.client, &tensor.device, indices.layout.shape.clone(), tensor.dtype);
+    // The index supplies `dim`'s coordinate: the tensor steps by 0 along it.
+    let mut tensor_strides = tensor.layout.strides.clone();
+    tensor_strides[dim] = 0;
+    let (shape, strides) = coalesce(i, &[&tensor_strides, &indices.layout.strides]);
+    let indices_linear = indices.layout.is_contiguous();
+    let (dim_size, dim_stride) = (t[dim], tensor.layout.strides[dim]);
     let o = out.clone();
     launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `pos < len` and checks every index against the dimension.
         unsafe {
             gather_kernel::launch_unchecked::<R>(
                 client, count, cube_dim, tensor.as_arg(), indices.as_arg(), o.as_arg(),
-                tensor.layout.offset, indices.layout.offset, dim, [tensor.storage(), indices.storage()],
+                tensor.layout.offset, indices.layout.offset, dim_size, dim_stride, divmods(&shape),
+                usizes(&strides[0]), usizes(&strides[1]), indices_linear, [tensor.storage(), indices.storage()],
             )
         }
     });

@@ -28,7 +28,8 @@ pub mod view;
 
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
-use cubecl::prelude::InputScalar;
+use cubecl::prelude::{InputScalar, SequenceArg};
+use cubecl::std::FastDivmod;
 
 use crate::runtime::storage_type;
 use crate::tensor::CubeTensor;
@@ -45,6 +46,20 @@ pub(crate) fn scalar_arg(op: &str, value: Scalar, dtype: DType) -> InputScalar {
 /// distribution parameters).
 pub(crate) fn float_arg(value: f64, dtype: DType) -> InputScalar {
     InputScalar::new(value, storage_type(dtype))
+}
+
+/// An iteration shape for the kernels' `view_offsets`: its divisions become multiplications.
+pub(crate) fn divmods<R: Runtime>(shape: &[usize]) -> SequenceArg<R, FastDivmod<usize>> {
+    let mut arg = SequenceArg::new();
+    shape.iter().for_each(|&n| arg.push(n));
+    arg
+}
+
+/// A list of sizes or strides as a kernel argument of comptime length.
+pub(crate) fn usizes<R: Runtime>(values: &[usize]) -> SequenceArg<R, usize> {
+    let mut arg = SequenceArg::new();
+    values.iter().for_each(|&n| arg.push(n));
+    arg
 }
 
 /// Panics unless both tensors have the same dtype.

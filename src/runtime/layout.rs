@@ -156,6 +156,31 @@ impl Layout {
     }
 }
 
+/// `shape` with size-1 dimensions dropped and adjacent dimensions merged wherever every view
+/// (one stride list per view, all over `shape`) steps through them as through one: the same
+/// elements in the same order, with fewer coordinates for kernels to work out. Two contiguous
+/// views become rank 1; a rank-0 or one-element shape becomes rank 0.
+pub fn coalesce(shape: &[usize], views: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut dims: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut strides: Vec<Vec<usize>> = vec![Vec::with_capacity(shape.len()); views.len()];
+    for (d, &n) in shape.iter().enumerate().filter(|&(_, &n)| n != 1) {
+        let merges = !dims.is_empty() && views.iter().zip(&strides).all(|(v, s)| s[s.len() - 1] == n * v[d]);
+        if merges {
+            *dims.last_mut().expect("a dimension") *= n;
+        } else {
+            dims.push(n);
+        }
+        for (v, s) in views.iter().zip(strides.iter_mut()) {
+            if merges {
+                *s.last_mut().expect("a dimension") = v[d];
+            } else {
+                s.push(v[d]);
+            }
+        }
+    }
+    (dims, strides)
+}
+
 /// Row-major strides of a shape.
 pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
     let mut strides = vec![1; shape.len()];
@@ -168,6 +193,23 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn coalesce_merges_what_every_view_steps_through_as_one() {
+        // Two contiguous views: one dimension.
+        assert_eq!(coalesce(&[2, 3, 4], &[&[12, 4, 1], &[12, 4, 1]]), (vec![24], vec![vec![1], vec![1]]));
+        // The last dim of a cat region (row stride 8, 4 columns): rows stay apart in the
+        // output, merge in the contiguous input; size-1 dims go.
+        assert_eq!(
+            coalesce(&[1, 5, 4], &[&[20, 4, 1], &[40, 8, 1]]),
+            (vec![5, 4], vec![vec![4, 1], vec![8, 1]])
+        );
+        // A broadcast (stride 0) dimension merges only with another one.
+        assert_eq!(coalesce(&[3, 2], &[&[0, 0]]), (vec![6], vec![vec![0]]));
+        assert_eq!(coalesce(&[3, 2], &[&[2, 1], &[0, 1]]), (vec![3, 2], vec![vec![2, 1], vec![0, 1]]));
+        assert_eq!(coalesce(&[1, 1], &[&[1, 1]]), (vec![], vec![vec![]]));
+        assert_eq!(coalesce(&[], &[&[], &[]]), (vec![], vec![vec![], vec![]]));
+    }
 
     #[test]
     fn views_keep_offsets_and_strides() {

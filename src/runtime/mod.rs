@@ -19,5 +19,5 @@ pub use context::{DeviceContext, next_random_key};
 pub use device_failure::{install_panic_hook, on_device_thread, take_device_failure};
 pub use dtype::{dtype_usage, elem_size, storage_type};
 pub use launcher::{Geometry, launch, launch_count};
-pub use layout::Layout;
+pub use layout::{Layout, coalesce};
 pub use pipeline::{CubeKind, Pipeline, PipelineError, from_cube, to_cube};
