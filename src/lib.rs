@@ -63,6 +63,8 @@
 mod backend;
 pub mod launch;
 mod ops;
+#[cfg(feature = "optim")]
+pub mod optim;
 pub mod runtime;
 pub mod tensor;
 

@@ -55,6 +55,8 @@ pub mod matmul;
 #[allow(missing_docs)]
 pub mod norm;
 #[allow(missing_docs)]
+pub mod optim;
+#[allow(missing_docs)]
 pub mod pool;
 #[allow(missing_docs)]
 pub mod quantize;

@@ -21,7 +21,7 @@ pub enum Rhs<R: Runtime> {
 /// The widest vector (among the device's efficient sizes) in which `n` contiguous elements of
 /// `dtype` starting at each of `offsets` can be read and written: it divides `n` and every
 /// offset. 1 when there is none.
-fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DType, n: usize, offsets: &[usize]) -> usize {
+pub(crate) fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DType, n: usize, offsets: &[usize]) -> usize {
     client
         .io_optimized_vector_sizes(storage_type(dtype).size())
         .find(|&v| n % v == 0 && offsets.iter().all(|o| o % v == 0))

@@ -18,6 +18,7 @@ pub mod interpolate;
 pub mod mask;
 pub mod matmul;
 pub mod norm;
+pub mod optim;
 pub mod pool;
 pub mod quantize;
 pub mod random;

@@ -14,6 +14,7 @@ mod layout;
 pub mod pipeline;
 
 pub use capture::check_host_read;
+pub(crate) use capture::is_capturing;
 pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, CommandQueue, CommandStatus, DEFAULT_RETENTION, Work};
 pub use context::{DeviceContext, next_random_key};
 pub use device_failure::{install_panic_hook, on_device_thread, take_device_failure};

@@ -1,16 +1,22 @@
 //! One training step of an MLP under Burn's autodiff: forward, cross-entropy loss, backward
-//! and an Adam update, all as tensor ops on the backend.
+//! and an Adam update, as tensor ops on the backend or (ours, `fused`) as one kernel per
+//! parameter (`ex_cubecl::launch::optim`, what `ex_cubecl::optim::AdamW` runs).
 use burn_autodiff::Autodiff;
-use burn_backend::Backend;
+use burn_backend::{Backend, TensorPrimitive};
 use burn_tensor::activation::{log_softmax, relu};
 use burn_tensor::{Int, Tensor, TensorData};
+use ex_cubecl::CubeTensor;
+use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, adam_step};
 
-use super::uniform;
-use crate::{Case, DynCase, Precision, RunFn, Size, Work};
+use super::{downcast, uniform};
+use crate::{Case, DynCase, Precision, RunFn, Runtime, Size, Work};
 
 /// A 784-256-128-10 MLP with ReLU, trained on a fixed random batch with Adam.
 pub struct MlpStep {
     batch: usize,
+    /// Ours updates each parameter with the fused Adam kernel; the peer keeps the tensor ops
+    /// (burn-optim's Adam is tensor ops on every backend).
+    fused: bool,
 }
 
 /// Layer widths.
@@ -19,8 +25,11 @@ const WIDTHS: [usize; 4] = [784, 256, 128, 10];
 /// The training cases at `size`.
 pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
     match size {
-        Size::Small => vec![Box::new(MlpStep { batch: 64 })],
-        Size::Full => vec![Box::new(MlpStep { batch: 64 }), Box::new(MlpStep { batch: 1024 })],
+        Size::Small => vec![Box::new(MlpStep { batch: 64, fused: false }), Box::new(MlpStep { batch: 64, fused: true })],
+        Size::Full => [64, 1024]
+            .into_iter()
+            .flat_map(|batch| [false, true].map(|fused| Box::new(MlpStep { batch, fused }) as Box<dyn DynCase>))
+            .collect(),
     }
 }
 
@@ -38,14 +47,32 @@ impl<B: Backend> Param<B> {
         Self { value, m, v }
     }
 
-    /// One Adam step (lr 1e-3, betas 0.9 / 0.999, eps 1e-8) at step `t` (from 1).
-    fn update(&mut self, grad: Tensor<B, 2>, t: i32) {
+    /// One Adam step (lr 1e-3, betas 0.9 / 0.999, eps 1e-8) at step `t` (from 1), fused into
+    /// one kernel when asked for and `B` is ours.
+    fn update(self, grad: Tensor<B, 2>, t: i32, fused: bool) -> Self {
         let (lr, b1, b2, eps) = (1e-3f32, 0.9f32, 0.999f32, 1e-8f32);
-        self.m = self.m.clone().mul_scalar(b1) + grad.clone().mul_scalar(1.0 - b1);
-        self.v = self.v.clone().mul_scalar(b2) + grad.powi_scalar(2).mul_scalar(1.0 - b2);
-        let m_hat = self.m.clone().div_scalar(1.0 - b1.powi(t));
-        let v_hat = self.v.clone().div_scalar(1.0 - b2.powi(t));
-        self.value = self.value.clone() - m_hat.div(v_hat.sqrt().add_scalar(eps)).mul_scalar(lr);
+        let ours = std::any::TypeId::of::<B::FloatTensorPrimitive>() == std::any::TypeId::of::<CubeTensor<Runtime>>();
+        if fused && ours {
+            return self.update_fused(grad, t, [lr, b1, b2, eps]);
+        }
+        let m = self.m.mul_scalar(b1) + grad.clone().mul_scalar(1.0 - b1);
+        let v = self.v.mul_scalar(b2) + grad.powi_scalar(2).mul_scalar(1.0 - b2);
+        let m_hat = m.clone().div_scalar(1.0 - b1.powi(t));
+        let v_hat = v.clone().div_scalar(1.0 - b2.powi(t));
+        let value = self.value - m_hat.div(v_hat.sqrt().add_scalar(eps)).mul_scalar(lr);
+        Self { value, m, v }
+    }
+
+    /// The same step in one kernel on ours (`B`'s primitive is `CubeTensor<Runtime>`); the
+    /// tensor-op form above is AdamW's with no decay.
+    fn update_fused(self, grad: Tensor<B, 2>, t: i32, [lr, b1, b2, eps]: [f32; 4]) -> Self {
+        let ours = |t: Tensor<B, 2>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor()).expect("ours");
+        let back = |t: CubeTensor<Runtime>| Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(downcast(t).expect("ours")));
+        let state = AdamMoments { moment_1: ours(self.m), moment_2: ours(self.v), max_moment_2: None };
+        let decay = AdamDecay::Decoupled { rate: 0.0, cautious: false };
+        let rule = AdamRule { lr: lr as f64, beta_1: b1 as f64, beta_2: b2 as f64, epsilon: eps as f64, decay, time: t as usize };
+        let (value, state) = adam_step(ours(self.value), ours(grad), Some(state), &rule, false);
+        Self { value: back(value), m: back(state.moment_1), v: back(state.moment_2) }
     }
 }
 
@@ -55,10 +82,11 @@ struct Trainer<B: Backend> {
     x: Tensor<Autodiff<B>, 2>,
     labels: Tensor<Autodiff<B>, 2, Int>,
     step: i32,
+    fused: bool,
 }
 
 impl<B: Backend> Trainer<B> {
-    fn new(batch: usize, device: &B::Device) -> Self {
+    fn new(batch: usize, fused: bool, device: &B::Device) -> Self {
         let mut params = Vec::new();
         for (layer, pair) in WIDTHS.windows(2).enumerate() {
             let scale = (1.0 / pair[0] as f32).sqrt();
@@ -69,7 +97,7 @@ impl<B: Backend> Trainer<B> {
         let x = Tensor::from_inner(uniform::<B, 2>([batch, WIDTHS[0]], 1, device));
         let labels: Vec<i32> = (0..batch).map(|i| ((i * 7 + 3) % WIDTHS[3]) as i32).collect();
         let labels = Tensor::from_data(TensorData::new(labels, [batch, 1]), device);
-        Self { params, x, labels, step: 0 }
+        Self { params, x, labels, step: 0, fused }
     }
 
     /// Forward, loss, backward and update; returns the loss before the update.
@@ -85,17 +113,24 @@ impl<B: Backend> Trainer<B> {
         }
         let loss = log_softmax(h, 1).gather(1, self.labels.clone()).mean().neg();
         let grads = loss.backward();
+        let grads: Vec<_> = leaves.iter().map(|leaf| leaf.grad(&grads).expect("every parameter has a gradient")).collect();
+        // The leaves share the parameters' buffers: dropped here, the fused update may write
+        // into them in place.
+        let loss = loss.inner();
+        drop(leaves);
         self.step += 1;
-        for (param, leaf) in self.params.iter_mut().zip(&leaves) {
-            param.update(leaf.grad(&grads).expect("every parameter has a gradient"), self.step);
-        }
-        loss.inner()
+        let params = std::mem::take(&mut self.params);
+        self.params = params.into_iter().zip(grads).map(|(p, g)| p.update(g, self.step, self.fused)).collect();
+        loss
     }
 }
 
 impl Case for MlpStep {
     fn name(&self) -> String {
-        "MLP train step f32 (784-256-128-10, Adam)".into()
+        match self.fused {
+            false => "MLP train step f32 (784-256-128-10, Adam)".into(),
+            true => "MLP train step f32 (784-256-128-10, fused Adam)".into(),
+        }
     }
 
     fn size(&self) -> String {
@@ -109,7 +144,7 @@ impl Case for MlpStep {
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
-        let mut trainer = Trainer::<B>::new(self.batch, device);
+        let mut trainer = Trainer::<B>::new(self.batch, self.fused, device);
         Some(Box::new(move || trainer.step()))
     }
 

@@ -1,0 +1,244 @@
+//! Optimizer updates, one fused kernel per parameter tensor: SGD (with or without momentum)
+//! and Adam / AdamW (with or without AMSGrad). Each reads the parameter, its gradient and the
+//! optimizer state once and writes the new parameter and state in place, where Burn's
+//! optimizers launch one kernel per tensor op (about ten for an Adam step).
+//!
+//! Every tensor is contiguous with the same length and read in vectors of `N`; the math runs
+//! in `A` (f32 for half-precision parameters, the parameter type otherwise). On the first
+//! step (`first`) the state is not read: it starts from zero as Burn's optimizers define it.
+use cubecl::prelude::*;
+
+/// How the weight decay enters an update.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Decay {
+    /// No decay.
+    None,
+    /// L2 penalty added to the gradient: `g + penalty * p` (SGD, Adam).
+    L2,
+    /// Decoupled decay of the parameter: `p * (1 - rate)` (AdamW).
+    Decoupled,
+    /// Decoupled decay only where the parameter and the first moment agree in sign (AdamW's
+    /// cautious weight decay).
+    Cautious,
+}
+
+/// The scalars of an SGD update, of the compute type.
+#[derive(CubeLaunch, CubeType)]
+pub struct SgdArgs {
+    /// Learning rate.
+    pub lr: InputScalar,
+    /// L2 penalty (used with [`Decay::L2`]).
+    pub penalty: InputScalar,
+    /// Momentum factor.
+    pub momentum: InputScalar,
+    /// Dampening of the gradient in the velocity.
+    pub dampening: InputScalar,
+}
+
+/// The scalars of an Adam or AdamW update, of the compute type. The update is
+/// `p' = decay(p) - step * m / (sqrt(v * v_scale) + eps)`, which folds both bias corrections
+/// into `step`, `v_scale` and `eps` (computed on the host per step).
+#[derive(CubeLaunch, CubeType)]
+pub struct AdamArgs {
+    /// First moment decay.
+    pub beta_1: InputScalar,
+    /// Second moment decay.
+    pub beta_2: InputScalar,
+    /// Step size applied to the first moment.
+    pub step: InputScalar,
+    /// Factor of the second moment under the square root.
+    pub v_scale: InputScalar,
+    /// Added to the root.
+    pub eps: InputScalar,
+    /// L2 penalty ([`Decay::L2`]) or decoupled decay rate (`lr * weight_decay`).
+    pub decay: InputScalar,
+}
+
+/// `p -= lr * (g + penalty * p)`: SGD without momentum.
+#[cube(launch_unchecked)]
+pub fn sgd_step<F: Float, A: Float, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    args: &SgdArgs,
+    vectors: usize,
+    #[comptime] decay: Decay,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
+    let lr = args.lr.get::<A>();
+    let mut out = Vector::<F, N>::empty();
+    #[unroll]
+    for i in 0..p.vector_size() {
+        let x = A::cast_from(p[i]);
+        let dx = decayed_grad::<A>(A::cast_from(g[i]), x, args.penalty.get::<A>(), decay);
+        out[i] = F::cast_from(x - lr * dx);
+    }
+    param[ABSOLUTE_POS] = out;
+}
+
+/// SGD with momentum: `vel = first ? g : momentum * vel + (1 - dampening) * g`, then
+/// `p -= lr * (nesterov ? g + momentum * vel : vel)`, `g` with the L2 penalty added.
+#[cube(launch_unchecked)]
+pub fn sgd_momentum_step<F: Float, A: Float, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    velocity: &mut Tensor<Vector<F, N>>,
+    args: &SgdArgs,
+    vectors: usize,
+    #[comptime] decay: Decay,
+    #[comptime] nesterov: bool,
+    #[comptime] first: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
+    let mut vel_in = Vector::<F, N>::empty();
+    if !first {
+        vel_in = velocity[ABSOLUTE_POS];
+    }
+    let (lr, momentum) = (args.lr.get::<A>(), args.momentum.get::<A>());
+    let keep = A::new(1.0) - args.dampening.get::<A>();
+    let (mut out, mut vel_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    #[unroll]
+    for i in 0..p.vector_size() {
+        let x = A::cast_from(p[i]);
+        let dx = decayed_grad::<A>(A::cast_from(g[i]), x, args.penalty.get::<A>(), decay);
+        let mut vel = dx;
+        if !first {
+            vel = A::cast_from(vel_in[i]) * momentum + dx * keep;
+        }
+        let mut step = vel;
+        if nesterov {
+            step = vel * momentum + dx;
+        }
+        out[i] = F::cast_from(x - lr * step);
+        vel_out[i] = F::cast_from(vel);
+    }
+    param[ABSOLUTE_POS] = out;
+    velocity[ABSOLUTE_POS] = vel_out;
+}
+
+/// Adam / AdamW: `m = b1 m + (1 - b1) g`, `v = b2 v + (1 - b2) g²` (from zero on the first
+/// step), then the parameter update of [`AdamArgs`].
+#[cube(launch_unchecked)]
+pub fn adam_step<F: Float, A: Float, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    moment_1: &mut Tensor<Vector<F, N>>,
+    moment_2: &mut Tensor<Vector<F, N>>,
+    args: &AdamArgs,
+    vectors: usize,
+    #[comptime] decay: Decay,
+    #[comptime] first: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
+    let (mut m_in, mut v_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    if !first {
+        m_in = moment_1[ABSOLUTE_POS];
+        v_in = moment_2[ABSOLUTE_POS];
+    }
+    let (mut out, mut m_out, mut v_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    #[unroll]
+    for i in 0..p.vector_size() {
+        let x = A::cast_from(p[i]);
+        let (m, v) = adam_moments::<A>(A::cast_from(g[i]), x, A::cast_from(m_in[i]), A::cast_from(v_in[i]), args, decay, first);
+        out[i] = F::cast_from(adam_update::<A>(x, m, v, args, decay));
+        m_out[i] = F::cast_from(m);
+        v_out[i] = F::cast_from(v);
+    }
+    param[ABSOLUTE_POS] = out;
+    moment_1[ABSOLUTE_POS] = m_out;
+    moment_2[ABSOLUTE_POS] = v_out;
+}
+
+/// [`adam_step`] with AMSGrad: the root takes the running maximum of the second moment
+/// (`max_moment_2`, which starts as the first step's second moment).
+#[cube(launch_unchecked)]
+pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    moment_1: &mut Tensor<Vector<F, N>>,
+    moment_2: &mut Tensor<Vector<F, N>>,
+    max_moment_2: &mut Tensor<Vector<F, N>>,
+    args: &AdamArgs,
+    vectors: usize,
+    #[comptime] decay: Decay,
+    #[comptime] first: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
+    let (mut m_in, mut v_in, mut max_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    if !first {
+        m_in = moment_1[ABSOLUTE_POS];
+        v_in = moment_2[ABSOLUTE_POS];
+        max_in = max_moment_2[ABSOLUTE_POS];
+    }
+    let mut out = Vector::<F, N>::empty();
+    let (mut m_out, mut v_out, mut max_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    #[unroll]
+    for i in 0..p.vector_size() {
+        let x = A::cast_from(p[i]);
+        let (m, v) = adam_moments::<A>(A::cast_from(g[i]), x, A::cast_from(m_in[i]), A::cast_from(v_in[i]), args, decay, first);
+        let mut v_max = v;
+        if !first {
+            v_max = A::max(A::cast_from(max_in[i]), v);
+        }
+        out[i] = F::cast_from(adam_update::<A>(x, m, v_max, args, decay));
+        m_out[i] = F::cast_from(m);
+        v_out[i] = F::cast_from(v);
+        max_out[i] = F::cast_from(v_max);
+    }
+    param[ABSOLUTE_POS] = out;
+    moment_1[ABSOLUTE_POS] = m_out;
+    moment_2[ABSOLUTE_POS] = v_out;
+    max_moment_2[ABSOLUTE_POS] = max_out;
+}
+
+/// The gradient with the L2 penalty added when `decay` is [`Decay::L2`].
+#[cube]
+fn decayed_grad<A: Float>(g: A, p: A, penalty: A, #[comptime] decay: Decay) -> A {
+    match decay {
+        Decay::L2 => g + penalty * p,
+        _ => g,
+    }
+}
+
+/// The new first and second moments.
+#[cube]
+fn adam_moments<A: Float>(g: A, p: A, m: A, v: A, args: &AdamArgs, #[comptime] decay: Decay, #[comptime] first: bool) -> (A, A) {
+    let g = decayed_grad::<A>(g, p, args.decay.get::<A>(), decay);
+    let (beta_1, beta_2) = (args.beta_1.get::<A>(), args.beta_2.get::<A>());
+    let one = A::new(1.0);
+    let mut m_new = (one - beta_1) * g;
+    let mut v_new = (one - beta_2) * g * g;
+    if !first {
+        m_new += beta_1 * m;
+        v_new += beta_2 * v;
+    }
+    (m_new, v_new)
+}
+
+/// The updated parameter from its moments (`v` is the second moment the root takes).
+#[cube]
+fn adam_update<A: Float>(p: A, m: A, v: A, args: &AdamArgs, #[comptime] decay: Decay) -> A {
+    let delta = args.step.get::<A>() * m / (A::sqrt(v * args.v_scale.get::<A>()) + args.eps.get::<A>());
+    let rate = args.decay.get::<A>();
+    let decayed = match decay {
+        Decay::Decoupled => p * (A::new(1.0) - rate),
+        Decay::Cautious => select((p >= A::new(0.0)) == (m >= A::new(0.0)), p - p * rate, p),
+        _ => p,
+    };
+    decayed - delta
+}

@@ -1,0 +1,248 @@
+//! Fused optimizer updates: one launch per parameter tensor updates the parameter and its
+//! optimizer state in place (see the kernels' module, `ex_cubecl_kernels::optim`). The
+//! Burn-facing optimizers built on these are in [`crate::optim`].
+use burn_backend::{DType, Scalar};
+use cubecl::Runtime;
+use cubecl::prelude::InputScalar;
+use ex_cubecl_kernels::optim::{
+    AdamArgsLaunch, Decay, SgdArgsLaunch, adam_amsgrad_step, adam_step as adam_kernel, sgd_momentum_step,
+    sgd_step as sgd_kernel,
+};
+
+use super::copy::{copy_as, full, into_contiguous};
+use super::elementwise::flat_vector_size;
+use super::{accumulator_dtype, float_arg};
+use crate::runtime::{Geometry, is_capturing, launch, storage_type};
+use crate::tensor::CubeTensor;
+
+/// SGD's momentum: `vel = momentum * vel + (1 - dampening) * g` (`g` on the first step).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdMomentum {
+    /// Momentum factor.
+    pub momentum: f64,
+    /// Dampening of the gradient in the velocity.
+    pub dampening: f64,
+    /// Step along `g + momentum * vel` instead of `vel`.
+    pub nesterov: bool,
+}
+
+/// One SGD update: `p -= lr * step`, where `step` is the gradient (plus `penalty * p`) or
+/// the momentum's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdRule {
+    /// Learning rate.
+    pub lr: f64,
+    /// L2 penalty added to the gradient.
+    pub penalty: Option<f64>,
+    /// Momentum, when the update keeps a velocity.
+    pub momentum: Option<SgdMomentum>,
+}
+
+/// How Adam's update decays the weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AdamDecay {
+    /// No decay.
+    None,
+    /// L2 penalty added to the gradient (Adam's weight decay).
+    L2(f64),
+    /// Decoupled decay `p * (1 - lr * rate)` (AdamW); `cautious` skips it where the
+    /// parameter and the first moment differ in sign.
+    Decoupled {
+        /// Decay per unit of learning rate.
+        rate: f64,
+        /// Cautious weight decay.
+        cautious: bool,
+    },
+}
+
+/// One Adam or AdamW update at step `time` (from 1).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AdamRule {
+    /// Learning rate.
+    pub lr: f64,
+    /// First moment decay.
+    pub beta_1: f64,
+    /// Second moment decay.
+    pub beta_2: f64,
+    /// Added to the root of the bias-corrected second moment.
+    pub epsilon: f64,
+    /// Weight decay.
+    pub decay: AdamDecay,
+    /// Step count including this update.
+    pub time: usize,
+}
+
+/// Adam's per-parameter state: the moments, and the running maximum of the second moment
+/// with AMSGrad.
+#[derive(Clone, Debug)]
+pub struct AdamMoments<R: Runtime> {
+    /// First moment.
+    pub moment_1: CubeTensor<R>,
+    /// Second moment.
+    pub moment_2: CubeTensor<R>,
+    /// Running maximum of the second moment (AMSGrad).
+    pub max_moment_2: Option<CubeTensor<R>>,
+}
+
+/// The SGD update of `param` by `grad`, in place where `param` (and `velocity`) are uniquely
+/// owned. `velocity` is the state of the previous step (`None` on the first). Returns the new
+/// parameter and the new velocity (with momentum).
+pub fn sgd_step<R: Runtime>(
+    param: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    velocity: Option<CubeTensor<R>>,
+    rule: &SgdRule,
+) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
+    check("sgd step", &param, &[Some(&grad), velocity.as_ref()]);
+    let compute = accumulator_dtype(param.dtype);
+    let dtypes = [param.storage(), storage_type(compute)];
+    let momentum = rule.momentum.unwrap_or(SgdMomentum { momentum: 0.0, dampening: 0.0, nesterov: false });
+    let scalars = [rule.lr, rule.penalty.unwrap_or(0.0), momentum.momentum, momentum.dampening].map(|x| float_arg(x, compute));
+    let decay = if rule.penalty.is_some() { Decay::L2 } else { Decay::None };
+    let (param, grad) = (owned(param), into_contiguous(grad));
+    let (n, v) = vectors(&param);
+    let (p, g) = (param.clone(), grad);
+    let Some(m) = rule.momentum else {
+        launch(&param.client, "sgd step", Geometry::Units(n), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n`; every tensor holds `n * v` contiguous elements.
+            unsafe {
+                sgd_kernel::launch_unchecked::<R>(client, count, dim, v, p.as_arg(), g.as_arg(), sgd_args(&scalars), n, decay, dtypes)
+            }
+        });
+        return (param, None);
+    };
+    let first = velocity.is_none();
+    let velocity = match velocity {
+        Some(velocity) => owned(velocity),
+        None => CubeTensor::empty(&param.client, &param.device, param.layout.shape.clone(), param.dtype),
+    };
+    let vel = velocity.clone();
+    launch(&param.client, "sgd step", Geometry::Units(n), move |client, count, dim| {
+        // SAFETY: as above; `vel` is not read on the first step.
+        unsafe {
+            sgd_momentum_step::launch_unchecked::<R>(
+                client, count, dim, v, p.as_arg(), g.as_arg(), vel.as_arg(), sgd_args(&scalars), n, decay, m.nesterov,
+                first, dtypes,
+            )
+        }
+    });
+    (param, Some(velocity))
+}
+
+/// The Adam or AdamW update of `param` by `grad`, in place where `param` and the moments are
+/// uniquely owned; `state` is the previous step's (`None` on the first). With `amsgrad` the
+/// returned state keeps the running maximum of the second moment.
+pub fn adam_step<R: Runtime>(
+    param: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    state: Option<AdamMoments<R>>,
+    rule: &AdamRule,
+    amsgrad: bool,
+) -> (CubeTensor<R>, AdamMoments<R>) {
+    let op = "adam step";
+    let states = state.as_ref().map(|s| [Some(&s.moment_1), Some(&s.moment_2), s.max_moment_2.as_ref()]);
+    check(op, &param, &[&[Some(&grad)][..], states.as_ref().map_or(&[][..], |s| &s[..])].concat());
+    let compute = accumulator_dtype(param.dtype);
+    let dtypes = [param.storage(), storage_type(compute)];
+    let (scalars, decay) = adam_scalars(rule, compute);
+    let (param, grad) = (owned(param), into_contiguous(grad));
+    let (n, v) = vectors(&param);
+    let first = state.is_none();
+    let new = || CubeTensor::empty(&param.client, &param.device, param.layout.shape.clone(), param.dtype);
+    let (m1, m2, max) = match state {
+        Some(s) => (owned(s.moment_1), owned(s.moment_2), s.max_moment_2.map(owned)),
+        None => (new(), new(), None),
+    };
+    // A state without the maximum (AMSGrad switched on later) starts it at zero: the second
+    // moment is never negative, so the first maximum is the second moment, as Burn's is.
+    let max = amsgrad.then(|| max.unwrap_or_else(|| full(&param.device, param.layout.shape.clone(), Scalar::Float(0.0), param.dtype)));
+    let (p, g, a, b) = (param.clone(), grad, m1.clone(), m2.clone());
+    match max.clone() {
+        None => launch(&param.client, op, Geometry::Units(n), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n`; every tensor holds `n * v` contiguous
+            // elements; the moments are not read on the first step.
+            unsafe {
+                adam_kernel::launch_unchecked::<R>(
+                    client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), adam_args(&scalars), n,
+                    decay, first, dtypes,
+                )
+            }
+        }),
+        Some(c) => launch(&param.client, op, Geometry::Units(n), move |client, count, dim| {
+            // SAFETY: as above, with the maximum like the moments.
+            unsafe {
+                adam_amsgrad_step::launch_unchecked::<R>(
+                    client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), c.as_arg(),
+                    adam_args(&scalars), n, decay, first, dtypes,
+                )
+            }
+        }),
+    }
+    (param, AdamMoments { moment_1: m1, moment_2: m2, max_moment_2: max })
+}
+
+/// Adam's scalars for the kernel (bias corrections folded in) and its decay mode.
+fn adam_scalars(rule: &AdamRule, compute: DType) -> ([InputScalar; 6], Decay) {
+    let t = rule.time.max(1) as i32;
+    let (c1, c2) = (1.0 - rule.beta_1.powi(t), 1.0 - rule.beta_2.powi(t));
+    // Adam (Burn's form): lr * sqrt(c2) / c1 * m / (sqrt(v) + eps * sqrt(c2)); AdamW:
+    // lr / c1 * m / (sqrt(v / c2) + eps).
+    let (step, v_scale, eps, decay, rate) = match rule.decay {
+        AdamDecay::Decoupled { rate, cautious } => {
+            let rate = rule.lr * rate;
+            let mode = match (rate == 0.0, cautious) {
+                (true, _) => Decay::None,
+                (false, false) => Decay::Decoupled,
+                (false, true) => Decay::Cautious,
+            };
+            (rule.lr / c1, 1.0 / c2, rule.epsilon, mode, rate)
+        }
+        AdamDecay::L2(penalty) => (rule.lr * c2.sqrt() / c1, 1.0, rule.epsilon * c2.sqrt(), Decay::L2, penalty),
+        AdamDecay::None => (rule.lr * c2.sqrt() / c1, 1.0, rule.epsilon * c2.sqrt(), Decay::None, 0.0),
+    };
+    let scalars = [rule.beta_1, rule.beta_2, step, v_scale, eps, rate].map(|x| float_arg(x, compute));
+    (scalars, decay)
+}
+
+fn sgd_args<R: Runtime>(s: &[InputScalar; 4]) -> SgdArgsLaunch<R> {
+    SgdArgsLaunch::new(s[0], s[1], s[2], s[3])
+}
+
+fn adam_args<R: Runtime>(s: &[InputScalar; 6]) -> AdamArgsLaunch<R> {
+    AdamArgsLaunch::new(s[0], s[1], s[2], s[3], s[4], s[5])
+}
+
+/// Panics unless `param` is a float tensor and every other tensor has its shape and dtype.
+fn check<R: Runtime>(op: &str, param: &CubeTensor<R>, others: &[Option<&CubeTensor<R>>]) {
+    if !param.dtype.is_float() {
+        panic!("ex_cubecl: {op}: parameters must be float tensors, got {:?} with shape {:?}", param.dtype, param.dims());
+    }
+    for other in others.iter().flatten() {
+        if other.dims() != param.dims() || other.dtype != param.dtype {
+            panic!(
+                "ex_cubecl: {op}: the parameter is {:?} with shape {:?} but its gradient or state is {:?} with shape {:?}",
+                param.dtype,
+                param.dims(),
+                other.dtype,
+                other.dims()
+            );
+        }
+    }
+}
+
+/// `tensor`, when a kernel may write into it in place (uniquely owned, contiguous from its
+/// buffer's start); otherwise a contiguous copy that is. While a pipeline captures, always a
+/// copy: the buffer may be a constant of the pipeline, which every replay must find unchanged.
+fn owned<R: Runtime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
+    match tensor.can_mut() && tensor.layout.is_contiguous_from_start() && !is_capturing() {
+        true => tensor,
+        false => copy_as(&tensor, tensor.dtype, 0),
+    }
+}
+
+/// The number of vectors the update runs over and their size.
+fn vectors<R: Runtime>(param: &CubeTensor<R>) -> (usize, usize) {
+    let n = param.num_elements();
+    let v = flat_vector_size(&param.client, param.dtype, n, &[0]);
+    (n / v, v)
+}
