@@ -2,6 +2,8 @@
 //! views contiguous, casts between dtypes, flips axes and writes `slice_assign` values.
 use cubecl::prelude::*;
 
+use cubecl::std::FastDivmod;
+
 use crate::strided::{strided_offset, strided_offset_flipped};
 
 /// How the copy converts each element.
@@ -40,6 +42,29 @@ pub fn copy_view<I: Numeric, O: Numeric>(
     } else {
         output[out_offset + strided_offset::<O>(output, ABSOLUTE_POS)] = y;
     }
+}
+
+/// `output[out_offset + r * out_stride + c] = input[in_offset + r * in_stride + c]` for every
+/// row `r` and column `c < cols`: a same-dtype copy between two views whose rows are
+/// contiguous (cat, slice_assign, contiguous copies), in vectors of `N`. Offsets, strides and
+/// `cols` count vectors; `vectors` is `rows * cols`.
+#[cube(launch_unchecked)]
+pub fn copy_rows<T: Numeric, N: Size>(
+    input: &Tensor<Vector<T, N>>,
+    output: &mut Tensor<Vector<T, N>>,
+    in_offset: usize,
+    in_stride: usize,
+    out_offset: usize,
+    out_stride: usize,
+    cols: FastDivmod<usize>,
+    vectors: usize,
+    #[define(T)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (r, c) = cols.div_mod(ABSOLUTE_POS);
+    output[out_offset + r * out_stride + c] = input[in_offset + r * in_stride + c];
 }
 
 /// Fills a contiguous buffer with one value.

@@ -1,10 +1,10 @@
 //! Copies: making views contiguous, casting, flipping, filling, and writing into views.
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
-use ex_cubecl_kernels::copy::{CopyConvert, copy_view, fill as fill_kernel};
+use ex_cubecl_kernels::copy::{CopyConvert, copy_rows, copy_view, fill as fill_kernel};
 
 use super::scalar_arg;
-use crate::runtime::{Geometry, Layout, launch};
+use crate::runtime::{Geometry, Layout, coalesce, launch};
 use crate::tensor::CubeTensor;
 
 /// Copies `input` seen through `in_view` (mirrored on the dimensions of `flip_mask`) into
@@ -17,6 +17,9 @@ pub(crate) fn copy_into<R: Runtime>(
     out_view: &Layout,
 ) {
     debug_assert_eq!(in_view.shape, out_view.shape);
+    if input.dtype == output.dtype && flip_mask == 0 && copy_by_rows(input, in_view, output, out_view) {
+        return;
+    }
     let convert = if output.dtype.is_bool() && !input.dtype.is_bool() {
         CopyConvert::ToBool
     } else {
@@ -44,6 +47,39 @@ pub(crate) fn copy_into<R: Runtime>(
             )
         }
     });
+}
+
+/// Copies with [`copy_rows`] when both views are rows of contiguous elements (at most two
+/// dimensions once coalesced, the inner one of stride 1 in both), in the widest vectors that
+/// divide the row length, both offsets and both row strides. `false` (nothing launched) for
+/// any other pair of views.
+fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout) -> bool {
+    let (dims, strides) = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+    let (rows, cols, in_stride, out_stride) = match dims[..] {
+        [cols] if strides[0][0] == 1 && strides[1][0] == 1 => (1, cols, cols, cols),
+        [rows, cols] if strides[0][1] == 1 && strides[1][1] == 1 => (rows, cols, strides[0][0], strides[1][0]),
+        _ => return false,
+    };
+    let units = [cols, in_stride, out_stride, in_view.offset, out_view.offset];
+    let v = input
+        .client
+        .io_optimized_vector_sizes(input.storage().size())
+        .find(|&v| units.iter().all(|u| u % v == 0))
+        .unwrap_or(1);
+    let vectors = rows * cols / v;
+    let [cols, in_stride, out_stride, in_offset, out_offset] = units.map(|u| u / v);
+    let (input, output) = (input.clone(), output.clone());
+    launch(&output.client.clone(), "copy", Geometry::Units(vectors), move |client, count, dim| {
+        // SAFETY: every row lies inside its view, and the views inside their buffers; the
+        // kernel guards `pos < vectors`; `v` divides every offset, stride and the row length.
+        unsafe {
+            copy_rows::launch_unchecked::<R>(
+                client, count, dim, v, input.as_arg(), output.as_arg(), in_offset, in_stride, out_offset, out_stride,
+                cols, vectors, input.storage(),
+            )
+        }
+    });
+    true
 }
 
 /// The tensor with a contiguous layout starting at the buffer's start; a no-op when it
