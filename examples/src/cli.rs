@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use burn::module::AutodiffModule;
 use burn_tensor::Tensor;
-use burn_tensor::backend::{AutodiffBackend, Backend};
+use burn_tensor::backend::Backend;
 
 use crate::data::{Digits, Split};
 use crate::model::{Classifier, Cnn, Mlp, ModelKind};
-use crate::train::{EpochStats, TrainConfig, accuracy, load, predict, save, train};
+use crate::train::{AdamBackend, EpochStats, TrainConfig, accuracy, load, predict, save, train};
 
 /// `digits --help`.
 pub const USAGE: &str = "\
@@ -366,7 +366,7 @@ pub struct ModelReport {
 
 /// Loads and splits the data, then trains, reports, saves and reloads every model of `opts`
 /// on backend `B`, printing as it goes.
-pub fn run<B: AutodiffBackend>(opts: &Options, device: &B::Device) -> Result<Vec<ModelReport>, Failure> {
+pub fn run<B: AdamBackend>(opts: &Options, device: &B::Device) -> Result<Vec<ModelReport>, Failure> {
     let split = Split::new(&Digits::load(), opts.test_fraction, opts.seed);
     println!(
         "digits: {} training and {} test images of 8x8 pixels, 10 classes; backend {} ({}), seed {}",
@@ -392,7 +392,7 @@ pub fn run<B: AutodiffBackend>(opts: &Options, device: &B::Device) -> Result<Vec
 /// model and checks that the reloaded model predicts the test set identically.
 pub fn run_model<B, M>(kind: ModelKind, opts: &Options, split: &Split, device: &B::Device) -> Result<ModelReport, Failure>
 where
-    B: AutodiffBackend,
+    B: AdamBackend,
     M: AutodiffModule<B> + Classifier<B>,
     M::InnerModule: Classifier<B::InnerBackend>,
 {

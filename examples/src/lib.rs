@@ -1,10 +1,11 @@
 //! ExCubecl's main job: training runs that a Burn user would write, on
 //! `Autodiff<ExCubeclBackend<R>>`.
 //!
-//! The `digits` binary trains an MLP and a small CNN (burn-nn layers, burn-optim's Adam) on
+//! The `digits` binary trains an MLP and a small CNN (burn-nn layers, Adam: the fused
+//! `ex_cubecl::optim::Adam` on ours, burn-optim's on burn-cubecl) on
 //! the 8×8 handwritten digits that the smartcore crate ships, evaluates them on a held-out
 //! test split, saves them with Burn's recorder and reloads them for inference. The training
-//! code ([`train::train`]) is generic over `AutodiffBackend`, so the same code runs on
+//! code ([`train::train`]) is generic over the backend ([`train::AdamBackend`]), so the same code runs on
 //! burn-cubecl for comparison (`--backend burn-cubecl`, feature `peer`).
 //!
 //! - [`data`]: loading, seeded shuffle and split, standardisation, batches.

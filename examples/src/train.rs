@@ -7,13 +7,47 @@ use std::time::{Duration, Instant};
 use burn::module::{AutodiffModule, Module};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, RecorderError};
 use burn_nn::loss::CrossEntropyLossConfig;
-use burn_optim::{AdamConfig, GradientsParams, Optimizer};
+use burn_autodiff::Autodiff;
+use burn_backend::DeviceOps;
+use burn_optim::adaptor::OptimizerAdaptor;
+use burn_optim::{GradientsParams, Optimizer};
 use burn_tensor::Tensor;
 use burn_tensor::backend::{AutodiffBackend, Backend};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::data::{Digits, Split, epoch_batches};
 use crate::model::Classifier;
+
+/// A backend with the Adam it trains with: on ours, `ex_cubecl::optim`'s (one fused kernel
+/// per parameter update); on other backends, burn-optim's. Both have burn-optim's defaults
+/// and math.
+pub trait AdamBackend: AutodiffBackend {
+    /// Adam for the module `M`.
+    type Adam<M: AutodiffModule<Self>>: Optimizer<M, Self>;
+
+    /// A fresh Adam with the default configuration.
+    fn adam<M: AutodiffModule<Self>>() -> Self::Adam<M>;
+}
+
+impl<R: cubecl::Runtime> AdamBackend for Autodiff<ex_cubecl::ExCubeclBackend<R>>
+where
+    R::Device: DeviceOps,
+{
+    type Adam<M: AutodiffModule<Self>> = OptimizerAdaptor<ex_cubecl::optim::Adam, M, Self>;
+
+    fn adam<M: AutodiffModule<Self>>() -> Self::Adam<M> {
+        ex_cubecl::optim::AdamConfig::new().init()
+    }
+}
+
+#[cfg(feature = "peer")]
+impl<R: burn_cubecl::CubeRuntime> AdamBackend for Autodiff<burn_cubecl::CubeBackend<R, f32, i32, u8>> {
+    type Adam<M: AutodiffModule<Self>> = OptimizerAdaptor<burn_optim::Adam, M, Self>;
+
+    fn adam<M: AutodiffModule<Self>>() -> Self::Adam<M> {
+        burn_optim::AdamConfig::new().init()
+    }
+}
 
 /// How to train.
 #[derive(Clone, Debug)]
@@ -80,7 +114,7 @@ impl fmt::Display for TrainError {
 
 impl std::error::Error for TrainError {}
 
-/// Trains `model` on `split.train` with Adam and cross-entropy, evaluating on `split.test`
+/// Trains `model` on `split.train` with Adam ([`AdamBackend`]) and cross-entropy, evaluating on `split.test`
 /// after each epoch and handing each epoch's numbers to `on_epoch`. Every step reads its loss
 /// back (one device sync) and stops with [`TrainError::NonFiniteLoss`] if it is not finite.
 pub fn train<B, M>(
@@ -91,11 +125,11 @@ pub fn train<B, M>(
     mut on_epoch: impl FnMut(&EpochStats),
 ) -> Result<M, TrainError>
 where
-    B: AutodiffBackend,
+    B: AdamBackend,
     M: AutodiffModule<B> + Classifier<B>,
     M::InnerModule: Classifier<B::InnerBackend>,
 {
-    let mut optimizer = AdamConfig::new().init::<B, M>();
+    let mut optimizer = B::adam::<M>();
     let loss_fn = CrossEntropyLossConfig::new().init(device);
     let steps_per_epoch = split.train.len().div_ceil(config.batch_size);
     let total_steps = config.epochs * steps_per_epoch;
