@@ -69,7 +69,8 @@ fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &Cu
     let vectors = rows * cols / v;
     let [cols, in_stride, out_stride, in_offset, out_offset] = units.map(|u| u / v);
     let (input, output) = (input.clone(), output.clone());
-    launch(&output.client.clone(), "copy", Geometry::Units(vectors), move |client, count, dim| {
+    let client = output.client.clone();
+    launch(&client, "copy", Geometry::Units(vectors), move |client, count, dim| {
         // SAFETY: every row lies inside its view, and the views inside their buffers; the
         // kernel guards `pos < vectors`; `v` divides every offset, stride and the row length.
         unsafe {
