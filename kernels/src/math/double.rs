@@ -292,7 +292,12 @@ pub fn sin_cos(x: f64) -> SinCos {
     let r = dd::add(r, dd::neg(dd::two_prod(m, 6.123233995736766e-17f64)));
     let r = dd::add(r, dd::neg(dd::two_prod(m, -1.4973849048591698e-33f64)));
     let r = dd::add(r, dd::neg(dd::two_prod(m, 5.562271104316826e-50f64)));
-    let r = pick(big, dd::dd(x - n * 1.5707963267948966f64, 0.0), r);
+    // A compiler may fuse `x - n * pi/2` into one fma (NVRTC does), which gives the exact,
+    // huge residual of the rounded product instead of a small one: kept only when it is
+    // reduced, so that the result stays finite and in [-1, 1].
+    let rough = x - n * 1.5707963267948966f64;
+    let rough = select(f64::abs(rough) <= 0.7853981633974483f64, rough, 0.0);
+    let r = pick(big, dd::dd(rough, 0.0), r);
     let s = sin_reduced(r);
     let c = cos_reduced(r);
     let quadrant = n - 4.0 * f64::floor(n * 0.25);
