@@ -1,4 +1,5 @@
-//! The forward convolution as an implicit GEMM on tensor cores (cubecl's `cmma`): per group,
+//! The convolution and the transposed convolution as an implicit GEMM on tensor cores
+//! (cubecl's `cmma`; the two kinds differ only in the gather, [`axis_tap`]): per group,
 //! `out[co, p] = Σ_k w[co, k] · cols[k, p]`, where `p` runs over the output pixels of every
 //! batch entry (`b, od, oh, ow`) and `k` over the group's kernel taps and input channels in
 //! the order `k = tap · cin_g + ci`. The launcher hands the weight over in that order, as a
@@ -17,7 +18,7 @@
 //! pixel's address once per slice and then steps over channels.
 use cubecl::prelude::*;
 
-use crate::conv::ConvParams;
+use crate::conv::{ConvParams, axis_base, axis_tap};
 use crate::matmul::cmma::multiply_slice;
 
 /// Alignment of the shared-memory tiles, in bytes (fragment loads need 32).
@@ -55,6 +56,7 @@ pub fn conv_cmma<T: Float, M: Float, NA: Size, NO: Size>(
     kernel: ConvKernel,
     num_cubes: usize,
     #[comptime] has_bias: bool,
+    #[comptime] transposed: bool,
     #[comptime] one_tap: bool,
     #[comptime] block_co: usize,
     #[comptime] block_pix: usize,
@@ -110,9 +112,9 @@ pub fn conv_cmma<T: Float, M: Float, NA: Size, NO: Size>(
     let gather = Gather {
         pixel_ok: pixel < pixels,
         x_base: x_offset + (pixel / spatial) * x.stride(0) + group * cin_g * x.stride(1),
-        id0: ((pixel % spatial) / (oh * ow)) * params.stride_d,
-        ih0: ((pixel % spatial) / ow % oh) * params.stride_h,
-        iw0: (pixel % ow) * params.stride_w,
+        base_d: axis_base((pixel % spatial) / (oh * ow), params.stride_d, params.pad_d, transposed),
+        base_h: axis_base((pixel % spatial) / ow % oh, params.stride_h, params.pad_h, transposed),
+        base_w: axis_base(pixel % ow, params.stride_w, params.pad_w, transposed),
     };
 
     let mut smem_a = SharedMemory::<Vector<M, NA>>::new_aligned(comptime!(2 * stage_a / na), comptime!(SMEM_ALIGN));
@@ -135,7 +137,7 @@ pub fn conv_cmma<T: Float, M: Float, NA: Size, NO: Size>(
 
     let num_k = k_total.div_ceil(block_k);
     load_weight::<T, NA>(weight, &mut regs_a, co_base, co0, 0usize, cout_g, k_total, unit, units, a_loads, block_k);
-    load_columns::<T>(x, &mut regs_b, &gather, &params, &kernel, 0usize, cin_g, k_total, row0, rows_per_pass, b_loads, one_tap);
+    load_columns::<T>(x, &mut regs_b, &gather, &params, &kernel, 0usize, cin_g, k_total, row0, rows_per_pass, b_loads, one_tap, transposed);
     store_slices::<T, M, NA>(&mut smem_a, &mut smem_b, &regs_a, &regs_b, 0usize, unit, units, a_loads, b_loads, rows_per_pass, lda, ldb, block_co, block_pix, block_k);
     sync_cube();
 
@@ -145,7 +147,7 @@ pub fn conv_cmma<T: Float, M: Float, NA: Size, NO: Size>(
         if more {
             let k0 = (t + 1) * block_k;
             load_weight::<T, NA>(weight, &mut regs_a, co_base, co0, k0, cout_g, k_total, unit, units, a_loads, block_k);
-            load_columns::<T>(x, &mut regs_b, &gather, &params, &kernel, k0, cin_g, k_total, row0, rows_per_pass, b_loads, one_tap);
+            load_columns::<T>(x, &mut regs_b, &gather, &params, &kernel, k0, cin_g, k_total, row0, rows_per_pass, b_loads, one_tap, transposed);
         }
 
         multiply_slice::<M, Vector<M, NA>, M>(
@@ -169,15 +171,14 @@ pub fn conv_cmma<T: Float, M: Float, NA: Size, NO: Size>(
 }
 
 /// Where one unit's pixel column reads `x`: the batch entry's and group's first element, and
-/// the input coordinates of kernel tap 0 shifted by the padding (`o · stride`), so that they
-/// stay unsigned.
+/// the pixel's [`axis_base`] along each axis.
 #[derive(CubeType, Clone, Copy)]
 pub struct Gather {
     pub pixel_ok: bool,
     pub x_base: usize,
-    pub id0: usize,
-    pub ih0: usize,
-    pub iw0: usize,
+    pub base_d: usize,
+    pub base_h: usize,
+    pub base_w: usize,
 }
 
 /// Offset of tap `tap` of the unit's pixel within its batch entry's channel 0, and whether
@@ -189,21 +190,12 @@ pub struct TapAt {
 }
 
 #[cube]
-fn tap_at<T: Float>(x: &Tensor<T>, g: &Gather, params: &ConvParams, kernel: &ConvKernel, tap: usize) -> TapAt {
-    let id = g.id0 + (tap / (kernel.kh * kernel.kw)) * params.dil_d;
-    let ih = g.ih0 + ((tap / kernel.kw) % kernel.kh) * params.dil_h;
-    let iw = g.iw0 + (tap % kernel.kw) * params.dil_w;
-    let inside = g.pixel_ok
-        && id >= params.pad_d
-        && id - params.pad_d < x.shape(2)
-        && ih >= params.pad_h
-        && ih - params.pad_h < x.shape(3)
-        && iw >= params.pad_w
-        && iw - params.pad_w < x.shape(4);
-    let mut offset = 0;
-    if inside {
-        offset = (id - params.pad_d) * x.stride(2) + (ih - params.pad_h) * x.stride(3) + (iw - params.pad_w) * x.stride(4);
-    }
+fn tap_at<T: Float>(x: &Tensor<T>, g: &Gather, params: &ConvParams, kernel: &ConvKernel, tap: usize, #[comptime] transposed: bool) -> TapAt {
+    let td = axis_tap(g.base_d, tap / (kernel.kh * kernel.kw), params.stride_d, params.dil_d, params.pad_d, x.shape(2), transposed);
+    let th = axis_tap(g.base_h, (tap / kernel.kw) % kernel.kh, params.stride_h, params.dil_h, params.pad_h, x.shape(3), transposed);
+    let tw = axis_tap(g.base_w, tap % kernel.kw, params.stride_w, params.dil_w, params.pad_w, x.shape(4), transposed);
+    let inside = g.pixel_ok && td.inside && th.inside && tw.inside;
+    let offset = select(inside, td.pos * x.stride(2) + th.pos * x.stride(3) + tw.pos * x.stride(4), 0);
     TapAt { offset, inside }
 }
 
@@ -255,11 +247,12 @@ fn load_columns<T: Float>(
     #[comptime] rows_per_pass: usize,
     #[comptime] b_loads: usize,
     #[comptime] one_tap: bool,
+    #[comptime] transposed: bool,
 ) {
     let channel = x.stride(1);
     if one_tap {
         // The slice lies in one tap: one padding check, then a step per channel.
-        let at = tap_at::<T>(x, g, params, kernel, k0 / cin_g);
+        let at = tap_at::<T>(x, g, params, kernel, k0 / cin_g, transposed);
         let base = g.x_base + at.offset + (k0 % cin_g + row0) * channel;
         #[unroll]
         for l in 0..b_loads {
@@ -275,7 +268,7 @@ fn load_columns<T: Float>(
             let k = k0 + row0 + l * rows_per_pass;
             let mut value = T::from_int(0);
             if k < k_total {
-                let at = tap_at::<T>(x, g, params, kernel, k / cin_g);
+                let at = tap_at::<T>(x, g, params, kernel, k / cin_g, transposed);
                 if at.inside {
                     value = x[g.x_base + at.offset + (k % cin_g) * channel];
                 }

@@ -1,8 +1,9 @@
-//! The forward convolution as an implicit GEMM: per group, `out[co, m] = Σ_k w[co, k] ·
-//! cols[k, m]` where `m` runs over the output pixels of every batch entry
-//! (`b, od, oh, ow`) and `k` over the group's input channels and kernel taps
+//! The convolution and the transposed convolution as an implicit GEMM: per group,
+//! `out[co, m] = Σ_k w[co, k] · cols[k, m]` where `m` runs over the output pixels of every
+//! batch entry (`b, od, oh, ow`) and `k` over the group's input channels and kernel taps
 //! (`ci, kd, kh, kw`). The column matrix is never stored: each cube gathers its slice from
-//! `x` straight into shared memory.
+//! `x` straight into shared memory, through [`axis_tap`] (which is where the two kinds
+//! differ; a transposed convolution's weight comes as the convolution weight it acts as).
 //!
 //! A cube computes a `block_n` (output channels) × `block_m` (pixels) tile with
 //! `(block_n / unit_n) × (block_m / unit_m)` units, each holding `unit_n × unit_m`
@@ -12,12 +13,12 @@ use cubecl::prelude::*;
 
 use crate::strided::offset5;
 
-use crate::conv::ConvParams;
-
+use crate::conv::{ConvParams, axis_base, axis_tap};
 
 /// `x` `[b, c_in, d, h, w]` and `weight` `[c_out, c_in / groups, kd, kh, kw]` are strided
-/// views with offsets; `output` `[b, c_out, od, oh, ow]` is contiguous. Cubes are numbered
-/// over `(group, channel tile, pixel tile)`.
+/// views with offsets (for a transposed convolution, `weight[co, ci]` is the transposed
+/// weight's `[group · cin_g + ci, co mod cout_g]`); `output` `[b, c_out, od, oh, ow]` is
+/// contiguous. Cubes are numbered over `(group, channel tile, pixel tile)`.
 #[cube(launch_unchecked)]
 pub fn conv_gemm<T: Float, A: Float>(
     x: &Tensor<T>,
@@ -30,6 +31,7 @@ pub fn conv_gemm<T: Float, A: Float>(
     params: ConvParams,
     num_cubes: usize,
     #[comptime] has_bias: bool,
+    #[comptime] transposed: bool,
     #[comptime] block_n: usize,
     #[comptime] block_m: usize,
     #[comptime] block_k: usize,
@@ -77,9 +79,9 @@ pub fn conv_gemm<T: Float, A: Float>(
     let pixel_ok = gm < m_total;
     let gb = gm / spatial;
     let gs = gm % spatial;
-    let god = gs / (oh * ow);
-    let goh = (gs / ow) % oh;
-    let gow = gs % ow;
+    let base_d = axis_base(gs / (oh * ow), params.stride_d, params.pad_d, transposed);
+    let base_h = axis_base((gs / ow) % oh, params.stride_h, params.pad_h, transposed);
+    let base_w = axis_base(gs % ow, params.stride_w, params.pad_w, transposed);
     // Weight loads: consecutive units along K (contiguous in a dense weight).
     let w_loads = comptime!(block_n * block_k / units);
     let x_loads = comptime!(block_k / gather_rows);
@@ -120,12 +122,11 @@ pub fn conv_gemm<T: Float, A: Float>(
             if pixel_ok && k < k_total {
                 let ci = k / taps;
                 let r = k % taps;
-                let id = god * params.stride_d + (r / (kh * kw)) * params.dil_d;
-                let ih = goh * params.stride_h + ((r / kw) % kh) * params.dil_h;
-                let iw = gow * params.stride_w + (r % kw) * params.dil_w;
-                let inside = id >= params.pad_d && id - params.pad_d < xd && ih >= params.pad_h && ih - params.pad_h < xh && iw >= params.pad_w && iw - params.pad_w < xw;
-                if inside {
-                    let i = x_offset + offset5::<T>(x, gb, c_base + ci, id - params.pad_d, ih - params.pad_h, iw - params.pad_w);
+                let td = axis_tap(base_d, r / (kh * kw), params.stride_d, params.dil_d, params.pad_d, xd, transposed);
+                let th = axis_tap(base_h, (r / kw) % kh, params.stride_h, params.dil_h, params.pad_h, xh, transposed);
+                let tw = axis_tap(base_w, r % kw, params.stride_w, params.dil_w, params.pad_w, xw, transposed);
+                if td.inside && th.inside && tw.inside {
+                    let i = x_offset + offset5::<T>(x, gb, c_base + ci, td.pos, th.pos, tw.pos);
                     value = A::cast_from(x[i]);
                 }
             }

@@ -6,19 +6,19 @@ use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use cubecl::ir::StorageType;
 use cubecl::prelude::CubeDim;
-use ex_cubecl_kernels::conv::{ConvParamsLaunch, conv_transpose_forward, conv_weight_grad, unfold4d as unfold_kernel};
+use ex_cubecl_kernels::conv::{ConvParamsLaunch, unfold4d as unfold_kernel};
 use ex_cubecl_kernels::conv_cmma::{ConvKernelLaunch, conv_cmma};
+use ex_cubecl_kernels::conv_direct::{conv_direct, conv_weight_direct};
 use ex_cubecl_kernels::conv_gemm::conv_gemm;
+use ex_cubecl_kernels::conv_weight_cmma::conv_weight_cmma;
+use ex_cubecl_kernels::conv_weight_gemm::conv_weight_gemm;
 use ex_cubecl_kernels::reduce::ReduceOp;
 
 use super::copy::{cast, into_contiguous};
 use super::matmul::{cmma_operand, vector_size};
-use super::{accumulator, accumulator_dtype, reduce::reduce_dim, view::reshape};
+use super::{accumulator, accumulator_dtype, cubes_on_cpu, reduce::reduce_dim, view::reshape};
 use crate::runtime::{Geometry, Layout, launch};
 use crate::tensor::CubeTensor;
-
-/// Units per cube of the weight-gradient reduction.
-const GRAD_CUBE: usize = 128;
 
 /// Stride, padding and dilation of the three lifted spatial dimensions, and the groups.
 #[derive(Clone, Copy, Debug)]
@@ -164,16 +164,72 @@ pub fn conv_with<R: Runtime>(
     check_bias(op, bias.as_ref(), wd[0]);
     let mut out_shape = vec![xd[0], wd[0]];
     out_shape.extend((0..n).map(|axis| conv_out(op, &xd, &wd, axis, &spec)));
-    let cout_g = wd[0] / groups;
+    launch_implicit_gemm(op, &x, &weight, bias.as_ref(), out_shape, spec, tiling, false)
+}
+
+/// The implicit GEMM of a convolution, or of a transposed convolution (`transposed`) whose
+/// weight comes as the convolution weight `[c_out, c_in / groups, k..]` it acts as: on tensor
+/// cores where the device has them for the dtype and the group has 16 channels or more, on
+/// plain units otherwise.
+#[allow(clippy::too_many_arguments)]
+fn launch_implicit_gemm<R: Runtime>(
+    op: &str,
+    x: &CubeTensor<R>,
+    weight: &CubeTensor<R>,
+    bias: Option<&CubeTensor<R>>,
+    out_shape: Vec<usize>,
+    spec: ConvSpec,
+    tiling: Option<ConvTiling>,
+    transposed: bool,
+) -> CubeTensor<R> {
+    let wd = weight.dims();
+    let cout_g = wd[0] / spec.groups;
     let reduction = wd[1..].iter().product::<usize>();
     match cmma_operand(&x.client, x.dtype) {
         Some((operand, frag_k)) if cout_g >= 16 && reduction > 0 => {
             let t = tiling.unwrap_or_else(|| default_tiling(x.dtype, cout_g));
-            check_tiling(op, &x, t, frag_k, operand);
-            launch_conv_cmma(op, &x, &weight, bias.as_ref(), out_shape, spec, t, operand, frag_k)
+            check_tiling(op, x, t, frag_k, operand);
+            launch_conv_cmma(op, x, weight, bias, out_shape, spec, t, operand, frag_k, transposed)
         }
-        _ => launch_conv_gemm(op, &x, &weight, bias.as_ref(), out_shape, spec),
+        _ if cubes_on_cpu(&x.client) => launch_conv_direct(op, x, weight, bias, out_shape, spec, transposed),
+        _ => launch_conv_gemm(op, x, weight, bias, out_shape, spec, transposed),
     }
+}
+
+/// Output channels × pixels per unit of the barrier-free convolution.
+const DIRECT: [usize; 2] = [8, 4];
+
+fn launch_conv_direct<R: Runtime>(
+    op: &str,
+    x: &CubeTensor<R>,
+    weight: &CubeTensor<R>,
+    bias: Option<&CubeTensor<R>>,
+    out_shape: Vec<usize>,
+    spec: ConvSpec,
+    transposed: bool,
+) -> CubeTensor<R> {
+    let n = out_shape.len() - 2;
+    let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
+    let out5 = lift(&out, n);
+    let (x5, w5) = (lift(x, n), lift(weight, n));
+    let cout_g = out.dims()[1] / spec.groups;
+    let pixels = out.num_elements() / out.dims()[1].max(1);
+    let [un, um] = DIRECT;
+    let units = if out.num_elements() == 0 { 0 } else { spec.groups * cout_g.div_ceil(un) * pixels.div_ceil(um) };
+    let has_bias = bias.is_some();
+    let bias = bias.unwrap_or(weight).clone();
+    let dtypes = [x.storage(), accumulator(x.dtype)];
+    launch(&out.client, op, Geometry::Units(units), move |client, count, dim| {
+        // SAFETY: units past `units` leave at once; every gather and write is checked against
+        // the input's and output's extents.
+        unsafe {
+            conv_direct::launch_unchecked::<R>(
+                client, count, dim, x5.as_arg(), w5.as_arg(), bias.as_arg(), out5.as_arg(), x5.layout.offset,
+                w5.layout.offset, bias.layout.offset, spec.arg(), units, has_bias, transposed, un, um, dtypes,
+            )
+        }
+    });
+    out
 }
 
 /// The tiling of the tensor-core convolution: a `block_co` (output channels) × `block_pix`
@@ -243,6 +299,7 @@ fn launch_conv_cmma<R: Runtime>(
     t: ConvTiling,
     operand: StorageType,
     frag_k: usize,
+    transposed: bool,
 ) -> CubeTensor<R> {
     let n = out_shape.len() - 2;
     let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
@@ -283,7 +340,7 @@ fn launch_conv_cmma<R: Runtime>(
             conv_cmma::launch_unchecked::<R>(
                 client, count, dim, na, no, x5.as_arg(), w_rows.as_arg(), bias.as_arg(), out_arg.as_arg(),
                 x5.layout.offset, bias.layout.offset, spec.arg(), ConvKernelLaunch::new(kd, kh, kw), cubes,
-                has_bias, one_tap, t.block_co, t.block_pix, t.block_k, t.warps_co, t.warps_pix, frag_k, pad,
+                has_bias, transposed, one_tap, t.block_co, t.block_pix, t.block_k, t.warps_co, t.warps_pix, frag_k, pad,
                 [storage, operand],
             )
         }
@@ -291,10 +348,15 @@ fn launch_conv_cmma<R: Runtime>(
     out
 }
 
-/// Tile shapes of the implicit GEMM: (channels, pixels, K slice, per-unit channels,
-/// per-unit pixels); 256 units per cube either way.
+/// Tile shapes of the implicit GEMMs on plain units: (channels, pixels, K slice, per-unit
+/// channels, per-unit pixels) of a convolution, (outer channels, weight columns, pixel slice,
+/// per-unit rows, per-unit columns) of a weight gradient; 256 units per cube either way.
 const WIDE: [usize; 5] = [64, 64, 16, 4, 4];
 const NARROW: [usize; 5] = [16, 64, 16, 1, 4];
+/// The weight gradient's pixels are split across cubes until about this many cubes run...
+const SPLIT_CUBES: usize = 512;
+/// ...as long as each split keeps at least this many slices of pixels.
+const MIN_SLICES: usize = 8;
 
 fn launch_conv_gemm<R: Runtime>(
     op: &str,
@@ -303,6 +365,7 @@ fn launch_conv_gemm<R: Runtime>(
     bias: Option<&CubeTensor<R>>,
     out_shape: Vec<usize>,
     spec: ConvSpec,
+    transposed: bool,
 ) -> CubeTensor<R> {
     let n = out_shape.len() - 2;
     let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
@@ -323,7 +386,7 @@ fn launch_conv_gemm<R: Runtime>(
         unsafe {
             conv_gemm::launch_unchecked::<R>(
                 client, count, dim, x5.as_arg(), w5.as_arg(), bias.as_arg(), out5.as_arg(), x5.layout.offset,
-                w5.layout.offset, bias.layout.offset, spec.arg(), cubes, has_bias, bn, bm, bk, un, um,
+                w5.layout.offset, bias.layout.offset, spec.arg(), cubes, has_bias, transposed, bn, bm, bk, un, um,
                 [x.storage(), accumulator(x.dtype)],
             )
         }
@@ -358,38 +421,34 @@ pub fn conv_transpose<R: Runtime>(
         }
         out_shape.push(full - 2 * spec.padding[l]);
     }
-    launch_conv_transpose(op, &x, &weight, bias.as_ref(), out_shape, spec)
+    let conv_weight = transposed_as_conv(&weight, groups);
+    launch_implicit_gemm(op, &x, &conv_weight, bias.as_ref(), out_shape, spec, None, true)
 }
 
-fn launch_conv_transpose<R: Runtime>(
-    op: &str,
-    x: &CubeTensor<R>,
-    weight: &CubeTensor<R>,
-    bias: Option<&CubeTensor<R>>,
-    out_shape: Vec<usize>,
-    spec: ConvSpec,
-) -> CubeTensor<R> {
-    let n = out_shape.len() - 2;
-    let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
-    let out5 = lift(&out, n);
-    let (x5, w5) = (lift(x, n), lift(weight, n));
-    let has_bias = bias.is_some();
-    let bias = bias.unwrap_or(weight);
-    let dtypes = [x.storage(), accumulator(x.dtype)];
-    let bias = bias.clone();
-    launch(&x.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
-        let args = (x5.as_arg(), w5.as_arg(), bias.as_arg(), out5.as_arg());
-        let offsets = (x5.layout.offset, w5.layout.offset, bias.layout.offset);
-        // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; input coordinates are
-        // checked against the input's extent before every read.
-        unsafe {
-            conv_transpose_forward::launch_unchecked::<R>(
-                client, count, dim, args.0, args.1, args.2, args.3, offsets.0, offsets.1, offsets.2,
-                spec.arg(), has_bias, dtypes,
-            )
-        }
-    });
-    out
+/// A transposed convolution's weight `[c_in, c_out / groups, k..]` as the convolution weight
+/// `[c_out, c_in / groups, k..]` it acts as: a view for one group, a copy otherwise (each
+/// group's block is transposed on its own).
+fn transposed_as_conv<R: Runtime>(weight: &CubeTensor<R>, groups: usize) -> CubeTensor<R> {
+    let rank = weight.layout.rank();
+    let mut order: Vec<usize> = (0..rank).collect();
+    order.swap(0, 1);
+    if groups == 1 {
+        return weight.with_layout(weight.layout.permute(&order));
+    }
+    let (d, strides) = (weight.dims(), &weight.layout.strides);
+    let (cin_g, cout_g) = (d[0] / groups, d[1]);
+    // [groups, cin_g, cout_g, k..] -> [groups, cout_g, cin_g, k..], contiguous.
+    let mut shape = vec![groups, cin_g];
+    shape.extend_from_slice(&d[1..]);
+    let mut split = vec![cin_g * strides[0], strides[0]];
+    split.extend_from_slice(&strides[1..]);
+    let blocks = Layout { shape: Shape::from(shape), strides: split, offset: weight.layout.offset };
+    let mut order: Vec<usize> = (0..rank + 1).collect();
+    order.swap(1, 2);
+    let copied = into_contiguous(weight.with_layout(blocks.permute(&order)));
+    let mut shape = vec![groups * cout_g, cin_g];
+    shape.extend_from_slice(&d[2..]);
+    copied.with_layout(Layout::contiguous(Shape::from(shape)))
 }
 
 /// Weight gradient of a convolution (`transposed: false`; `x` is the input) or of a
@@ -408,21 +467,148 @@ pub fn conv_weight_backward<R: Runtime>(
     check_float(op, &[("x", &x), ("output_grad", &output_grad)]);
     let (outer, inner) = if transposed { (&x, &output_grad) } else { (&output_grad, &x) };
     let (outer5, inner5) = (lift(outer, n), lift(inner, n));
-    let grad = CubeTensor::empty(&x.client, &x.device, weight_shape, x.dtype);
-    let grad5 = lift(&grad, n);
-    let geometry = Geometry::Cubes { count: grad.num_elements(), dim: CubeDim::new_1d(GRAD_CUBE as u32) };
-    launch(&grad.client, op, geometry, move |client, count, dim| {
-        // SAFETY: cubes past the weight's size leave uniformly; reads are checked against
-        // both tensors' extents.
+    let mut wd = weight_shape.as_slice().to_vec();
+    wd.splice(2..2, std::iter::repeat_n(1, 3 - n));
+    let groups = spec.groups;
+    if wd[0] != outer5.dims()[1] || wd[1] * groups != inner5.dims()[1] {
+        panic!(
+            "ex_cubecl: {op}: a weight of shape {weight_shape:?} with {groups} groups does not match x {:?} and output_grad {:?} ({:?})",
+            x.dims(),
+            output_grad.dims(),
+            x.dtype
+        );
+    }
+    let cmma = cmma_operand(&x.client, x.dtype).filter(|_| wd[0] / groups >= 16 && wd[1..].iter().product::<usize>() > 0);
+    let partial = match cmma {
+        None if cubes_on_cpu(&x.client) => launch_weight_direct(op, &outer5, &inner5, &wd, spec),
+        _ => launch_weight_gemm(op, &outer5, &inner5, &wd, spec, cmma),
+    };
+    let (splits, sum_dtype) = (partial.dims()[0], accumulator_dtype(x.dtype));
+    let grad = if splits == 1 { partial } else { reduce_dim(partial, 0, ReduceOp::Sum, sum_dtype) };
+    let grad = if grad.dtype == x.dtype { grad } else { cast(grad, x.dtype) };
+    reshape(grad, weight_shape)
+}
+
+/// The dtype of the weight gradient's partial sums over `splits` splits: the gradient's own
+/// when there is nothing to sum, the accumulator's otherwise.
+fn partial_dtype(dtype: DType, splits: usize) -> DType {
+    if splits == 1 { dtype } else { accumulator_dtype(dtype) }
+}
+
+/// The weight gradient's partial sums `[splits, weight elements]` on (tensor-core or plain)
+/// shared-memory GEMMs, the pixels split across cubes; `wd` is the lifted weight shape.
+fn launch_weight_gemm<R: Runtime>(
+    op: &str,
+    outer5: &CubeTensor<R>,
+    inner5: &CubeTensor<R>,
+    wd: &[usize],
+    spec: ConvSpec,
+    cmma: Option<(StorageType, usize)>,
+) -> CubeTensor<R> {
+    let (outer_g, n_cols) = (wd[0] / spec.groups, wd[1] * wd[2] * wd[3] * wd[4]);
+    let od = outer5.dims();
+    let pixels = od[0] * od[2] * od[3] * od[4];
+    let t = match cmma {
+        Some((_, frag_k)) => weight_tiling_cmma(outer_g, frag_k),
+        None => weight_tiling(outer_g),
+    };
+    let tiles = spec.groups * outer_g.div_ceil(t.block_r) * n_cols.div_ceil(t.block_c);
+    // Enough splits of the pixels to fill the device, each at least MIN_SLICES slices long.
+    let slices = pixels.div_ceil(t.block_k);
+    let splits = (SPLIT_CUBES / tiles.max(1)).clamp(1, slices.div_ceil(MIN_SLICES).max(1));
+    let split_len = slices.div_ceil(splits).max(1) * t.block_k;
+    let splits = pixels.div_ceil(split_len).max(1);
+    let w_elems = wd.iter().product::<usize>();
+    let partial = CubeTensor::empty(&outer5.client, &outer5.device, Shape::new([splits, w_elems]), partial_dtype(outer5.dtype, splits));
+    let cubes = if w_elems == 0 { 0 } else { splits * tiles };
+    let geometry = Geometry::Cubes { count: cubes, dim: CubeDim::new_1d(t.units as u32) };
+    let (outer5, inner5, out, wd) = (outer5.clone(), inner5.clone(), partial.clone(), wd.to_vec());
+    launch(&partial.client, op, geometry, move |client, count, dim| {
+        let (o, i, p) = (outer5.as_arg(), inner5.as_arg(), out.as_arg());
+        let kernel = ConvKernelLaunch::new(wd[2], wd[3], wd[4]);
+        let (oo, io, spec) = (outer5.layout.offset, inner5.layout.offset, spec.arg());
+        let (storage, part) = (outer5.storage(), out.storage());
+        // SAFETY: cubes past `cubes` leave uniformly before any barrier; reads are guarded by
+        // the split's pixels, the group's channels and the input's extents, writes by the
+        // group's channels and the weight's columns; the tilings satisfy the kernels'
+        // divisibility rules (`weight_tiling*`).
         unsafe {
-            conv_weight_grad::launch_unchecked::<R>(
-                client, count, dim, outer5.as_arg(), inner5.as_arg(), grad5.as_arg(),
-                outer5.layout.offset, inner5.layout.offset, spec.arg(), GRAD_CUBE,
-                [x.storage(), accumulator(x.dtype)],
+            match cmma {
+                Some((operand, frag_k)) => conv_weight_cmma::launch_unchecked::<R>(
+                    client, count, dim, o, i, p, oo, io, spec, kernel, split_len, cubes, t.block_r, t.block_c,
+                    t.block_k, t.warps_r, t.warps_c, frag_k, 16 / operand.size(), [storage, operand, part],
+                ),
+                None => conv_weight_gemm::launch_unchecked::<R>(
+                    client, count, dim, o, i, p, oo, io, spec, kernel, split_len, cubes, t.block_r, t.block_c,
+                    t.block_k, t.warps_r, t.warps_c, [storage, accumulator(outer5.dtype), part],
+                ),
+            }
+        }
+    });
+    partial
+}
+
+/// Outer channels × weight columns per unit of the barrier-free weight gradient.
+const DIRECT_BLOCK: [usize; 2] = [8, 4];
+/// Its batch entries are split until about this many units run.
+const DIRECT_UNITS: usize = 1024;
+
+/// The weight gradient's partial sums `[splits, weight elements]` without barriers, the batch
+/// entries split across units; `wd` is the lifted weight shape.
+fn launch_weight_direct<R: Runtime>(op: &str, outer5: &CubeTensor<R>, inner5: &CubeTensor<R>, wd: &[usize], spec: ConvSpec) -> CubeTensor<R> {
+    let (outer_g, n_cols) = (wd[0] / spec.groups, wd[1] * wd[2] * wd[3] * wd[4]);
+    let batch = outer5.dims()[0];
+    let [ur, uc] = DIRECT_BLOCK;
+    let per_split = spec.groups * outer_g.div_ceil(ur) * n_cols.div_ceil(uc);
+    let splits = (DIRECT_UNITS / per_split.max(1)).clamp(1, batch.max(1));
+    let split_len = batch.div_ceil(splits).max(1);
+    let splits = batch.div_ceil(split_len).max(1);
+    let w_elems = wd.iter().product::<usize>();
+    let partial = CubeTensor::empty(&outer5.client, &outer5.device, Shape::new([splits, w_elems]), partial_dtype(outer5.dtype, splits));
+    let units = if w_elems == 0 { 0 } else { splits * per_split };
+    let (outer5, inner5, out, wd) = (outer5.clone(), inner5.clone(), partial.clone(), wd.to_vec());
+    launch(&partial.client, op, Geometry::Units(units), move |client, count, dim| {
+        let dtypes = [outer5.storage(), accumulator(outer5.dtype), out.storage()];
+        // SAFETY: units past `units` leave at once; reads are guarded by the split's batch
+        // entries, the group's channels and the input's extents, writes by the channels.
+        unsafe {
+            conv_weight_direct::launch_unchecked::<R>(
+                client, count, dim, outer5.as_arg(), inner5.as_arg(), out.as_arg(), outer5.layout.offset,
+                inner5.layout.offset, spec.arg(), wd[2], wd[3], wd[4], split_len, units, ur, uc, dtypes,
             )
         }
     });
-    grad
+    partial
+}
+
+/// The tiling of a weight gradient: `block_r` outer channels × `block_c` weight columns per
+/// cube, pixel slices of `block_k`, and `units`; `warps_r` × `warps_c` are planes on tensor
+/// cores, units per row and column of the tile's register blocks (`unit_r`, `unit_c` of the
+/// plain kernel) otherwise.
+#[derive(Clone, Copy, Debug)]
+struct WeightTiling {
+    block_r: usize,
+    block_c: usize,
+    block_k: usize,
+    warps_r: usize,
+    warps_c: usize,
+    units: usize,
+}
+
+/// The plain kernel's tiling: 256 units of 1 × 4 or 4 × 4 accumulators.
+fn weight_tiling(outer_g: usize) -> WeightTiling {
+    let [block_r, block_c, block_k, warps_r, warps_c] = if outer_g <= NARROW[0] { NARROW } else { WIDE };
+    WeightTiling { block_r, block_c, block_k, warps_r, warps_c, units: block_r / warps_r * block_c / warps_c }
+}
+
+/// The tensor-core kernel's tiling: 8 planes, 128 columns, up to 64 outer channels.
+fn weight_tiling_cmma(outer_g: usize, frag_k: usize) -> WeightTiling {
+    let (block_r, warps_r) = match outer_g {
+        64.. => (64, 2),
+        32.. => (32, 2),
+        _ => (16, 1),
+    };
+    WeightTiling { block_r, block_c: 128, block_k: 2 * frag_k, warps_r, warps_c: 8 / warps_r, units: 256 }
 }
 
 /// Bias gradient: the output gradient summed over every dimension but the channels (in f32

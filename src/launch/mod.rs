@@ -129,3 +129,10 @@ pub(crate) fn accumulator_dtype(dtype: DType) -> DType {
         other => other,
     }
 }
+
+/// Whether the device runs cubes on CPU cores (Mesa's lavapipe: wgpu reports no plane
+/// operations for CPU adapters). There a barrier suspends and resumes every group of units,
+/// so kernels without shared memory or barriers beat shared-memory tiling.
+pub(crate) fn cubes_on_cpu<R: Runtime>(client: &cubecl::prelude::ComputeClient<R>) -> bool {
+    !client.features().plane.contains(cubecl::features::Plane::Ops)
+}

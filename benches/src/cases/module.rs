@@ -1,5 +1,5 @@
-//! Module ops: conv2d (f32 on TF32 units by default, f16), max_pool2d and attention (f32 and
-//! f16), plus, with `--tune`, ours with other tensor-core tilings of the convolution and in
+//! Module ops: conv2d (f32 on TF32 units by default, f16) and its two backward passes,
+//! max_pool2d and attention (f32 and f16), plus, with `--tune`, ours with other tensor-core tilings of the convolution and in
 //! exact f32.
 use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
 use burn_backend::{Backend, DType, TensorPrimitive};
@@ -52,6 +52,15 @@ pub struct Conv2d {
     variant: Variant,
 }
 
+/// The gradient of `conv2d(x [b, c, h, w], weight [c_out, c, 3, 3])` (stride 1, padding 1)
+/// with respect to the input (`weight: false`) or the weight, from an output gradient.
+pub struct ConvBackward {
+    x: [usize; 4],
+    c_out: usize,
+    dtype: DType,
+    weight: bool,
+}
+
 /// `max_pool2d(x, 3×3, stride 2, padding 1)`.
 pub struct MaxPool2d {
     x: [usize; 4],
@@ -67,15 +76,21 @@ pub struct Attention {
 
 /// The module-op cases at `size` (plus variants of ours when `tune`).
 pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
-    let (x, c_out, pool, attn) = match size {
-        Size::Small => ([2, 8, 16, 16], 8, [2, 4, 32, 32], [1, 2, 64, 32]),
-        Size::Full => ([64, 64, 56, 56], 64, [64, 64, 112, 112], [4, 16, 1024, 64]),
+    // The small backward size is the second convolution of the digits CNN.
+    let (x, c_out, back_x, back_c_out, pool, attn) = match size {
+        Size::Small => ([2, 8, 16, 16], 8, [32, 8, 8, 8], 16, [2, 4, 32, 32], [1, 2, 64, 32]),
+        Size::Full => ([64, 64, 56, 56], 64, [64, 64, 56, 56], 64, [64, 64, 112, 112], [4, 16, 1024, 64]),
     };
+    let back = |dtype, weight| Box::new(ConvBackward { x: back_x, c_out: back_c_out, dtype, weight });
     let conv = |dtype, variant| Box::new(Conv2d { x, c_out, dtype, variant });
     let att = |dtype, causal, variant| Box::new(Attention { shape: attn, dtype, causal, variant });
     let mut out: Vec<Box<dyn DynCase>> = vec![
         conv(DType::F32, Variant::Default),
         conv(DType::F16, Variant::Default),
+        back(DType::F32, false),
+        back(DType::F32, true),
+        back(DType::F16, false),
+        back(DType::F16, true),
         Box::new(MaxPool2d { x: pool }),
         att(DType::F32, false, Variant::Default),
         att(DType::F16, false, Variant::Default),
@@ -159,6 +174,44 @@ impl Case for Conv2d {
                 })
             }
         })
+    }
+}
+
+impl Case for ConvBackward {
+    fn name(&self) -> String {
+        let wrt = if self.weight { "weight" } else { "input" };
+        format!("conv2d {:?} 3x3 {wrt} grad", self.dtype).to_lowercase()
+    }
+
+    fn size(&self) -> String {
+        let [b, c, h, w] = self.x;
+        format!("[{b},{c},{h},{w}]x[{},{c},3,3]", self.c_out)
+    }
+
+    fn work(&self) -> Work {
+        let [b, c, h, w] = self.x;
+        Work::Flops(2.0 * (b * self.c_out * h * w * c * 9) as f64, precision(self.dtype, Variant::Default))
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        if !B::supports_dtype(device, self.dtype) {
+            return None;
+        }
+        let [b, c, h, w] = self.x;
+        let prim = |t: Tensor<B, 4>| t.into_primitive().tensor();
+        let x = prim(uniform::<B, 4>(self.x, 4, device).cast(self.dtype));
+        let weight = prim(uniform::<B, 4>([self.c_out, c, 3, 3], 5, device).cast(self.dtype));
+        let grad = prim(uniform::<B, 4>([b, self.c_out, h, w], 6, device).cast(self.dtype));
+        let options = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        let wrt_weight = self.weight;
+        Some(Box::new(move || {
+            let (x, weight, grad, options) = (x.clone(), weight.clone(), grad.clone(), options.clone());
+            let out = match wrt_weight {
+                true => B::conv2d_weight_backward(x, weight, grad, options),
+                false => B::conv2d_x_backward(x, weight, grad, options),
+            };
+            Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(out)).flatten::<1>(0, 3)
+        }))
     }
 }
 
