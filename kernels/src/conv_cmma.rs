@@ -191,11 +191,35 @@ pub struct TapAt {
 
 #[cube]
 fn tap_at<T: Float>(x: &Tensor<T>, g: &Gather, params: &ConvParams, kernel: &ConvKernel, tap: usize, #[comptime] transposed: bool) -> TapAt {
-    let td = axis_tap(g.base_d, tap / (kernel.kh * kernel.kw), params.stride_d, params.dil_d, params.pad_d, x.shape(2), transposed);
-    let th = axis_tap(g.base_h, (tap / kernel.kw) % kernel.kh, params.stride_h, params.dil_h, params.pad_h, x.shape(3), transposed);
-    let tw = axis_tap(g.base_w, tap % kernel.kw, params.stride_w, params.dil_w, params.pad_w, x.shape(4), transposed);
-    let inside = g.pixel_ok && td.inside && th.inside && tw.inside;
-    let offset = select(inside, td.pos * x.stride(2) + th.pos * x.stride(3) + tw.pos * x.stride(4), 0);
+    let (kd, kh, kw) = (tap / (kernel.kh * kernel.kw), (tap / kernel.kw) % kernel.kh, tap % kernel.kw);
+    // The address only where the tap is inside: computing it unconditionally (and selecting)
+    // made the forward convolution 1.6x slower on an H100.
+    let mut offset = 0;
+    let mut inside = g.pixel_ok;
+    if transposed {
+        let td = axis_tap(g.base_d, kd, params.stride_d, params.dil_d, params.pad_d, x.shape(2), true);
+        let th = axis_tap(g.base_h, kh, params.stride_h, params.dil_h, params.pad_h, x.shape(3), true);
+        let tw = axis_tap(g.base_w, kw, params.stride_w, params.dil_w, params.pad_w, x.shape(4), true);
+        inside = inside && td.inside && th.inside && tw.inside;
+        if inside {
+            offset = td.pos * x.stride(2) + th.pos * x.stride(3) + tw.pos * x.stride(4);
+        }
+    } else {
+        // Spelled out: the shape [`axis_tap`] has, with the padding subtracted once.
+        let id = g.base_d + kd * params.dil_d;
+        let ih = g.base_h + kh * params.dil_h;
+        let iw = g.base_w + kw * params.dil_w;
+        inside = inside
+            && id >= params.pad_d
+            && id - params.pad_d < x.shape(2)
+            && ih >= params.pad_h
+            && ih - params.pad_h < x.shape(3)
+            && iw >= params.pad_w
+            && iw - params.pad_w < x.shape(4);
+        if inside {
+            offset = (id - params.pad_d) * x.stride(2) + (ih - params.pad_h) * x.stride(3) + (iw - params.pad_w) * x.stride(4);
+        }
+    }
     TapAt { offset, inside }
 }
 
