@@ -1,6 +1,8 @@
 //! Convolutions of 1 to 3 spatial dimensions, transposed convolutions, their weight and bias
 //! gradients, and `unfold4d`. Every shape is lifted to three spatial dimensions (unit
-//! dimensions in front) so that one kernel of each kind serves all ranks.
+//! dimensions in front) so that one kernel of each kind serves all ranks. A convolution's input
+//! gradient is a transposed convolution (Burn's composition), which runs the convolution's own
+//! kernels with the transposed gather; both weight gradients run one kernel family.
 use burn_backend::ops::{ConvOptions, ConvTransposeOptions};
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
@@ -130,7 +132,8 @@ fn conv_out(op: &str, x: &[usize], w: &[usize], axis: usize, s: &ConvSpec) -> us
 /// [`MatmulPrecision::Tf32`](super::matmul::MatmulPrecision) is chosen), groups of at least 16
 /// output channels run the tensor-core implicit GEMM (`conv_cmma`); everything else (exact
 /// f32, devices without matrix units, narrower groups, empty reductions) runs the implicit
-/// GEMM on plain arithmetic units (`conv_gemm`).
+/// GEMM on plain arithmetic units (`conv_gemm`), or, on devices that run cubes on CPU cores
+/// (lavapipe), a kernel without shared memory or barriers (`conv_direct`).
 pub fn conv<R: Runtime>(op: &str, x: CubeTensor<R>, weight: CubeTensor<R>, bias: Option<CubeTensor<R>>, spec: ConvSpec) -> CubeTensor<R> {
     conv_with(op, x, weight, bias, spec, None)
 }
@@ -168,9 +171,8 @@ pub fn conv_with<R: Runtime>(
 }
 
 /// The implicit GEMM of a convolution, or of a transposed convolution (`transposed`) whose
-/// weight comes as the convolution weight `[c_out, c_in / groups, k..]` it acts as: on tensor
-/// cores where the device has them for the dtype and the group has 16 channels or more, on
-/// plain units otherwise.
+/// weight comes as the convolution weight `[c_out, c_in / groups, k..]` it acts as, on the
+/// kernel [`conv`] describes.
 #[allow(clippy::too_many_arguments)]
 fn launch_implicit_gemm<R: Runtime>(
     op: &str,
@@ -395,7 +397,8 @@ fn launch_conv_gemm<R: Runtime>(
 }
 
 /// Transposed convolution of `x` `[b, c_in, spatial..]` with `weight`
-/// `[c_in, c_out / groups, k..]`.
+/// `[c_in, c_out / groups, k..]`, on the kernels of [`conv`] (with the weight as the
+/// convolution weight it acts as).
 pub fn conv_transpose<R: Runtime>(
     op: &str,
     x: CubeTensor<R>,
@@ -452,7 +455,10 @@ fn transposed_as_conv<R: Runtime>(weight: &CubeTensor<R>, groups: usize) -> Cube
 }
 
 /// Weight gradient of a convolution (`transposed: false`; `x` is the input) or of a
-/// transposed convolution (`transposed: true`), for a weight of `weight_shape`.
+/// transposed convolution (`transposed: true`), for a weight of `weight_shape`: an implicit
+/// GEMM over the batch and pixels, split across cubes and then summed (`conv_weight_cmma` on
+/// matrix units under the rules of [`conv`], `conv_weight_gemm` on plain units,
+/// `conv_weight_direct` on devices that run cubes on CPU cores).
 pub fn conv_weight_backward<R: Runtime>(
     op: &str,
     x: CubeTensor<R>,
