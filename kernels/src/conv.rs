@@ -1,8 +1,9 @@
 //! What the convolution kernels share: their parameters and the input coordinate each kernel
 //! tap reads, for convolutions and transposed convolutions over three spatial dimensions
 //! (1-D and 2-D ones are 3-D ones with unit dimensions); and `unfold4d`. Both convolutions
-//! run as implicit GEMMs (`conv_gemm`, `conv_cmma`), their weight gradient as another
-//! (`conv_weight_gemm`).
+//! run as implicit GEMMs (`conv_gemm`, `conv_cmma`), their weight gradients as another
+//! (`conv_weight_gemm`, `conv_weight_cmma`); devices that run cubes on CPU cores get
+//! barrier-free kernels for both (`conv_direct`).
 //!
 //! Tensors are `[batch, channels, d, h, w]`. Inputs are strided views (with an element
 //! offset); outputs are contiguous.
