@@ -1,0 +1,315 @@
+#!/usr/bin/env python3
+"""Times the benchmark cases of `benches/src/cases/*.rs` that have a PyTorch equivalent, for
+the `PyTorch (ms)` column of the `bench` report (`bench --torch FILE`).
+
+    python3 benches/torch_rows.py [--filter TEXT] [--iters N] [--warmup N] [--out FILE]
+
+Each case is the Rust case's op at its `--size full` size, on the same kind of inputs
+(uniform in [-1, 1), random indices), keyed by the Rust row key `"<Case::name> <Case::size>"`
+so that the two line up; `--filter` keeps the cases whose key contains TEXT, or one of its
+`|`-separated alternatives, as the Rust CLI does. The timing is the Rust runner's
+(`benches/src/lib.rs`, `time`): `--warmup` runs, then at least `--iters` timed runs (more for
+short cases, up to 2000 or about half a second), each the op and `torch.cuda.synchronize()`
+timed with `time.perf_counter()`; the median is reported. The output of the last run is kept
+and summed, so nothing is skipped. The settings match ours: f32 products on TF32 tensor
+cores (cuBLAS and cuDNN), cuDNN picking its fastest convolution (`cudnn.benchmark`, its
+search done in the warm-up), the default attention backend. The MLP step is burn's: the
+same model and Adam, as per-parameter tensor ops (`foreach=False`) for the plain row and as
+`fused=True` for the fused row.
+
+The output is a JSON object, row key to median milliseconds, written to `--out` after every
+case (a run cut short keeps its rows), or to stdout at the end without `--out`; progress
+goes to stderr.
+`--device cpu --size small` runs the small sizes on the CPU, to check the script without a
+GPU. Only the standard library and `torch` are used.
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+# The most timed runs of one case, as the Rust runner's `MAX_ITERS`.
+MAX_ITERS = 2000
+WIDTHS = [784, 256, 128, 10]
+
+
+def count(n):
+    """`2^k` for powers of two, the number otherwise (the Rust `count`)."""
+    return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
+
+
+def shape(dims):
+    """A shape as Rust's `{:?}` prints an array: `[4096, 4096]`."""
+    return "[" + ", ".join(map(str, dims)) + "]"
+
+
+def conv_size(x, c_out):
+    b, c, h, w = x
+    return f"[{b},{c},{h},{w}]x[{c_out},{c},3,3]"
+
+
+class Inputs:
+    """Makes inputs on one device, each uniform in [-1, 1) from its own seed."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def uniform(self, dims, seed, dtype=torch.float32):
+        g = torch.Generator(device=self.device).manual_seed(seed)
+        return (torch.rand(dims, generator=g, device=self.device) * 2 - 1).to(dtype)
+
+    def columns(self, dims):
+        """Random indices in `0..dims[1]` (int64: what `gather` and `scatter_add` take)."""
+        g = torch.Generator(device=self.device).manual_seed(7)
+        return torch.randint(0, dims[1], dims, generator=g, device=self.device)
+
+
+def elementwise(full):
+    n = 1 << 26 if full else 1 << 16
+
+    def add(t):
+        a, b = t.uniform([n], 1), t.uniform([n], 2)
+        return lambda: a + b
+
+    def chain(t):
+        a, b, c = t.uniform([n], 1), t.uniform([n], 2), t.uniform([n], 3)
+        return lambda: ((a + b) * c).exp().sqrt().neg()
+
+    def tiny(t):
+        a, b = t.uniform([16], 1), t.uniform([16], 2)
+        return lambda: a + b
+
+    return [
+        ("add f32", count(n), add),
+        ("5 elementwise ops f32 (add, mul, exp, sqrt, neg)", count(n), chain),
+        ("tiny add f32 + sync (latency)", "16", tiny),
+    ]
+
+
+def reduce(full):
+    n, rows, soft = (1 << 26, [8192, 8192], [4096, 4096]) if full else (1 << 16, [256, 256], [256, 256])
+
+    def total(t):
+        x = t.uniform([n], 1)
+        return lambda: x.sum()
+
+    def last_dim(t):
+        x = t.uniform(rows, 1)
+        return lambda: x.sum(1)
+
+    def softmax(t):
+        x = t.uniform(soft, 1)
+        return lambda: torch.softmax(x, 1)
+
+    return [
+        ("sum f32 (all)", count(n), total),
+        ("sum f32 (last dim)", shape(rows), last_dim),
+        ("softmax f32 (last dim)", shape(soft), softmax),
+    ]
+
+
+def index(full):
+    dims = [4096, 4096] if full else [256, 256]
+
+    def gather(t):
+        x, idx = t.uniform(dims, 1), t.columns(dims)
+        return lambda: torch.gather(x, 1, idx)
+
+    def scatter_add(t):
+        values, target, idx = t.uniform(dims, 2), torch.zeros(dims, device=t.device), t.columns(dims)
+        return lambda: target.scatter_add(1, idx, values)
+
+    def cat(t):
+        parts = [t.uniform([dims[0], dims[1] // 4], 10 + seed) for seed in range(4)]
+        return lambda: torch.cat(parts, 1)
+
+    return [
+        ("gather f32 (last dim)", shape(dims), gather),
+        ("scatter add f32 (last dim)", shape(dims), scatter_add),
+        ("cat f32 (4 tensors, last dim)", f"4x[{dims[0]}, {dims[1] // 4}]", cat),
+    ]
+
+
+def matmul(full):
+    s, (bs, bn) = (4096, (64, 512)) if full else (256, (4, 64))
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+    def case(dtype, batch, m, transposed=False):
+        def make(t):
+            lhs = t.uniform([batch, m, m], 1, dtypes[dtype])
+            rhs = t.uniform([batch, m, m], 2, dtypes[dtype])
+            # Stored [batch, n, k] and used as a strided [batch, k, n] view, as the Rust case.
+            rhs = rhs.transpose(1, 2) if transposed else rhs
+            return lambda: lhs @ rhs
+
+        name = f"matmul {dtype}" + (" (rhs transposed)" if transposed else "")
+        size = (f"{batch}x" if batch > 1 else "") + f"{m}x{m}x{m}"
+        return (name, size, make)
+
+    return [
+        case("f32", 1, s),
+        case("f16", 1, s),
+        case("bf16", 1, s),
+        case("f32", 1, s, transposed=True),
+        case("f16", 1, s, transposed=True),
+        case("f16", bs, bn),
+        case("f32", bs, bn),
+    ]
+
+
+def module(full):
+    if full:
+        x, c_out, back_x, back_c_out, pool, attn = [64, 64, 56, 56], 64, [64, 64, 56, 56], 64, [64, 64, 112, 112], [4, 16, 1024, 64]
+    else:
+        x, c_out, back_x, back_c_out, pool, attn = [2, 8, 16, 16], 8, [32, 8, 8, 8], 16, [2, 4, 32, 32], [1, 2, 64, 32]
+    dtypes = {"f32": torch.float32, "f16": torch.float16}
+
+    def conv(dtype):
+        def make(t):
+            inp = t.uniform(x, 1, dtypes[dtype])
+            w = t.uniform([c_out, x[1], 3, 3], 2, dtypes[dtype])
+            return lambda: F.conv2d(inp, w, None, stride=1, padding=1)
+
+        return (f"conv2d {dtype} 3x3", conv_size(x, c_out), make)
+
+    def backward(dtype, weight):
+        def make(t):
+            b, c, h, w = back_x
+            inp = t.uniform(back_x, 4, dtypes[dtype])
+            wt = t.uniform([back_c_out, c, 3, 3], 5, dtypes[dtype])
+            grad = t.uniform([b, back_c_out, h, w], 6, dtypes[dtype])
+            if weight:
+                return lambda: torch.nn.grad.conv2d_weight(inp, wt.shape, grad, stride=1, padding=1)
+            return lambda: torch.nn.grad.conv2d_input(inp.shape, wt, grad, stride=1, padding=1)
+
+        wrt = "weight" if weight else "input"
+        return (f"conv2d {dtype} 3x3 {wrt} grad", conv_size(back_x, back_c_out), make)
+
+    def max_pool(t):
+        inp = t.uniform(pool, 3)
+        return lambda: F.max_pool2d(inp, 3, stride=2, padding=1, dilation=1, ceil_mode=False)
+
+    def attention(dtype, causal):
+        def make(t):
+            q, k, v = (t.uniform(attn, seed, dtypes[dtype]) for seed in (4, 5, 6))
+            return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+        return (f"attention {dtype}" + (" causal" if causal else ""), shape(attn), make)
+
+    return [
+        conv("f32"),
+        conv("f16"),
+        backward("f32", False),
+        backward("f32", True),
+        backward("f16", False),
+        backward("f16", True),
+        ("max_pool2d f32 3x3/2", shape(pool), max_pool),
+        attention("f32", False),
+        attention("f16", False),
+        attention("f32", True),
+    ]
+
+
+def train(full):
+    """The 784-256-128-10 ReLU MLP of `cases/train.rs`: weights `[in, out]`, biases `[1, out]`
+    scaled by `1/sqrt(in)`, a fixed batch, cross-entropy, Adam (lr 1e-3, betas 0.9 / 0.999,
+    eps 1e-8); each run is one step and returns the loss before the update."""
+
+    def case(batch, fused):
+        def make(t):
+            params = []
+            for layer, (n_in, n_out) in enumerate(zip(WIDTHS, WIDTHS[1:])):
+                scale = (1.0 / n_in) ** 0.5
+                seed = 10 + 2 * layer
+                params.append((t.uniform([n_in, n_out], seed) * scale).requires_grad_())
+                params.append((t.uniform([1, n_out], seed + 1) * scale).requires_grad_())
+            x = t.uniform([batch, WIDTHS[0]], 1)
+            labels = (torch.arange(batch, device=t.device) * 7 + 3) % WIDTHS[-1]
+            kind = {"fused": True} if fused else {"foreach": False}
+            adam = torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, **kind)
+
+            def step():
+                h = x
+                for layer in range(len(WIDTHS) - 1):
+                    h = h @ params[2 * layer] + params[2 * layer + 1]
+                    if layer + 2 < len(WIDTHS):
+                        h = torch.relu(h)
+                loss = F.cross_entropy(h, labels)
+                adam.zero_grad(set_to_none=True)
+                loss.backward()
+                adam.step()
+                return loss.detach()
+
+            return step
+
+        adam = "fused Adam" if fused else "Adam"
+        return (f"MLP train step f32 (784-256-128-10, {adam})", f"batch {batch}", make)
+
+    return [case(batch, fused) for batch in ([64, 1024] if full else [64]) for fused in (False, True)]
+
+
+def cases(full):
+    """Every case with a PyTorch equivalent, in the order of `cases::all`; the variants of
+    ours only (exact f32, tilings) have none."""
+    return elementwise(full) + reduce(full) + index(full) + matmul(full) + module(full) + train(full)
+
+
+def time_case(run, sync, warmup, iters):
+    """The Rust runner's `time`: the median seconds of one run ending in a sync, and the
+    checksum of the last run's output."""
+    sync()
+    start = time.perf_counter()
+    for _ in range(warmup):
+        out = run()
+        sync()
+        del out
+    per_run = (time.perf_counter() - start) / max(warmup, 1)
+    iters = max(iters, min(int(0.5 / max(per_run, 1e-9)), max(MAX_ITERS, iters)))
+    times = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        out = run()
+        sync()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times[len(times) // 2], float(out.double().sum())
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--filter", default="", help="keep the cases whose key contains TEXT (or one of its |-separated alternatives)")
+    parser.add_argument("--iters", type=int, default=20, help="the fewest timed runs (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="warm-up runs before timing (default 3)")
+    parser.add_argument("--out", help="write the JSON here too, after every case")
+    parser.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
+    parser.add_argument("--size", choices=["small", "full"], default="full", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    torch.backends.cudnn.benchmark = True
+    device = torch.device(args.device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    inputs = Inputs(device)
+    alternatives = args.filter.split("|")
+    rows = {}
+    for name, size, make in cases(args.size == "full"):
+        key = f"{name} {size}"
+        if args.filter and not any(a in key for a in alternatives):
+            continue
+        start = time.perf_counter()
+        median, checksum = time_case(make(inputs), sync, args.warmup, args.iters)
+        rows[key] = median * 1e3
+        print(f"torch: {key}: {median * 1e3:.4f} ms (checksum {checksum:.6g}, {time.perf_counter() - start:.1f} s)", file=sys.stderr)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
+    if not args.out:
+        print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
