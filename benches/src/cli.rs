@@ -4,16 +4,21 @@
 //!
 //! ```text
 //! bench [--filter TEXT] [--size small|full] [--iters N] [--warmup N] [--tune]
-//!       [--gpu NAME] [--date YYYY-MM-DD] [--out FILE]
+//!       [--gpu NAME] [--date YYYY-MM-DD] [--out FILE] [--torch FILE]
 //! ```
-//! `--filter` keeps the cases whose name or size contains TEXT; `--size small` (the default
+//! `--filter` keeps the cases whose `"name size"` contains TEXT, or one of its `|`-separated
+//! alternatives (`--filter "add|sum"`); `--size small` (the default
 //! on wgpu) runs sizes a software rasteriser can take, `--size full` (the default on CUDA)
 //! sizes that fill a GPU; `--tune` adds tiling variants of our kernels. `--gpu` names the
 //! device as `nvidia-smi` does, which picks the datasheet peaks of the floor column (H100,
 //! H200); `--out` also writes the report (device, date, commit and the table) to FILE.
+//! `--torch` adds a `PyTorch (ms)` column and its speed-up over ours from the JSON object
+//! (row key `"name size"` to median milliseconds) that `benches/torch_rows.py` writes,
+//! measured on the same device beforehand with the same timing (`scripts/bench_gpu.sh` runs
+//! both); rows it has no time for show `-`.
 use std::fmt::Write as _;
 
-use crate::{HEADER, Options, Size, cases, gpu_named, row};
+use crate::{HEADER, HEADER_TORCH, Options, Size, TorchTimes, cases, gpu_named, row};
 
 /// Runs the benchmark command line: `args` without the program name. `--bench`, which
 /// `cargo bench` passes, is ignored.
@@ -22,7 +27,7 @@ pub fn run(args: impl IntoIterator<Item = String>) {
     let mut size = if cfg!(feature = "cuda") { Size::Full } else { Size::Small };
     let mut opts = Options { warmup: 3, iters: 20, size };
     let mut tune = false;
-    let (mut gpu_name, mut date, mut out) = (String::new(), String::new(), None);
+    let (mut gpu_name, mut date, mut out, mut torch) = (String::new(), String::new(), None, None);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().unwrap_or_else(|| panic!("bench: {arg} needs a value"));
@@ -41,6 +46,7 @@ pub fn run(args: impl IntoIterator<Item = String>) {
             "--gpu" => gpu_name = value(),
             "--date" => date = value(),
             "--out" => out = Some(value()),
+            "--torch" => torch = Some(TorchTimes::read(&value()).unwrap_or_else(|e| panic!("bench: --torch: {e}"))),
             "--bench" => {}
             other => panic!("bench: unknown argument {other}"),
         }
@@ -68,21 +74,22 @@ pub fn run(args: impl IntoIterator<Item = String>) {
             g.half / 1e12
         ))
     );
-    let _ = writeln!(report, "{HEADER}");
+    let _ = writeln!(report, "{}", if torch.is_some() { HEADER_TORCH } else { HEADER });
     print!("{report}");
     for case in cases::all(size, tune) {
-        if !filter.is_empty() && !format!("{} {}", case.name(), case.size()).contains(&filter) {
+        let key = format!("{} {}", case.name(), case.size());
+        if !filter.is_empty() && !filter.split('|').any(|alternative| key.contains(alternative)) {
             continue;
         }
         let start = std::time::Instant::now();
         let ours = case.run_ours(&opts);
         let peer = case.run_peer(&opts);
         let cpu = case.run_cpu(&opts);
-        eprintln!("bench: {} {}: {:.1} s", case.name(), case.size(), start.elapsed().as_secs_f64());
+        eprintln!("bench: {key}: {:.1} s", start.elapsed().as_secs_f64());
         if ours.is_none() && peer.is_none() {
             continue;
         }
-        let line = row(case.as_ref(), ours.as_ref(), peer.as_ref(), cpu.as_ref(), gpu);
+        let line = row(case.as_ref(), ours.as_ref(), peer.as_ref(), cpu.as_ref(), gpu, torch.as_ref());
         println!("{line}");
         let _ = writeln!(report, "{line}");
         // Written after every row, so a run cut short still leaves its rows.

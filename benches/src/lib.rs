@@ -12,6 +12,7 @@
 pub mod cases;
 pub mod cli;
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use burn_backend::Backend;
@@ -246,14 +247,37 @@ fn significant_ms(ms: f64) -> String {
     format!("{ms:.digits$}")
 }
 
-/// One row of the results table; `gpu` gives the floor column.
-pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>, cpu: Option<&Timing>, gpu: Option<&Gpu>) -> String {
+/// PyTorch's times for the `PyTorch (ms)` column: row key (`"<name> <size>"`) to median
+/// milliseconds, as `benches/torch_rows.py` writes them (a JSON object).
+#[derive(Clone, Debug, Default)]
+pub struct TorchTimes(pub HashMap<String, f64>);
+
+impl TorchTimes {
+    /// Reads the JSON object that `benches/torch_rows.py` wrote to `path`.
+    pub fn read(path: &str) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+        serde_json::from_str(&text).map(TorchTimes).map_err(|e| format!("parsing {path}: {e}"))
+    }
+
+    /// PyTorch's median time for `case`, if it was measured.
+    pub fn get(&self, case: &dyn DynCase) -> Option<Duration> {
+        self.0.get(&format!("{} {}", case.name(), case.size())).map(|ms| Duration::from_secs_f64(ms / 1e3))
+    }
+}
+
+/// One row of the results table; `gpu` gives the floor column, `torch` (when given) the
+/// PyTorch columns.
+pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>, cpu: Option<&Timing>, gpu: Option<&Gpu>, torch: Option<&TorchTimes>) -> String {
     let ms = |t: Option<&Timing>| t.map_or("-".to_string(), |t| millis(t.median));
     let rate = |t: Option<&Timing>| t.map_or("-".to_string(), |t| case.work().rate(t.median.as_secs_f64()));
-    let ratio = match (ours, peer) {
-        (Some(o), Some(p)) => format!("{:.2}x", p.median.as_secs_f64() / o.median.as_secs_f64()),
+    let ratio = |other: Option<Duration>| match (ours, other) {
+        (Some(o), Some(p)) => format!("{:.2}x", p.as_secs_f64() / o.median.as_secs_f64()),
         _ => "-".into(),
     };
+    let torch_cells = torch.map_or(String::new(), |times| {
+        let time = times.get(case);
+        format!(" {} | {} |", time.map_or("-".to_string(), millis), ratio(time))
+    });
     let floor = gpu.map(|g| case.work().floor(g));
     let floor_ms = floor.map_or("-".to_string(), |f| millis(Duration::from_secs_f64(f)));
     let of_floor = match (ours, floor) {
@@ -265,12 +289,12 @@ pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>, cpu
         _ => "-".into(),
     };
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} |{torch_cells} {} | {} | {} | {} | {} | {} |",
         case.name(),
         case.size(),
         ms(ours),
         ms(peer),
-        ratio,
+        ratio(peer.map(|p| p.median)),
         rate(ours),
         rate(peer),
         floor_ms,
@@ -280,5 +304,9 @@ pub fn row(case: &dyn DynCase, ours: Option<&Timing>, peer: Option<&Timing>, cpu
     )
 }
 
-/// The table's header.
+/// The table's header, without the PyTorch columns.
 pub const HEADER: &str = "| op | size | ours (ms) | burn-cubecl (ms) | speed-up (burn-cubecl / ours) | ours | burn-cubecl | floor (ms) | ours / floor | burn-ndarray CPU (ms) | max diff / max |\n|---|---|---|---|---|---|---|---|---|---|---|";
+
+/// The table's header with the PyTorch columns (after burn-cubecl's speed-up), to print above
+/// [`row`]s given PyTorch's times.
+pub const HEADER_TORCH: &str = "| op | size | ours (ms) | burn-cubecl (ms) | speed-up (burn-cubecl / ours) | PyTorch (ms) | speed-up (PyTorch / ours) | ours | burn-cubecl | floor (ms) | ours / floor | burn-ndarray CPU (ms) | max diff / max |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|";
