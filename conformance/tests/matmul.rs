@@ -3,8 +3,9 @@
 //! (f32 exactly and through TF32 where the device has it) and on ints.
 //!
 //! On wgpu (lavapipe) every product runs the tiled kernel on plain units; on CUDA the f16,
-//! bf16 and TF32 products of 16 or more rows and columns run the tensor-core kernel, so the
-//! same cases check both.
+//! bf16 and TF32 products of 16 or more rows and columns run the tensor-core kernels (manual
+//! MMA for f16 and bf16 operands read in 16-byte chunks, WMMA otherwise), so the same cases
+//! check all of them.
 use burn_backend::ops::*;
 use burn_backend::{Backend, BackendTypes, DType, Shape, Slice, TensorData};
 use ex_cubecl::{MatmulPrecision, matmul_precision, set_matmul_precision};
@@ -185,7 +186,7 @@ fn float_matmul_matches_ndarray() {
 
 #[test]
 fn tensor_core_tilings_match_ndarray() {
-    use ex_cubecl::launch::matmul::{CmmaTiling, HALF_TILING, HALF_TILING_LARGE, TF32_TILING, TF32_TILING_LARGE, matmul_with};
+    use ex_cubecl::launch::matmul::{CmmaTiling, HALF_TILING, HALF_TILING_LARGE, TF32_TILING, TF32_TILING_LARGE, TensorCoreKernel, matmul_with};
     // Where the device has matrix units each tiling runs the tensor-core kernel (asynchronous
     // copies for the aligned shapes, register staging for the others); elsewhere the tiling is
     // ignored and the tiled kernel runs.
@@ -209,9 +210,53 @@ fn tensor_core_tilings_match_ndarray() {
             for (ls, rs) in &shapes {
                 let a = float_data(&mut rng, ls, dtype, -1.0, 1.0);
                 let b = float_data(&mut rng, rs, dtype, -1.0, 1.0);
-                let ours = catch(|| rf::<Ex>(matmul_with("float_matmul", f::<Ex>(&a), f::<Ex>(&b), Some(tiling))));
+                let ours = catch(|| rf::<Ex>(matmul_with("float_matmul", f::<Ex>(&a), f::<Ex>(&b), Some(TensorCoreKernel::Wmma(tiling)))));
                 let reference = rf::<Ref>(Ref::float_matmul(f::<Ref>(&a), f::<Ref>(&b)));
                 suite.check(format!("float_matmul {ls:?} x {rs:?} {dtype:?} {tiling:?} seed={seed}"), tol, (ours, reference));
+            }
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn manual_mma_layouts_match_ndarray() {
+    use ex_cubecl::launch::matmul::{CmmaTiling, TensorCoreKernel, matmul_with};
+    use ex_cubecl::launch::matmul_mma::{MMA_TILING, MMA_TILING_SMALL};
+    // Where the device has manual MMA (CUDA on Ampere and later), f16 and bf16 products whose
+    // operands are read in 16-byte chunks run it in each of the four operand layouts (lhs
+    // contiguous along K or M, rhs along N or K); elsewhere the WMMA or tiled kernel runs.
+    // The shapes have partial tiles, K slices beyond the stages with a partial last one, a
+    // broadcast batch and a single K chunk.
+    let mut suite = Suite::new("matmul manual mma");
+    let seed = 41;
+    let mut rng = Rng::new(seed);
+    let shapes: [(Vec<usize>, Vec<usize>); 3] = [
+        (vec![72, 136], vec![136, 200]),
+        (vec![2, 136, 40], vec![2, 40, 264]),
+        (vec![3, 24, 8], vec![1, 8, 16]),
+    ];
+    let layouts = [
+        (Operand::Contiguous, Operand::Contiguous),
+        (Operand::Transposed, Operand::Contiguous),
+        (Operand::Contiguous, Operand::Transposed),
+        (Operand::Transposed, Operand::Transposed),
+    ];
+    for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
+        let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
+        for tiling in [MMA_TILING_SMALL, MMA_TILING, wide] {
+            for (ls, rs) in &shapes {
+                for (lv, rv) in layouts {
+                    let a = float_data(&mut rng, &upload_shape(ls, lv), dtype, -1.0, 1.0);
+                    let b = float_data(&mut rng, &upload_shape(rs, rv), dtype, -1.0, 1.0);
+                    let ours = catch(|| {
+                        let (a, b) = (view::<Ex>(f::<Ex>(&a), ls, lv), view::<Ex>(f::<Ex>(&b), rs, rv));
+                        rf::<Ex>(matmul_with("float_matmul", a, b, Some(TensorCoreKernel::Mma(tiling))))
+                    });
+                    let reference = rf::<Ref>(Ref::float_matmul(view::<Ref>(f::<Ref>(&a), ls, lv), view::<Ref>(f::<Ref>(&b), rs, rv)));
+                    let label = format!("{ls:?} ({lv:?}) x {rs:?} ({rv:?}) {dtype:?} {tiling:?} seed={seed}");
+                    suite.check(format!("float_matmul {label}"), Tol::of(1e-2).for_dtype(dtype), (ours, reference));
+                }
             }
         }
     }

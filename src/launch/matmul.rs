@@ -1,9 +1,11 @@
 //! Batched matrix multiplication with broadcast batch dimensions.
 //!
-//! Two kernels (crate `ex_cubecl_kernels`, module `matmul`): a tensor-core kernel through
-//! cubecl's `cmma` for f16, bf16 and (when chosen, see [`MatmulPrecision`]) f32 rounded to TF32
-//! on devices whose matrix units take those types, and a tiled kernel on plain arithmetic
-//! units for everything else (ints, exact f32, devices without matrix units such as wgpu on
+//! Three kernels (crate `ex_cubecl_kernels`, module `matmul`): f16 and bf16 products run on
+//! manual MMA (`mma.sync` with `ldmatrix`, see [`super::matmul_mma`]) where the device has it
+//! and the operands can be read in 16-byte chunks; otherwise a tensor-core kernel through
+//! cubecl's `cmma` runs f16, bf16 and (when chosen, see [`MatmulPrecision`]) f32 rounded to
+//! TF32 on devices whose matrix units take those types, and a tiled kernel on plain arithmetic
+//! units everything else (ints, exact f32, devices without matrix units such as wgpu on
 //! lavapipe, and outputs narrower than 16 rows or columns). Both read their inputs through
 //! the views' strides, in vectors where the inner dimension is contiguous and aligned, and
 //! accumulate half-precision inputs in f32.
@@ -18,6 +20,7 @@ use ex_cubecl_kernels::matmul::cmma::{matmul_cmma, matmul_cmma_async};
 use ex_cubecl_kernels::matmul::tiled::matmul_tiled;
 
 use super::copy::into_contiguous;
+use super::matmul_mma::{launch_mma, mma_operands, mma_tiling};
 use super::{accumulator, check_same_dtype};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -139,9 +142,20 @@ pub fn matmul<R: Runtime>(op: &str, lhs: CubeTensor<R>, rhs: CubeTensor<R>) -> C
     matmul_with(op, lhs, rhs, None)
 }
 
-/// [`matmul`] with the tensor-core kernel's tiling chosen by the caller (for benchmarks and
-/// tuning); `None` picks the default for the dtype. The tiling is ignored where the
-/// tensor-core kernel doesn't run.
+/// A tensor-core kernel and its tiling, for [`matmul_with`].
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorCoreKernel {
+    /// The WMMA kernel (`matmul::cmma`).
+    Wmma(CmmaTiling),
+    /// The manual-MMA kernel (`matmul::mma`) where it can run the product, else the WMMA
+    /// kernel with the same tiling.
+    Mma(CmmaTiling),
+}
+
+/// [`matmul`] with the tensor-core kernel and its tiling chosen by the caller (for benchmarks
+/// and tuning); `None` picks the default for the dtype and shapes. The choice is ignored
+/// where no tensor-core kernel runs.
 ///
 /// # Panics
 /// On shapes that don't multiply or broadcast, differing dtypes, or a tiling that doesn't fit
@@ -152,7 +166,7 @@ pub fn matmul_with<R: Runtime>(
     op: &str,
     lhs: CubeTensor<R>,
     rhs: CubeTensor<R>,
-    tiling: Option<CmmaTiling>,
+    kernel: Option<TensorCoreKernel>,
 ) -> CubeTensor<R> {
     check_same_dtype(op, &lhs, &rhs);
     let (a, b) = (lhs.dims().to_vec(), rhs.dims().to_vec());
@@ -163,15 +177,32 @@ pub fn matmul_with<R: Runtime>(
     let batch = super::broadcast_dims(&a[..a.len() - 2], &b[..b.len() - 2]).unwrap_or_else(|| {
         panic!("ex_cubecl: {op}: cannot broadcast the batch dimensions of {a:?} and {b:?} ({:?})", lhs.dtype)
     });
+    let with = |tail: [usize; 2]| Shape::from(batch.iter().copied().chain(tail).collect::<Vec<_>>());
+    let views = |lhs: &CubeTensor<R>, rhs: &CubeTensor<R>| {
+        let lhs_view = lhs.layout.broadcast_to(&with([m, k])).expect("batch broadcast");
+        (lhs_view, rhs.layout.broadcast_to(&with([k, n])).expect("batch broadcast"))
+    };
+    let out = CubeTensor::empty(&lhs.client, &lhs.device, with([m, n]), lhs.dtype);
+    let batches = batch.iter().product::<usize>();
+    let (lhs_view, rhs_view) = views(&lhs, &rhs);
+    let mma = match kernel {
+        Some(TensorCoreKernel::Wmma(_)) => None,
+        _ if m < 16 || n < 16 => None,
+        _ => mma_operands(&lhs.client, lhs.dtype, &lhs_view, &rhs_view),
+    };
+    if let Some(operands) = mma {
+        let tiling = match kernel {
+            Some(TensorCoreKernel::Mma(t)) => t,
+            _ => mma_tiling(m, n),
+        };
+        launch_mma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), batches, tiling, operands);
+        return out;
+    }
     // Large operands whose rows aren't contiguous are copied first: one pass over them costs
     // far less than the product's strided, unvectorised loads.
     let lhs = contiguous_rows(lhs, m * k);
     let rhs = contiguous_rows(rhs, k * n);
-    let with = |tail: [usize; 2]| Shape::from(batch.iter().copied().chain(tail).collect::<Vec<_>>());
-    let lhs_view = lhs.layout.broadcast_to(&with([m, k])).expect("batch broadcast");
-    let rhs_view = rhs.layout.broadcast_to(&with([k, n])).expect("batch broadcast");
-    let out = CubeTensor::empty(&lhs.client, &lhs.device, with([m, n]), lhs.dtype);
-    let batches = batch.iter().product::<usize>();
+    let (lhs_view, rhs_view) = views(&lhs, &rhs);
     match cmma_operand(&lhs.client, lhs.dtype) {
         Some((operand, frag_k)) if m >= 16 && n >= 16 => {
             let default = match lhs.dtype {
@@ -180,7 +211,10 @@ pub fn matmul_with<R: Runtime>(
                 _ if m >= 256 => HALF_TILING_LARGE,
                 _ => HALF_TILING,
             };
-            let tiling = tiling.unwrap_or(default);
+            let tiling = match kernel {
+                Some(TensorCoreKernel::Wmma(t) | TensorCoreKernel::Mma(t)) => t,
+                None => default,
+            };
             check_tiling(op, tiling, frag_k, lhs.dtype);
             launch_cmma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), batches, tiling, operand, frag_k);
         }

@@ -17,6 +17,7 @@ pub mod index_nd;
 pub mod interpolate;
 pub mod mask;
 pub mod matmul;
+pub mod matmul_mma;
 pub mod norm;
 pub mod optim;
 pub mod pool;

@@ -2,7 +2,7 @@
 //! product, a transposed operand, and ours in exact f32.
 use burn_backend::{Backend, DType, TensorPrimitive};
 use burn_tensor::Tensor;
-use ex_cubecl::launch::matmul::{CmmaTiling, matmul_with};
+use ex_cubecl::launch::matmul::{CmmaTiling, HALF_TILING_LARGE, TensorCoreKernel, matmul_with};
 use ex_cubecl::{CubeTensor, MatmulPrecision, set_matmul_precision};
 
 use super::{downcast, uniform};
@@ -18,7 +18,7 @@ pub enum Variant {
     /// Ours with `MatmulPrecision::Exact` (no peer: burn-cubecl has no such setting).
     Exact,
     /// Ours with a given tensor-core tiling (tuning).
-    Tiling(CmmaTiling),
+    Tiling(TensorCoreKernel),
 }
 
 /// `[batch, m, k] @ [batch, k, n]`.
@@ -60,28 +60,29 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
     ];
     if tune {
         let t = |block_m, block_n, block_k, warps_m, warps_n, stages| CmmaTiling { block_m, block_n, block_k, warps_m, warps_n, stages };
-        for tiling in [
-            t(128, 128, 32, 2, 4, 3),
-            t(128, 128, 32, 2, 4, 5),
-            t(128, 128, 64, 2, 4, 3),
+        let half = [
+            t(128, 256, 32, 2, 4, 4),
             t(128, 256, 32, 2, 4, 3),
             t(256, 128, 32, 4, 2, 3),
-            t(128, 128, 32, 4, 2, 4),
-            t(64, 128, 32, 2, 2, 4),
-            t(256, 128, 32, 4, 4, 3),
-            t(128, 256, 32, 2, 8, 3),
-        ] {
-            out.push(Box::new(sq(DType::F16, Variant::Tiling(tiling))));
+            t(128, 128, 32, 2, 2, 4),
+            t(128, 128, 64, 2, 2, 3),
+            t(128, 256, 64, 2, 4, 3),
+            t(256, 128, 32, 4, 2, 4),
+            t(64, 64, 32, 2, 2, 4),
+        ];
+        for tiling in half {
+            for dtype in [DType::F16, DType::BF16] {
+                out.push(Box::new(sq(dtype, Variant::Tiling(TensorCoreKernel::Mma(tiling)))));
+            }
         }
+        out.push(Box::new(sq(DType::F16, Variant::Tiling(TensorCoreKernel::Wmma(HALF_TILING_LARGE)))));
+        out.push(Box::new(sq(DType::BF16, Variant::Tiling(TensorCoreKernel::Wmma(HALF_TILING_LARGE)))));
         for tiling in [
             t(128, 128, 16, 2, 4, 6),
-            t(128, 128, 32, 2, 4, 3),
             t(128, 256, 16, 2, 4, 4),
-            t(256, 128, 16, 4, 2, 4),
-            t(64, 128, 32, 2, 2, 4),
             t(256, 128, 16, 4, 4, 4),
         ] {
-            out.push(Box::new(sq(DType::F32, Variant::Tiling(tiling))));
+            out.push(Box::new(sq(DType::F32, Variant::Tiling(TensorCoreKernel::Wmma(tiling)))));
         }
     }
     out
@@ -93,10 +94,16 @@ impl Case for Matmul {
             Variant::Default => String::new(),
             Variant::TransposedRhs => " (rhs transposed)".into(),
             Variant::Exact => " exact (ours only)".into(),
-            Variant::Tiling(t) => format!(
-                " tiling {}x{}x{} {}x{} warps {} stages (ours only)",
-                t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, t.stages
-            ),
+            Variant::Tiling(kernel) => {
+                let (name, t) = match kernel {
+                    TensorCoreKernel::Wmma(t) => ("wmma", t),
+                    TensorCoreKernel::Mma(t) => ("mma", t),
+                };
+                format!(
+                    " {name} {}x{}x{} {}x{} warps {} stages (ours only)",
+                    t.block_m, t.block_n, t.block_k, t.warps_m, t.warps_n, t.stages
+                )
+            }
         };
         format!("matmul {:?}{variant}", self.dtype).to_lowercase()
     }

@@ -1,9 +1,12 @@
-//! Batched matrix multiplication, `out[b] = lhs[b] @ rhs[b]`, in two kernels:
+//! Batched matrix multiplication, `out[b] = lhs[b] @ rhs[b]`, in three kernels:
 //!
 //! - [`tiled`]: shared-memory tiles with register blocking on plain arithmetic units, for
 //!   every numeric dtype (ints, exact f32, and floats on devices without matrix units).
 //! - [`cmma`]: the same tiling with tensor cores through cubecl's `cmma` (f16 and bf16, and
 //!   f32 rounded to TF32), f32 accumulators.
+//! - [`mma`]: f16 and bf16 on the matrix units' own instructions (`mma.sync`, `ldmatrix`),
+//!   operands read in 16-byte chunks along whichever dimension is contiguous, swizzled shared
+//!   memory, a multi-stage asynchronous-copy pipeline.
 //!
 //! Shared conventions: `lhs` is a view `[batch.., M, K]` and `rhs` a view `[batch.., K, N]`,
 //! both with the output's batch shape (stride 0 on broadcast batch dimensions) and any
@@ -13,6 +16,7 @@
 //! other strides and the offset. Cubes are numbered linearly (`CUBE_POS`), one per output
 //! tile, so that any batch count fits; cubes past `num_cubes` leave at once.
 pub mod cmma;
+pub mod mma;
 pub mod tiled;
 
 use cubecl::prelude::*;

@@ -1,0 +1,404 @@
+//! The matmul on the matrix units' own instructions: cubecl's manual MMA (`MmaDefinition`,
+//! CUDA's `mma.sync` m16n8k16 with operands loaded by `ldmatrix`), for f16 and bf16 operands
+//! with f32 accumulation.
+//!
+//! Each cube computes a `block_m` × `block_n` output tile with `warps_m × warps_n` planes;
+//! a plane owns a `(block_m / warps_m)` × `(block_n / warps_n)` part as m16n8 accumulator
+//! fragments held in registers. K is walked in slices of `block_k`, `stages` slices in flight
+//! through asynchronous global-to-shared copies of 16-byte chunks (8 elements) with one
+//! shared barrier per stage, as [`super::cmma::matmul_cmma_async`] does.
+//!
+//! Shared memory holds each operand's slice as it lies in global memory: rows along the
+//! operand's strided dimension, 16-byte chunks along its contiguous one (`lhs` K-major or
+//! M-major, `rhs` N-major or K-major, comptime). Rows are not padded: the chunks of a row are
+//! permuted ([`swizzle`]) so that the eight rows one `ldmatrix` reads, and the chunks one
+//! plane's copies write, fall in distinct banks. `ldmatrix` (transposing where the layout
+//! needs it) then hands each unit its operand registers directly.
+use cubecl::prelude::barrier::{Barrier, copy_async_checked};
+use cubecl::prelude::*;
+
+use super::tile_pos;
+
+/// Elements of a 16-byte chunk of f16 / bf16.
+const CHUNK: usize = 8;
+
+/// The vector of one 32-bit operand register (two f16 / bf16) and of an accumulator fragment's
+/// row pair (two f32): the sizes cubecl's CUDA target gives m16n8k16.
+type Pair = Const<2>;
+
+/// The comptime shape of a [`matmul_mma`] launch.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct MmaTile {
+    /// Output rows per cube.
+    pub block_m: usize,
+    /// Output columns per cube.
+    pub block_n: usize,
+    /// K elements per slice.
+    pub block_k: usize,
+    /// Planes along M.
+    pub warps_m: usize,
+    /// Planes along N.
+    pub warps_n: usize,
+    /// Slices in flight (at least 2).
+    pub stages: usize,
+    /// `lhs` is contiguous along K (else along M).
+    pub lhs_k_major: bool,
+    /// `rhs` is contiguous along K (else along N).
+    pub rhs_k_major: bool,
+}
+
+/// `out[b] = lhs[b] @ rhs[b]` on manual MMA; see the module docs. `NV` is the chunk (8
+/// elements of `T`); `NO` (1 or 2) the output's vector size.
+///
+/// The launcher guarantees: a device with `mma.sync` m16n8k16 and `ldmatrix` for `T`, 32-unit
+/// planes; each operand contiguous along its contiguous dimension (per `tile`), whose length,
+/// the operand's other strides and its offset are multiples of 8; `16 * warps_m` divides
+/// `block_m`, `16 * warps_n` divides `block_n`, 16 divides `block_k`; the tile's three sizes
+/// are powers of two whose chunk counts per slice the cube's units divide; `NO` divides `N`.
+#[cube(launch_unchecked)]
+pub fn matmul_mma<T: Float, NV: Size, NO: Size>(
+    lhs: &Tensor<Vector<T, NV>>,
+    rhs: &Tensor<Vector<T, NV>>,
+    output: &mut Tensor<Vector<T, NO>>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    num_cubes: usize,
+    #[comptime] tile: MmaTile,
+    #[define(T)] _dtype: StorageType,
+) {
+    // Uniform per cube, before any barrier.
+    if CUBE_POS >= num_cubes {
+        terminate!();
+    }
+    let stages = tile.stages;
+    let plane_m = comptime!(tile.block_m / tile.warps_m);
+    let plane_n = comptime!(tile.block_n / tile.warps_n);
+    // Rows and chunks per row of each operand's slice in shared memory.
+    let a_rows = comptime!(if tile.lhs_k_major { tile.block_m } else { tile.block_k });
+    let a_cpr = comptime!((if tile.lhs_k_major { tile.block_k } else { tile.block_m }) / CHUNK);
+    let b_rows = comptime!(if tile.rhs_k_major { tile.block_n } else { tile.block_k });
+    let b_cpr = comptime!((if tile.rhs_k_major { tile.block_k } else { tile.block_n }) / CHUNK);
+    let stage_a = comptime!(a_rows * a_cpr);
+    let stage_b = comptime!(b_rows * b_cpr);
+
+    let rank = output.rank();
+    let m = output.shape(rank - 2);
+    let n = output.shape(rank - 1);
+    let k = lhs.shape(rank - 1);
+    let pos = tile_pos::<Vector<T, NV>, Vector<T, NV>, Vector<T, NO>>(
+        lhs, rhs, output, lhs_offset, rhs_offset, CUBE_POS, tile.block_m, tile.block_n,
+    );
+    // The stride between the rows of each operand's slice.
+    let a_stride = if tile.lhs_k_major { lhs.stride(rank - 2) } else { lhs.stride(rank - 1) };
+    let b_stride = if tile.rhs_k_major { rhs.stride(rank - 1) } else { rhs.stride(rank - 2) };
+
+    let unit = UNIT_POS as usize;
+    let warp = unit / 32;
+    let lane = unit % 32;
+    let warp_row = (warp / tile.warps_n) * plane_m;
+    let warp_col = (warp % tile.warps_n) * plane_n;
+
+    let mut smem_a = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_a), 128usize);
+    let mut smem_b = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_b), 128usize);
+    let mut bars = Sequence::<Shared<Barrier>>::new();
+    #[unroll]
+    for _s in 0..stages {
+        bars.push(Barrier::shared(CUBE_DIM, UNIT_POS == 0));
+    }
+
+    let def = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
+    let mut acc = zero_accumulators(&def, comptime!(plane_m / 16 * (plane_n / 8)));
+
+    let num_k = k.div_ceil(tile.block_k);
+    // Prologue: slices 0 .. stages - 1 in flight.
+    #[unroll]
+    for s in 0..stages - 1 {
+        if s < num_k {
+            copy_slices::<T, NV>(
+                lhs, rhs, &mut smem_a, &mut smem_b, pos.lhs, pos.rhs, pos.row, pos.col, s * tile.block_k, m, n, k,
+                a_stride, b_stride, s, unit, tile,
+            );
+        }
+        bars.index(s).commit_copy_async();
+    }
+
+    // Slice `t` lives in stage `t % stages`; the loop is unrolled by `stages` so that stages
+    // and barriers are known at compile time.
+    for t0 in range_stepped(0, num_k, stages) {
+        #[unroll]
+        for s in 0..stages {
+            let t = t0 + s;
+            if t < num_k {
+                // Slice t has landed, and every unit is done with slice t - 1, whose stage
+                // the copies of slice t + stages - 1 reuse.
+                bars.index(s).arrive_and_wait();
+                let next_stage = comptime!((s + stages - 1) % stages);
+                let next = t + stages - 1;
+                if next < num_k {
+                    copy_slices::<T, NV>(
+                        lhs, rhs, &mut smem_a, &mut smem_b, pos.lhs, pos.rhs, pos.row, pos.col, next * tile.block_k,
+                        m, n, k, a_stride, b_stride, next_stage, unit, tile,
+                    );
+                }
+                bars.index(next_stage).commit_copy_async();
+                multiply_slice::<T, NV>(
+                    &def, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
+                );
+            }
+        }
+    }
+
+    write_accumulators::<T, NO>(
+        &def, output, &acc, pos.out, pos.row + warp_row, pos.col + warp_col, m, n, lane, plane_m, plane_n,
+    );
+}
+
+/// `count` m16n8 f32 accumulator fragments of `def`, zeroed.
+#[cube]
+fn zero_accumulators<T: Float>(
+    def: &cmma::MmaDefinition<T, T, f32>,
+    #[comptime] count: usize,
+) -> Sequence<Array<Vector<f32, Pair>>> {
+    let vectors = def.vectors_per_lane(cmma::MatrixIdent::Accumulator);
+    let mut acc = Sequence::new();
+    #[unroll]
+    for _f in 0..count {
+        let mut frag = Array::<Vector<f32, Pair>>::new(vectors);
+        #[unroll]
+        for v in 0..vectors {
+            frag[v] = Vector::new(0.0);
+        }
+        acc.push(frag);
+    }
+    acc
+}
+
+/// Starts the asynchronous copies of K slice `k0..k0 + block_k` of both operands into stage
+/// `stage`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn copy_slices<T: Float, NV: Size>(
+    lhs: &Tensor<Vector<T, NV>>,
+    rhs: &Tensor<Vector<T, NV>>,
+    smem_a: &mut SharedMemory<Vector<T, NV>>,
+    smem_b: &mut SharedMemory<Vector<T, NV>>,
+    lhs_base: usize,
+    rhs_base: usize,
+    row0: usize,
+    col0: usize,
+    k0: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    a_stride: usize,
+    b_stride: usize,
+    #[comptime] stage: usize,
+    unit: usize,
+    #[comptime] tile: MmaTile,
+) {
+    let units = comptime!(tile.warps_m * tile.warps_n * 32);
+    if tile.lhs_k_major {
+        let cpr = comptime!(tile.block_k / CHUNK);
+        copy_tile::<T, NV>(lhs, smem_a, lhs_base, row0, k0, a_stride, m, k, comptime!(stage * tile.block_m * cpr), unit, tile.block_m, cpr, units);
+    } else {
+        let cpr = comptime!(tile.block_m / CHUNK);
+        copy_tile::<T, NV>(lhs, smem_a, lhs_base, k0, row0, a_stride, k, m, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units);
+    }
+    if tile.rhs_k_major {
+        let cpr = comptime!(tile.block_k / CHUNK);
+        copy_tile::<T, NV>(rhs, smem_b, rhs_base, col0, k0, b_stride, n, k, comptime!(stage * tile.block_n * cpr), unit, tile.block_n, cpr, units);
+    } else {
+        let cpr = comptime!(tile.block_n / CHUNK);
+        copy_tile::<T, NV>(rhs, smem_b, rhs_base, k0, col0, b_stride, k, n, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units);
+    }
+}
+
+/// Starts the asynchronous copies of one operand's slice: `rows` rows of `cpr` chunks; row
+/// `r`, chunk `c` is read from element `base + (outer0 + r) * outer_stride + inner0 + 8c`
+/// (zero-filled past `outer_len` or `inner_len`) and lands at chunk `dst + r * cpr +
+/// swizzle(r, c)`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn copy_tile<T: Float, NV: Size>(
+    src: &Tensor<Vector<T, NV>>,
+    smem: &mut SharedMemory<Vector<T, NV>>,
+    base: usize,
+    outer0: usize,
+    inner0: usize,
+    outer_stride: usize,
+    outer_len: usize,
+    inner_len: usize,
+    #[comptime] dst: usize,
+    unit: usize,
+    #[comptime] rows: usize,
+    #[comptime] cpr: usize,
+    #[comptime] units: usize,
+) {
+    let nv = src.vector_size();
+    #[unroll]
+    for l in 0..comptime!(rows * cpr / units) {
+        let v = unit + l * units;
+        let r = v / cpr;
+        let c = v % cpr;
+        let outer = outer0 + r;
+        let inner = inner0 + c * nv;
+        let inside = outer < outer_len && inner < inner_len;
+        // Chunks outside read nothing (length 0) from the matrix's first element.
+        let mut at = base / nv;
+        if inside {
+            at = (base + outer * outer_stride + inner) / nv;
+        }
+        let len = usize::cast_from(inside);
+        let to = dst + r * cpr + swizzle(r, c, cpr);
+        copy_async_checked(&src.slice(at, at + len), &mut smem.slice_mut(to, to + 1), comptime!(nv as u32));
+    }
+}
+
+/// Where chunk `chunk` of row `row` lies within its row of `cpr` chunks (a power of two): the
+/// low chunk bits are XORed with the row's position among the rows that share a 128-byte line
+/// of banks, so that eight rows read at the same chunk, and a row's chunks, hit distinct banks.
+#[cube]
+fn swizzle(row: usize, chunk: usize, #[comptime] cpr: usize) -> usize {
+    let span = comptime!(if cpr >= 8 { 8 } else { cpr });
+    let rows_per_line = comptime!(8 / span);
+    chunk ^ ((row / rows_per_line) % span)
+}
+
+/// The chunk this lane hands to an `ldmatrix` of four 8 × 8 matrices covering rows
+/// `row0..row0 + 16` and chunks `chunk0..chunk0 + 2` of a slice: lanes `8q..8q + 8` give the
+/// rows of matrix `q`, which lies at row block `q % 2` and chunk `q / 2` (`rows_first`), or at
+/// row block `q / 2` and chunk `q % 2`.
+#[cube]
+fn fragment_chunk(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_first: bool, #[comptime] cpr: usize) -> usize {
+    let q = lane / 8;
+    let mut row = row0 + lane % 8;
+    let mut chunk = chunk0;
+    if rows_first {
+        row += (q % 2) * 8;
+        chunk += q / 2;
+    } else {
+        row += (q / 2) * 8;
+        chunk += q % 2;
+    }
+    row * cpr + swizzle(row, chunk, cpr)
+}
+
+/// Multiplies one staged K slice into the plane's accumulators (`acc[i * frags_n + j]` is the
+/// fragment at rows `16i`, columns `8j` of the plane's part). A fragments (16 × 16) come from
+/// one `ldmatrix.x4` each; B fragments in pairs (16 × 16) from one `ldmatrix.x4`, transposed
+/// where the slice is N-major (`rhs`) or M-major (`lhs`).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn multiply_slice<T: Float, NV: Size>(
+    def: &cmma::MmaDefinition<T, T, f32>,
+    smem_a: &SharedMemory<Vector<T, NV>>,
+    smem_b: &SharedMemory<Vector<T, NV>>,
+    acc: &mut Sequence<Array<Vector<f32, Pair>>>,
+    base_a: usize,
+    base_b: usize,
+    warp_row: usize,
+    warp_col: usize,
+    lane: usize,
+    #[comptime] tile: MmaTile,
+) {
+    let frags_m = comptime!(tile.block_m / tile.warps_m / 16);
+    let frags_n = comptime!(tile.block_n / tile.warps_n / 8);
+    let a_cpr = comptime!((if tile.lhs_k_major { tile.block_k } else { tile.block_m }) / CHUNK);
+    let b_cpr = comptime!((if tile.rhs_k_major { tile.block_k } else { tile.block_n }) / CHUNK);
+    #[unroll]
+    for ks in 0..tile.block_k / 16 {
+        let mut a = Sequence::<Array<Vector<T, Pair>>>::new();
+        #[unroll]
+        for i in 0..frags_m {
+            let rows = warp_row + i * 16;
+            let at = if tile.lhs_k_major {
+                fragment_chunk(rows, ks * 2, lane, true, a_cpr)
+            } else {
+                fragment_chunk(ks * 16, rows / CHUNK, lane, false, a_cpr)
+            };
+            let start = base_a + at;
+            a.push(def.load_matrix::<Vector<T, NV>, Pair>(
+                &smem_a.slice(start, start + 1),
+                cmma::MatrixIdent::A,
+                4usize,
+                comptime!(!tile.lhs_k_major),
+            ));
+        }
+        #[unroll]
+        for jj in 0..frags_n / 2 {
+            let cols = warp_col + jj * 16;
+            let at = if tile.rhs_k_major {
+                fragment_chunk(cols, ks * 2, lane, false, b_cpr)
+            } else {
+                fragment_chunk(ks * 16, cols / CHUNK, lane, true, b_cpr)
+            };
+            let start = base_b + at;
+            let pair = def.load_matrix::<Vector<T, NV>, Pair>(
+                &smem_b.slice(start, start + 1),
+                cmma::MatrixIdent::B,
+                4usize,
+                comptime!(!tile.rhs_k_major),
+            );
+            let mut b0 = Array::<Vector<T, Pair>>::new(2usize);
+            let mut b1 = Array::<Vector<T, Pair>>::new(2usize);
+            b0[0] = pair[0];
+            b0[1] = pair[1];
+            b1[0] = pair[2];
+            b1[1] = pair[3];
+            #[unroll]
+            for i in 0..frags_m {
+                def.execute_inplace(a.index(i), &b0, acc.index_mut(i * frags_n + 2 * jj));
+                def.execute_inplace(a.index(i), &b1, acc.index_mut(i * frags_n + 2 * jj + 1));
+            }
+        }
+    }
+}
+
+/// Writes the plane's accumulators, converted to `T`, to the output at rows `row0..` and
+/// columns `col0..` (the plane's part), in vectors of `NO` elements, skipping rows and columns
+/// past `m` and `n`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn write_accumulators<T: Float, NO: Size>(
+    def: &cmma::MmaDefinition<T, T, f32>,
+    output: &mut Tensor<Vector<T, NO>>,
+    acc: &Sequence<Array<Vector<f32, Pair>>>,
+    out_base: usize,
+    row0: usize,
+    col0: usize,
+    m: usize,
+    n: usize,
+    lane: usize,
+    #[comptime] plane_m: usize,
+    #[comptime] plane_n: usize,
+) {
+    let no = output.vector_size();
+    let frags_n = comptime!(plane_n / 8);
+    let vectors = def.vectors_per_lane(cmma::MatrixIdent::Accumulator);
+    let width = def.vector_size(cmma::MatrixIdent::Accumulator);
+    #[unroll]
+    for i in 0..plane_m / 16 {
+        #[unroll]
+        for j in 0..frags_n {
+            let frag = acc.index(i * frags_n + j);
+            #[unroll]
+            for v in 0..vectors {
+                let (r, c) = def.position_of_nth(lane as u32, comptime!((v * width) as u32), cmma::MatrixIdent::Accumulator);
+                let row = row0 + i * 16 + r as usize;
+                let values = frag[v];
+                #[unroll]
+                for w in 0..comptime!(width / no) {
+                    let col = col0 + j * 8 + c as usize + w * no;
+                    if row < m && col < n {
+                        let mut out = Vector::<T, NO>::empty();
+                        #[unroll]
+                        for e in 0..no {
+                            out[e] = T::cast_from(values[w * no + e]);
+                        }
+                        output[(out_base + row * n + col) / no] = out;
+                    }
+                }
+            }
+        }
+    }
+}
