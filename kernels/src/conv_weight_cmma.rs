@@ -9,7 +9,7 @@ use cubecl::prelude::*;
 
 use crate::conv::ConvParams;
 use crate::conv_cmma::ConvKernel;
-use crate::conv_weight_gemm::{WeightGradTile, load_pixel, weight_grad_tile};
+use crate::conv_weight_gemm::{WeightGradTile, gather_columns, load_pixel, weight_grad_tile};
 use crate::matmul::cmma::multiply_slice;
 
 /// Alignment of the shared-memory tiles, in bytes (fragment loads need 32).
@@ -85,7 +85,8 @@ pub fn conv_weight_cmma<T: Float, M: Float, O: Float>(
     }
 
     let slices = tile.slices(block_k);
-    load_pixel::<T, T>(outer, inner, &mut regs_a, &mut regs_b, &tile, &params, &kernel, outer_offset, inner_offset, tile.p_begin + kk, lane0, step, a_loads, b_loads);
+    let columns = gather_columns::<T>(inner, &tile, &kernel, lane0, step, b_loads);
+    load_pixel::<T, T>(outer, inner, &mut regs_a, &mut regs_b, &tile, &columns, &params, outer_offset, inner_offset, tile.p_begin + kk, lane0, step, a_loads, b_loads);
     store_pixel::<T, M>(&mut smem_a, &mut smem_b, &regs_a, &regs_b, 0, kk, lane0, step, a_loads, b_loads, lda, ldb, stage_a, stage_b);
     sync_cube();
 
@@ -94,7 +95,7 @@ pub fn conv_weight_cmma<T: Float, M: Float, O: Float>(
         let more = t + 1 < slices;
         if more {
             let p = tile.p_begin + (t + 1) * block_k + kk;
-            load_pixel::<T, T>(outer, inner, &mut regs_a, &mut regs_b, &tile, &params, &kernel, outer_offset, inner_offset, p, lane0, step, a_loads, b_loads);
+            load_pixel::<T, T>(outer, inner, &mut regs_a, &mut regs_b, &tile, &columns, &params, outer_offset, inner_offset, p, lane0, step, a_loads, b_loads);
         }
 
         multiply_slice::<M, M, M>(

@@ -79,9 +79,10 @@ pub fn conv_weight_gemm<T: Float, A: Float, O: Float>(
     }
     let mut a = Array::<A>::new(unit_r);
     let mut b = Array::<A>::new(unit_c);
+    let columns = gather_columns::<T>(inner, &tile, &kernel, lane0, step, b_loads);
 
     for t in 0..tile.slices(block_k) {
-        load_pixel::<T, A>(outer, inner, &mut regs_a, &mut regs_b, &tile, &params, &kernel, outer_offset, inner_offset, tile.p_begin + t * block_k + kk, lane0, step, a_loads, b_loads);
+        load_pixel::<T, A>(outer, inner, &mut regs_a, &mut regs_b, &tile, &columns, &params, outer_offset, inner_offset, tile.p_begin + t * block_k + kk, lane0, step, a_loads, b_loads);
         #[unroll]
         for l in 0..a_loads {
             tile_a[kk * lda + lane0 + l * step] = regs_a[l];
@@ -196,8 +197,8 @@ pub fn weight_grad_tile<T: Float>(
 
 /// Loads pixel `p`'s values of the tile into registers, as `E`: `outer` at tile rows `lane0`,
 /// `lane0 + step`, .. into `regs_a`, the gathered `inner` at tile columns `lane0`,
-/// `lane0 + step`, .. into `regs_b`; zeros past the split, the group's channels, the
-/// weight's columns, and in the padding.
+/// `lane0 + step`, .. (decoded once in `columns`) into `regs_b`; zeros past the split, the
+/// group's channels, the weight's columns, and in the padding.
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn load_pixel<T: Float, E: Float>(
@@ -206,8 +207,8 @@ pub fn load_pixel<T: Float, E: Float>(
     regs_a: &mut Array<E>,
     regs_b: &mut Array<E>,
     tile: &WeightGradTile,
+    columns: &GatherColumns,
     params: &ConvParams,
-    kernel: &ConvKernel,
     outer_offset: usize,
     inner_offset: usize,
     p: usize,
@@ -237,22 +238,63 @@ pub fn load_pixel<T: Float, E: Float>(
         }
         regs_a[l] = value;
     }
-    let inner_g = tile.n_cols / tile.taps;
-    let inner_at = inner_offset + pb * inner.stride(0) + tile.group * inner_g * inner.stride(1);
+    let inner_at = inner_offset + pb * inner.stride(0);
     #[unroll]
     for l in 0..b_loads {
         let col = tile.c0 + lane0 + l * step;
         let mut value = E::new(0.0);
         if ok && col < tile.n_cols {
-            let tap = col % tile.taps;
-            let td = axis_tap(pd * params.stride_d, tap / (kernel.kh * kernel.kw), params.stride_d, params.dil_d, params.pad_d, inner.shape(2), false);
-            let th = axis_tap(ph * params.stride_h, (tap / kernel.kw) % kernel.kh, params.stride_h, params.dil_h, params.pad_h, inner.shape(3), false);
-            let tw = axis_tap(pw * params.stride_w, tap % kernel.kw, params.stride_w, params.dil_w, params.pad_w, inner.shape(4), false);
+            let td = axis_tap(pd * params.stride_d, columns.tap_d[l], params.stride_d, params.dil_d, params.pad_d, inner.shape(2), false);
+            let th = axis_tap(ph * params.stride_h, columns.tap_h[l], params.stride_h, params.dil_h, params.pad_h, inner.shape(3), false);
+            let tw = axis_tap(pw * params.stride_w, columns.tap_w[l], params.stride_w, params.dil_w, params.pad_w, inner.shape(4), false);
             if td.inside && th.inside && tw.inside {
-                let i = inner_at + (col / tile.taps) * inner.stride(1) + td.pos * inner.stride(2) + th.pos * inner.stride(3) + tw.pos * inner.stride(4);
+                let i = inner_at + columns.channel[l] + td.pos * inner.stride(2) + th.pos * inner.stride(3) + tw.pos * inner.stride(4);
                 value = E::cast_from(inner[i]);
             }
         }
         regs_b[l] = value;
     }
+}
+
+/// The gathered columns a unit loads at every pixel (tile columns `lane0`, `lane0 + step`,
+/// ..), decoded once rather than at every pixel: each column's channel offset in `inner`
+/// (its group's and its own) and its kernel tap along each axis.
+#[derive(CubeType)]
+pub struct GatherColumns {
+    /// Offset of the column's channel in `inner`, in elements.
+    pub channel: Array<usize>,
+    /// The column's tap along depth.
+    pub tap_d: Array<usize>,
+    /// The column's tap along height.
+    pub tap_h: Array<usize>,
+    /// The column's tap along width.
+    pub tap_w: Array<usize>,
+}
+
+/// Decodes the `b_loads` columns a unit gathers (see [`GatherColumns`]).
+#[cube]
+pub fn gather_columns<T: Float>(
+    inner: &Tensor<T>,
+    tile: &WeightGradTile,
+    kernel: &ConvKernel,
+    lane0: usize,
+    #[comptime] step: usize,
+    #[comptime] b_loads: usize,
+) -> GatherColumns {
+    let inner_g = tile.n_cols / tile.taps;
+    let group_at = tile.group * inner_g * inner.stride(1);
+    let mut channel = Array::<usize>::new(b_loads);
+    let mut tap_d = Array::<usize>::new(b_loads);
+    let mut tap_h = Array::<usize>::new(b_loads);
+    let mut tap_w = Array::<usize>::new(b_loads);
+    #[unroll]
+    for l in 0..b_loads {
+        let col = tile.c0 + lane0 + l * step;
+        let tap = col % tile.taps;
+        channel[l] = group_at + (col / tile.taps) * inner.stride(1);
+        tap_d[l] = tap / (kernel.kh * kernel.kw);
+        tap_h[l] = (tap / kernel.kw) % kernel.kh;
+        tap_w[l] = tap % kernel.kw;
+    }
+    GatherColumns { channel, tap_d, tap_h, tap_w }
 }
