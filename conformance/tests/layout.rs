@@ -165,6 +165,29 @@ fn indexing_and_masks_match_ndarray() {
 }
 
 #[test]
+fn scatter_long_lines_match_ndarray() {
+    // Lines longer than a plane, every position hit several times (on GPUs the scatter runs
+    // one plane per line; the sums must come out in the line's order, as the reference's).
+    let mut suite = Suite::new("scatter long lines");
+    let seed = 45;
+    let mut rng = Rng::new(seed);
+    for (shape, dim, len) in [(vec![3, 70], 1, 150), (vec![70, 5], 0, 100), (vec![2, 33, 3], 1, 67)] {
+        let mut ishape = shape.clone();
+        ishape[dim] = len;
+        let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);
+        let ai = int_data(&mut rng, &shape, DType::I32, -9, 9);
+        let idx = int_data(&mut rng, &ishape, DType::I64, 0, shape[dim] as i64);
+        let vals = float_data(&mut rng, &ishape, DType::F32, -1.0, 1.0);
+        let vals_i = int_data(&mut rng, &ishape, DType::I32, -3, 3);
+        let r = on_both!(|B| rf::<B>(B::float_scatter_add(dim, f::<B>(&a), i::<B>(&idx), f::<B>(&vals))));
+        suite.check(format!("scatter_add {shape:?} dim={dim} indices={ishape:?} seed={seed}"), Tol::EXACT, r);
+        let r = on_both!(|B| ri::<B>(B::int_scatter_add(dim, i::<B>(&ai), i::<B>(&idx), i::<B>(&vals_i))));
+        suite.check(format!("int scatter_add {shape:?} dim={dim} indices={ishape:?} seed={seed}"), Tol::EXACT, r);
+    }
+    suite.finish();
+}
+
+#[test]
 fn out_of_range_indices_stay_inside_buffers() {
     let mut suite = Suite::new("index bounds");
     let a = TensorData::new((0..12).map(|x| x as f32).collect::<Vec<_>>(), [3, 4]);

@@ -147,6 +147,80 @@ pub fn scatter<T: Numeric, I: Int>(
     }
 }
 
+/// [`scatter`] with one plane per line, for devices with plane operations and planes of at
+/// most 32 units: the plane reads the line's indices `PLANE_DIM` at a time (coalesced) and
+/// broadcasts them; the unit that owns an output position (position modulo `PLANE_DIM`)
+/// combines the entries that land there, in the line's order. Every output position is
+/// updated by one unit in that order, so the result is the sequential one, deterministic,
+/// without atomics, and the units of a plane combine their entries at the same time.
+/// `CUBE_DIM / PLANE_DIM` lines per cube.
+#[cube(launch_unchecked)]
+pub fn scatter_plane<T: Numeric, I: Int>(
+    indices: &Tensor<I>,
+    value: &Tensor<T>,
+    output: &mut Tensor<T>,
+    indices_offset: usize,
+    value_offset: usize,
+    dim: usize,
+    num_lines: usize,
+    #[comptime] op: ScatterOp,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    let planes = (CUBE_DIM / PLANE_DIM) as usize;
+    let line = CUBE_POS * planes + (UNIT_POS / PLANE_DIM) as usize;
+    // Uniform per plane: the shuffles below need every unit of the plane.
+    if line >= num_lines {
+        terminate!();
+    }
+    let lane = UNIT_POS_PLANE;
+    let rank = indices.rank();
+    let mut idx_start = indices_offset;
+    let mut val_start = value_offset;
+    let mut out_start = 0;
+    let mut rem = line;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if !(d == dim) {
+            let size = indices.shape(d);
+            let coord = rem % size;
+            rem /= size;
+            idx_start += coord * indices.stride(d);
+            val_start += coord * value.stride(d);
+            out_start += coord * output.stride(d);
+        }
+    }
+    let size = output.shape(dim);
+    let len = indices.shape(dim);
+    let width = PLANE_DIM as usize;
+    for j0 in range_stepped(0, len, width) {
+        let j = j0 + lane as usize;
+        // Past the line: an index no unit owns.
+        let mut k = size;
+        if j < len {
+            k = checked_index::<I>(indices[idx_start + j * indices.stride(dim)], size);
+        }
+        // The entries of this batch the unit owns, as bits, in the line's order.
+        let mut mine = 0u32;
+        for s in 0..PLANE_DIM {
+            let ks = plane_shuffle(k, s);
+            if ks < size && ks % width == lane as usize {
+                mine |= 1u32 << s;
+            }
+        }
+        // Every unit combines its own entries at once (about one per unit on random indices),
+        // instead of the plane taking the entries one after another.
+        while mine != 0u32 {
+            let s = mine.trailing_zeros();
+            mine &= mine - 1u32;
+            let e = j0 + s as usize;
+            let ke = checked_index::<I>(indices[idx_start + e * indices.stride(dim)], size);
+            let pos = out_start + ke * output.stride(dim);
+            let v = value[val_start + e * value.stride(dim)];
+            output[pos] = combine::<T>(output[pos], v, op);
+        }
+    }
+}
+
 /// Select-scatter along `dim`: `output[c with c[dim] = indices[j]] op= value[c with c[dim] = j]`
 /// for a 1-D `indices`. One unit per output line along `dim`; deterministic, no atomics.
 #[cube(launch_unchecked)]

@@ -1,11 +1,12 @@
 //! Gather, select, scatter with accumulation, and slice assignment.
 use burn_backend::{Shape, Slice};
 use cubecl::Runtime;
-use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select, scatter as scatter_kernel, select_scatter as select_scatter_kernel};
+use cubecl::prelude::CubeDim;
+use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select, scatter as scatter_kernel, scatter_plane, select_scatter as select_scatter_kernel};
 
 use super::copy::{copy_as, copy_into};
 use super::view::slice_view;
-use super::{check_dim, check_same_dtype, divmods, usizes};
+use super::{check_dim, check_same_dtype, cubes_on_cpu, divmods, usizes};
 use crate::runtime::{Geometry, coalesce, launch};
 use crate::tensor::CubeTensor;
 
@@ -14,6 +15,9 @@ fn check_indices<R: Runtime>(op: &str, indices: &CubeTensor<R>) {
         panic!("ex_cubecl: {op}: indices must be an int tensor, got {:?} with shape {:?}", indices.dtype, indices.dims());
     }
 }
+
+/// Units per cube of the plane-per-line scatter.
+const SCATTER_CUBE: usize = 256;
 
 /// `out[c] = tensor[c with c[dim] = indices[c]]`.
 pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: CubeTensor<R>) -> CubeTensor<R> {
@@ -67,7 +71,9 @@ pub fn select<R: Runtime>(op: &str, tensor: CubeTensor<R>, dim: usize, indices: 
     out
 }
 
-/// A copy of `tensor` with `value[c]` combined into position `c with c[dim] = indices[c]`.
+/// A copy of `tensor` with `value[c]` combined into position `c with c[dim] = indices[c]`:
+/// one plane per line along `dim` where the device has plane operations
+/// (`scatter_plane`), one unit per line elsewhere; both combine in the line's order.
 pub fn scatter<R: Runtime>(
     op: &str,
     dim: usize,
@@ -87,6 +93,23 @@ pub fn scatter<R: Runtime>(
     let len = i[dim];
     let lines = if len == 0 { 0 } else { indices.num_elements() / len };
     let o = out.clone();
+    let hardware = &out.client.properties().hardware;
+    let plane = hardware.plane_size_max as usize;
+    if !cubes_on_cpu(&out.client) && hardware.plane_size_min as usize == plane && plane <= 32 && SCATTER_CUBE % plane == 0 {
+        let geometry = Geometry::Cubes { count: lines.div_ceil(SCATTER_CUBE / plane), dim: CubeDim::new_1d(SCATTER_CUBE as u32) };
+        launch(&out.client, op, geometry, move |client, count, cube_dim| {
+            // SAFETY: the kernel's planes guard `line < lines` and check every index against
+            // the dimension.
+            unsafe {
+                scatter_plane::launch_unchecked::<R>(
+                    client, count, cube_dim, indices.as_arg(), value.as_arg(), o.as_arg(),
+                    indices.layout.offset, value.layout.offset, dim, lines, combine,
+                    [tensor.storage(), indices.storage()],
+                )
+            }
+        });
+        return out;
+    }
     launch(&out.client, op, Geometry::Units(lines), move |client, count, cube_dim| {
         // SAFETY: the kernel guards `line < lines` and checks every index against the dimension.
         unsafe {
