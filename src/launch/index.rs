@@ -95,7 +95,7 @@ pub fn scatter<R: Runtime>(
     let o = out.clone();
     let hardware = &out.client.properties().hardware;
     let plane = hardware.plane_size_max as usize;
-    if !cubes_on_cpu(&out.client) && hardware.plane_size_min as usize == plane && plane <= 32 && SCATTER_CUBE % plane == 0 {
+    if !cubes_on_cpu(&out.client) && hardware.plane_size_min as usize == plane && (1..=32).contains(&plane) && SCATTER_CUBE % plane == 0 {
         let geometry = Geometry::Cubes { count: lines.div_ceil(SCATTER_CUBE / plane), dim: CubeDim::new_1d(SCATTER_CUBE as u32) };
         launch(&out.client, op, geometry, move |client, count, cube_dim| {
             // SAFETY: the kernel's planes guard `line < lines` and check every index against
