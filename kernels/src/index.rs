@@ -102,6 +102,43 @@ fn combine<T: Numeric>(dst: T, value: T, #[comptime] op: ScatterOp) -> T {
     }
 }
 
+/// Where line `line` of a scatter along `dim` starts in `indices`, `value` and `output`.
+#[derive(CubeType)]
+struct LineStart {
+    indices: usize,
+    value: usize,
+    output: usize,
+}
+
+/// The starts of line `line` (lines numbered over the dimensions other than `dim`, the last
+/// fastest) for [`scatter`] and [`scatter_plane`].
+#[cube]
+fn line_start<T: Numeric, I: Int>(
+    indices: &Tensor<I>,
+    value: &Tensor<T>,
+    output: &Tensor<T>,
+    indices_offset: usize,
+    value_offset: usize,
+    dim: usize,
+    line: usize,
+) -> LineStart {
+    let rank = indices.rank();
+    let mut start = LineStart { indices: indices_offset, value: value_offset, output: 0 };
+    let mut rem = line;
+    for i in 0..rank {
+        let d = rank - 1 - i;
+        if !(d == dim) {
+            let size = indices.shape(d);
+            let coord = rem % size;
+            rem /= size;
+            start.indices += coord * indices.stride(d);
+            start.value += coord * value.stride(d);
+            start.output += coord * output.stride(d);
+        }
+    }
+    start
+}
+
 /// Scatter along `dim`: `output[c with c[dim] = indices[c]] op= value[c]` for every
 /// position `c` of `indices`. `output` is contiguous (a copy of the destination tensor).
 /// One unit per line of `indices` along `dim`, so no two units touch the same output line
@@ -121,22 +158,8 @@ pub fn scatter<T: Numeric, I: Int>(
     if ABSOLUTE_POS >= num_lines {
         terminate!();
     }
-    let rank = indices.rank();
-    let mut idx_start = indices_offset;
-    let mut val_start = value_offset;
-    let mut out_start = 0;
-    let mut rem = ABSOLUTE_POS;
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        if !(d == dim) {
-            let size = indices.shape(d);
-            let coord = rem % size;
-            rem /= size;
-            idx_start += coord * indices.stride(d);
-            val_start += coord * value.stride(d);
-            out_start += coord * output.stride(d);
-        }
-    }
+    let start = line_start::<T, I>(indices, value, output, indices_offset, value_offset, dim, ABSOLUTE_POS);
+    let (idx_start, val_start, out_start) = (start.indices, start.value, start.output);
     let size = output.shape(dim);
     for j in 0..indices.shape(dim) {
         let k = checked_index::<I>(indices[idx_start + j * indices.stride(dim)], size);
@@ -173,22 +196,8 @@ pub fn scatter_plane<T: Numeric, I: Int>(
         terminate!();
     }
     let lane = UNIT_POS_PLANE;
-    let rank = indices.rank();
-    let mut idx_start = indices_offset;
-    let mut val_start = value_offset;
-    let mut out_start = 0;
-    let mut rem = line;
-    for i in 0..rank {
-        let d = rank - 1 - i;
-        if !(d == dim) {
-            let size = indices.shape(d);
-            let coord = rem % size;
-            rem /= size;
-            idx_start += coord * indices.stride(d);
-            val_start += coord * value.stride(d);
-            out_start += coord * output.stride(d);
-        }
-    }
+    let start = line_start::<T, I>(indices, value, output, indices_offset, value_offset, dim, line);
+    let (idx_start, val_start, out_start) = (start.indices, start.value, start.output);
     let size = output.shape(dim);
     let len = indices.shape(dim);
     let width = PLANE_DIM as usize;
