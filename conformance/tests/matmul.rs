@@ -132,6 +132,13 @@ fn float_matmul_matches_ndarray() {
     // most 130 terms stay well within 1e-2 (devices without TF32 units compute exactly).
     set_matmul_precision(MatmulPrecision::Tf32);
     float_cases(&mut suite, DType::F32, Tol::of(1e-2), "tf32", &mut rng, seed, false);
+    // f32 on the manual-MMA kernel (m16n8k8 TF32, fragments gathered from shared memory).
+    {
+        use ex_cubecl::launch::matmul::CmmaTiling;
+        use ex_cubecl::launch::matmul_mma::{MMA_TILING_SMALL, MMA_TILING_TF32};
+        let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
+        mma_layout_cases(&mut suite, &mut rng, DType::F32, &[MMA_TILING_SMALL, MMA_TILING_TF32, wide], seed);
+    }
     suite.record("matmul_precision round trip", match matmul_precision() {
         MatmulPrecision::Tf32 => Ok(()),
         other => Err(format!("set Tf32, read {other:?}")),
@@ -221,16 +228,27 @@ fn tensor_core_tilings_match_ndarray() {
 
 #[test]
 fn manual_mma_layouts_match_ndarray() {
-    use ex_cubecl::launch::matmul::{CmmaTiling, TensorCoreKernel, matmul_with};
+    use ex_cubecl::launch::matmul::CmmaTiling;
     use ex_cubecl::launch::matmul_mma::{MMA_TILING, MMA_TILING_SMALL};
     // Where the device has manual MMA (CUDA on Ampere and later), f16 and bf16 products whose
-    // operands are read in 16-byte chunks run it in each of the four operand layouts (lhs
-    // contiguous along K or M, rhs along N or K); elsewhere the WMMA or tiled kernel runs.
-    // The shapes have partial tiles, K slices beyond the stages with a partial last one, a
-    // broadcast batch and a single K chunk.
+    // operands are read in 16-byte chunks run it; f32 (TF32) runs in float_matmul_matches_ndarray,
+    // which owns the process-wide precision.
     let mut suite = Suite::new("matmul manual mma");
     let seed = 41;
     let mut rng = Rng::new(seed);
+    let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
+    for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
+        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING_SMALL, MMA_TILING, wide], seed);
+    }
+    suite.finish();
+}
+
+/// The manual-MMA kernel (where the device has it; elsewhere the WMMA or tiled kernel runs)
+/// in each of the four operand layouts (lhs contiguous along K or M, rhs along N or K), with
+/// each tiling, on shapes with partial tiles, K slices beyond the stages with a partial last
+/// one, a broadcast batch and a single K chunk.
+fn mma_layout_cases(suite: &mut Suite, rng: &mut Rng, dtype: DType, tilings: &[ex_cubecl::launch::matmul::CmmaTiling], seed: u64) {
+    use ex_cubecl::launch::matmul::{TensorCoreKernel, matmul_with};
     let shapes: [(Vec<usize>, Vec<usize>); 3] = [
         (vec![72, 136], vec![136, 200]),
         (vec![2, 136, 40], vec![2, 40, 264]),
@@ -242,25 +260,21 @@ fn manual_mma_layouts_match_ndarray() {
         (Operand::Contiguous, Operand::Transposed),
         (Operand::Transposed, Operand::Transposed),
     ];
-    for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
-        let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
-        for tiling in [MMA_TILING_SMALL, MMA_TILING, wide] {
-            for (ls, rs) in &shapes {
-                for (lv, rv) in layouts {
-                    let a = float_data(&mut rng, &upload_shape(ls, lv), dtype, -1.0, 1.0);
-                    let b = float_data(&mut rng, &upload_shape(rs, rv), dtype, -1.0, 1.0);
-                    let ours = catch(|| {
-                        let (a, b) = (view::<Ex>(f::<Ex>(&a), ls, lv), view::<Ex>(f::<Ex>(&b), rs, rv));
-                        rf::<Ex>(matmul_with("float_matmul", a, b, Some(TensorCoreKernel::Mma(tiling))))
-                    });
-                    let reference = rf::<Ref>(Ref::float_matmul(view::<Ref>(f::<Ref>(&a), ls, lv), view::<Ref>(f::<Ref>(&b), rs, rv)));
-                    let label = format!("{ls:?} ({lv:?}) x {rs:?} ({rv:?}) {dtype:?} {tiling:?} seed={seed}");
-                    suite.check(format!("float_matmul {label}"), Tol::of(1e-2).for_dtype(dtype), (ours, reference));
-                }
+    for &tiling in tilings {
+        for (ls, rs) in &shapes {
+            for (lv, rv) in layouts {
+                let a = float_data(rng, &upload_shape(ls, lv), dtype, -1.0, 1.0);
+                let b = float_data(rng, &upload_shape(rs, rv), dtype, -1.0, 1.0);
+                let ours = catch(|| {
+                    let (a, b) = (view::<Ex>(f::<Ex>(&a), ls, lv), view::<Ex>(f::<Ex>(&b), rs, rv));
+                    rf::<Ex>(matmul_with("float_matmul", a, b, Some(TensorCoreKernel::Mma(tiling))))
+                });
+                let reference = rf::<Ref>(Ref::float_matmul(view::<Ref>(f::<Ref>(&a), ls, lv), view::<Ref>(f::<Ref>(&b), rs, rv)));
+                let label = format!("{ls:?} ({lv:?}) x {rs:?} ({rv:?}) {dtype:?} {tiling:?} seed={seed}");
+                suite.check(format!("float_matmul mma {label}"), Tol::of(1e-2).for_dtype(dtype), (ours, reference));
             }
         }
     }
-    suite.finish();
 }
 
 #[test]

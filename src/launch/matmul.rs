@@ -193,7 +193,7 @@ pub fn matmul_with<R: Runtime>(
     if let Some(operands) = mma {
         let tiling = match kernel {
             Some(TensorCoreKernel::Mma(t)) => t,
-            _ => mma_tiling(m, n),
+            _ => mma_tiling(m, n, lhs.dtype),
         };
         launch_mma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), batches, tiling, operands);
         return out;

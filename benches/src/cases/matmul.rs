@@ -78,6 +78,16 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         out.push(Box::new(sq(DType::F16, Variant::Tiling(TensorCoreKernel::Wmma(HALF_TILING_LARGE)))));
         out.push(Box::new(sq(DType::BF16, Variant::Tiling(TensorCoreKernel::Wmma(HALF_TILING_LARGE)))));
         for tiling in [
+            t(128, 128, 32, 2, 2, 3),
+            t(128, 128, 32, 2, 2, 4),
+            t(128, 256, 32, 2, 4, 3),
+            t(256, 128, 32, 4, 2, 3),
+            t(128, 128, 64, 2, 2, 2),
+            t(64, 64, 32, 2, 2, 4),
+        ] {
+            out.push(Box::new(sq(DType::F32, Variant::Tiling(TensorCoreKernel::Mma(tiling)))));
+        }
+        for tiling in [
             t(128, 128, 16, 2, 4, 6),
             t(128, 256, 16, 2, 4, 4),
             t(256, 128, 16, 4, 4, 4),

@@ -1,19 +1,21 @@
 //! The matmul on the matrix units' own instructions: cubecl's manual MMA (`MmaDefinition`,
-//! CUDA's `mma.sync` m16n8k16 with operands loaded by `ldmatrix`), for f16 and bf16 operands
-//! with f32 accumulation.
+//! CUDA's `mma.sync`), with f32 accumulation: m16n8k16 for f16 and bf16 operands, loaded by
+//! `ldmatrix`; m16n8k8 for f32 operands rounded to TF32 (`tile.tf32`), loaded element by
+//! element from shared memory (`ldmatrix` has no 32-bit transpose).
 //!
 //! Each cube computes a `block_m` × `block_n` output tile with `warps_m × warps_n` planes;
 //! a plane owns a `(block_m / warps_m)` × `(block_n / warps_n)` part as m16n8 accumulator
 //! fragments held in registers. K is walked in slices of `block_k`, `stages` slices in flight
-//! through asynchronous global-to-shared copies of 16-byte chunks (8 elements) with one
+//! through asynchronous global-to-shared copies of 16-byte chunks (8 or 4 elements) with one
 //! shared barrier per stage, as [`super::cmma::matmul_cmma_async`] does.
 //!
 //! Shared memory holds each operand's slice as it lies in global memory: rows along the
 //! operand's strided dimension, 16-byte chunks along its contiguous one (`lhs` K-major or
 //! M-major, `rhs` N-major or K-major, comptime). Rows are not padded: the chunks of a row are
-//! permuted ([`swizzle`]) so that the eight rows one `ldmatrix` reads, and the chunks one
-//! plane's copies write, fall in distinct banks. `ldmatrix` (transposing where the layout
-//! needs it) then hands each unit its operand registers directly.
+//! permuted ([`swizzle`]) so that the eight rows one `ldmatrix` reads, the elements one TF32
+//! fragment load reads, and the chunks one plane's copies write, fall in distinct banks.
+//! `ldmatrix` (transposing where the layout needs it) then hands each unit its operand
+//! registers directly; TF32 fragments are gathered at the positions `MmaDefinition` gives.
 use cubecl::prelude::barrier::{Barrier, copy_async_checked};
 use cubecl::prelude::*;
 
@@ -21,6 +23,8 @@ use super::tile_pos;
 
 /// Elements of a 16-byte chunk of f16 / bf16.
 const CHUNK: usize = 8;
+/// Elements of a 16-byte chunk of f32.
+const CHUNK_F32: usize = 4;
 
 /// The vector of one 32-bit operand register (two f16 / bf16) and of an accumulator fragment's
 /// row pair (two f32): the sizes cubecl's CUDA target gives m16n8k16.
@@ -45,18 +49,34 @@ pub struct MmaTile {
     pub lhs_k_major: bool,
     /// `rhs` is contiguous along K (else along N).
     pub rhs_k_major: bool,
+    /// f32 operands, rounded to TF32 and multiplied by m16n8k8 (else f16 / bf16 by m16n8k16).
+    pub tf32: bool,
 }
 
-/// `out[b] = lhs[b] @ rhs[b]` on manual MMA; see the module docs. `NV` is the chunk (8
-/// elements of `T`); `NO` (1 or 2) the output's vector size.
+impl MmaTile {
+    /// Elements of a 16-byte chunk of the operands.
+    pub fn chunk(&self) -> usize {
+        if self.tf32 { CHUNK_F32 } else { CHUNK }
+    }
+
+    /// The instruction's K.
+    pub fn mma_k(&self) -> usize {
+        if self.tf32 { 8 } else { 16 }
+    }
+}
+
+/// `out[b] = lhs[b] @ rhs[b]` on manual MMA; see the module docs. `F` is the fragments' type
+/// (`T` itself, or TF32 for f32); `NV` is the chunk (`tile.chunk()` elements of `T`); `NO`
+/// (1 or 2) the output's vector size.
 ///
-/// The launcher guarantees: a device with `mma.sync` m16n8k16 and `ldmatrix` for `T`, 32-unit
-/// planes; each operand contiguous along its contiguous dimension (per `tile`), whose length,
-/// the operand's other strides and its offset are multiples of 8; `16 * warps_m` divides
-/// `block_m`, `16 * warps_n` divides `block_n`, 16 divides `block_k`; the tile's three sizes
-/// are powers of two whose chunk counts per slice the cube's units divide; `NO` divides `N`.
+/// The launcher guarantees: a device with `mma.sync` m16n8k16 and `ldmatrix` for `T` (or
+/// m16n8k8 for TF32), 32-unit planes; each operand contiguous along its contiguous dimension
+/// (per `tile`), whose length, the operand's other strides and its offset are multiples of the
+/// chunk; `16 * warps_m` divides `block_m`, `16 * warps_n` divides `block_n`, 16 divides
+/// `block_k`; the tile's three sizes are powers of two whose chunk counts per slice the cube's
+/// units divide, with at least 8 chunks per shared-memory row for TF32; `NO` divides `N`.
 #[cube(launch_unchecked)]
-pub fn matmul_mma<T: Float, NV: Size, NO: Size>(
+pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
     lhs: &Tensor<Vector<T, NV>>,
     rhs: &Tensor<Vector<T, NV>>,
     output: &mut Tensor<Vector<T, NO>>,
@@ -64,7 +84,7 @@ pub fn matmul_mma<T: Float, NV: Size, NO: Size>(
     rhs_offset: usize,
     num_cubes: usize,
     #[comptime] tile: MmaTile,
-    #[define(T)] _dtype: StorageType,
+    #[define(T, F)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube, before any barrier.
     if CUBE_POS >= num_cubes {
@@ -75,9 +95,9 @@ pub fn matmul_mma<T: Float, NV: Size, NO: Size>(
     let plane_n = comptime!(tile.block_n / tile.warps_n);
     // Rows and chunks per row of each operand's slice in shared memory.
     let a_rows = comptime!(if tile.lhs_k_major { tile.block_m } else { tile.block_k });
-    let a_cpr = comptime!((if tile.lhs_k_major { tile.block_k } else { tile.block_m }) / CHUNK);
+    let a_cpr = comptime!((if tile.lhs_k_major { tile.block_k } else { tile.block_m }) / tile.chunk());
     let b_rows = comptime!(if tile.rhs_k_major { tile.block_n } else { tile.block_k });
-    let b_cpr = comptime!((if tile.rhs_k_major { tile.block_k } else { tile.block_n }) / CHUNK);
+    let b_cpr = comptime!((if tile.rhs_k_major { tile.block_k } else { tile.block_n }) / tile.chunk());
     let stage_a = comptime!(a_rows * a_cpr);
     let stage_b = comptime!(b_rows * b_cpr);
 
@@ -106,7 +126,7 @@ pub fn matmul_mma<T: Float, NV: Size, NO: Size>(
         bars.push(Barrier::shared(CUBE_DIM, UNIT_POS == 0));
     }
 
-    let def = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
+    let def = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, comptime!(tile.mma_k()));
     let mut acc = zero_accumulators(&def, comptime!(plane_m / 16 * (plane_n / 8)));
 
     let num_k = k.div_ceil(tile.block_k);
@@ -141,22 +161,29 @@ pub fn matmul_mma<T: Float, NV: Size, NO: Size>(
                     );
                 }
                 bars.index(next_stage).commit_copy_async();
-                multiply_slice::<T, NV>(
-                    &def, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
-                );
+                if comptime!(tile.tf32) {
+                    multiply_slice_tf32::<T, F, NV>(
+                        &def, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
+                    );
+                } else {
+                    let half = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
+                    multiply_slice::<T, NV>(
+                        &half, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
+                    );
+                }
             }
         }
     }
 
-    write_accumulators::<T, NO>(
+    write_accumulators::<T, F, NO>(
         &def, output, &acc, pos.out, pos.row + warp_row, pos.col + warp_col, m, n, lane, plane_m, plane_n,
     );
 }
 
 /// `count` m16n8 f32 accumulator fragments of `def`, zeroed.
 #[cube]
-fn zero_accumulators<T: Float>(
-    def: &cmma::MmaDefinition<T, T, f32>,
+fn zero_accumulators<F: Float>(
+    def: &cmma::MmaDefinition<F, F, f32>,
     #[comptime] count: usize,
 ) -> Sequence<Array<Vector<f32, Pair>>> {
     let vectors = def.vectors_per_lane(cmma::MatrixIdent::Accumulator);
@@ -197,25 +224,26 @@ fn copy_slices<T: Float, NV: Size>(
     #[comptime] tile: MmaTile,
 ) {
     let units = comptime!(tile.warps_m * tile.warps_n * 32);
+    let chunk = comptime!(tile.chunk());
     if tile.lhs_k_major {
-        let cpr = comptime!(tile.block_k / CHUNK);
-        copy_tile::<T, NV>(lhs, smem_a, lhs_base, row0, k0, a_stride, m, k, comptime!(stage * tile.block_m * cpr), unit, tile.block_m, cpr, units);
+        let cpr = comptime!(tile.block_k / chunk);
+        copy_tile::<T, NV>(lhs, smem_a, lhs_base, row0, k0, a_stride, m, k, comptime!(stage * tile.block_m * cpr), unit, tile.block_m, cpr, units, comptime!(Swizzle::of(tile, true)));
     } else {
-        let cpr = comptime!(tile.block_m / CHUNK);
-        copy_tile::<T, NV>(lhs, smem_a, lhs_base, k0, row0, a_stride, k, m, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units);
+        let cpr = comptime!(tile.block_m / chunk);
+        copy_tile::<T, NV>(lhs, smem_a, lhs_base, k0, row0, a_stride, k, m, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile, false)));
     }
     if tile.rhs_k_major {
-        let cpr = comptime!(tile.block_k / CHUNK);
-        copy_tile::<T, NV>(rhs, smem_b, rhs_base, col0, k0, b_stride, n, k, comptime!(stage * tile.block_n * cpr), unit, tile.block_n, cpr, units);
+        let cpr = comptime!(tile.block_k / chunk);
+        copy_tile::<T, NV>(rhs, smem_b, rhs_base, col0, k0, b_stride, n, k, comptime!(stage * tile.block_n * cpr), unit, tile.block_n, cpr, units, comptime!(Swizzle::of(tile, true)));
     } else {
-        let cpr = comptime!(tile.block_n / CHUNK);
-        copy_tile::<T, NV>(rhs, smem_b, rhs_base, k0, col0, b_stride, k, n, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units);
+        let cpr = comptime!(tile.block_n / chunk);
+        copy_tile::<T, NV>(rhs, smem_b, rhs_base, k0, col0, b_stride, k, n, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile, false)));
     }
 }
 
 /// Starts the asynchronous copies of one operand's slice: `rows` rows of `cpr` chunks; row
-/// `r`, chunk `c` is read from element `base + (outer0 + r) * outer_stride + inner0 + 8c`
-/// (zero-filled past `outer_len` or `inner_len`) and lands at chunk `dst + r * cpr +
+/// `r`, chunk `c` is read from element `base + (outer0 + r) * outer_stride + inner0 + c *
+/// chunk` (zero-filled past `outer_len` or `inner_len`) and lands at chunk `dst + r * cpr +
 /// swizzle(r, c)`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
@@ -233,6 +261,7 @@ fn copy_tile<T: Float, NV: Size>(
     #[comptime] rows: usize,
     #[comptime] cpr: usize,
     #[comptime] units: usize,
+    #[comptime] pattern: Swizzle,
 ) {
     let nv = src.vector_size();
     #[unroll]
@@ -249,19 +278,56 @@ fn copy_tile<T: Float, NV: Size>(
             at = (base + outer * outer_stride + inner) / nv;
         }
         let len = usize::cast_from(inside);
-        let to = dst + r * cpr + swizzle(r, c, cpr);
+        let to = dst + r * cpr + swizzle(r, c, cpr, pattern);
         copy_async_checked(&src.slice(at, at + len), &mut smem.slice_mut(to, to + 1), comptime!(nv as u32));
     }
 }
 
-/// Where chunk `chunk` of row `row` lies within its row of `cpr` chunks (a power of two): the
-/// low chunk bits are XORed with the row's position among the rows that share a 128-byte line
-/// of banks, so that eight rows read at the same chunk, and a row's chunks, hit distinct banks.
+/// How the chunks of a staged row are permuted, by what reads them.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum Swizzle {
+    /// `ldmatrix` reads (f16 / bf16): eight rows at the same chunk.
+    Ldmatrix,
+    /// TF32 reads of whole chunks of a K-major slice: two rows (2q, 2q + 1) at four aligned
+    /// chunks per quarter of a plane.
+    Tf32Chunks,
+    /// TF32 reads of single elements of an M- or N-major slice: rows 4 apart (4t + e) at 8
+    /// consecutive elements (two chunks).
+    Tf32Elements,
+}
+
+impl Swizzle {
+    /// The pattern of an operand's slice: contiguous along K (`k_major`) or not.
+    pub fn of(tile: MmaTile, k_major: bool) -> Swizzle {
+        match (tile.tf32, k_major) {
+            (false, _) => Swizzle::Ldmatrix,
+            (true, true) => Swizzle::Tf32Chunks,
+            (true, false) => Swizzle::Tf32Elements,
+        }
+    }
+}
+
+/// Where chunk `chunk` of row `row` lies within its row of `cpr` chunks (a power of two; at
+/// least 8 for TF32), so that the reads of `pattern` and a plane's 16-byte copies of a row hit
+/// distinct banks:
+/// - `Ldmatrix`: the low chunk bits are XORed with the row's position among the rows that share a
+///   128-byte line of banks, so that eight rows read at the same chunk, and a row's chunks,
+///   fall apart.
+/// - `Tf32Chunks`: odd rows XOR the chunk with 4, so that rows 2q and 2q + 1 read the two
+///   halves of a 128-byte line.
+/// - `Tf32Elements`: rows XOR the chunk with `2 ((row / 4) % 4)`, so that rows x, x + 4,
+///   x + 8, x + 12 at chunks c and c + 1 (c even) take 8 distinct chunk slots.
 #[cube]
-fn swizzle(row: usize, chunk: usize, #[comptime] cpr: usize) -> usize {
-    let span = comptime!(if cpr >= 8 { 8 } else { cpr });
-    let rows_per_line = comptime!(8 / span);
-    chunk ^ ((row / rows_per_line) % span)
+fn swizzle(row: usize, chunk: usize, #[comptime] cpr: usize, #[comptime] pattern: Swizzle) -> usize {
+    match pattern {
+        Swizzle::Ldmatrix => {
+            let span = comptime!(if cpr >= 8 { 8 } else { cpr });
+            let rows_per_line = comptime!(8 / span);
+            chunk ^ ((row / rows_per_line) % span)
+        }
+        Swizzle::Tf32Chunks => chunk ^ (4 * (row % 2)),
+        Swizzle::Tf32Elements => chunk ^ (2 * ((row / 4) % 4)),
+    }
 }
 
 /// The chunk this lane hands to an `ldmatrix` of four 8 × 8 matrices covering rows
@@ -280,7 +346,7 @@ fn fragment_chunk(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_firs
         row += (q / 2) * 8;
         chunk += q % 2;
     }
-    row * cpr + swizzle(row, chunk, cpr)
+    row * cpr + swizzle(row, chunk, cpr, Swizzle::Ldmatrix)
 }
 
 /// Multiplies one staged K slice into the plane's accumulators (`acc[i * frags_n + j]` is the
@@ -354,13 +420,117 @@ fn multiply_slice<T: Float, NV: Size>(
     }
 }
 
+/// [`multiply_slice`] for f32 operands on m16n8k8 TF32, two K steps of 8 at a time.
+///
+/// The fragments follow PTX's m16n8k8 TF32 layout (lane = 4g + t): A register v holds row
+/// `g + 8 (v % 2)`, column `t + 4 (v / 2)`; B register v holds row `t + 4 v`, column g. The
+/// instruction sums over its 8 K positions in any order, so K position c of the step s of a
+/// 16-wide window is taken from element `4 (c % 4) + 2 s + c / 4` of the window: a lane's four
+/// elements of both steps are then one 16-byte chunk of a K-major slice (one shared load
+/// instead of four). M- and N-major slices are read element by element.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
+    def: &cmma::MmaDefinition<F, F, f32>,
+    smem_a: &SharedMemory<Vector<T, NV>>,
+    smem_b: &SharedMemory<Vector<T, NV>>,
+    acc: &mut Sequence<Array<Vector<f32, Pair>>>,
+    base_a: usize,
+    base_b: usize,
+    warp_row: usize,
+    warp_col: usize,
+    lane: usize,
+    #[comptime] tile: MmaTile,
+) {
+    let frags_m = comptime!(tile.block_m / tile.warps_m / 16);
+    let frags_n = comptime!(tile.block_n / tile.warps_n / 8);
+    let a_cpr = comptime!((if tile.lhs_k_major { tile.block_k } else { tile.block_m }) / CHUNK_F32);
+    let b_cpr = comptime!((if tile.rhs_k_major { tile.block_k } else { tile.block_n }) / CHUNK_F32);
+    let a_elems = smem_a.slice(base_a, base_a + comptime!(tile.block_m * tile.block_k / CHUNK_F32)).with_vector_size::<Const<1>>();
+    let b_elems = smem_b.slice(base_b, base_b + comptime!(tile.block_k * tile.block_n / CHUNK_F32)).with_vector_size::<Const<1>>();
+    let g = lane / 4;
+    let t = lane % 4;
+    #[unroll]
+    for w in 0..tile.block_k / 16 {
+        // This lane's K elements of the window: 4t .. 4t + 4, chunk 4w + t of a K-major row.
+        let k_row = w * 16 + 4 * t;
+        let mut a0 = Sequence::<Array<Vector<F, Const<1>>>>::new();
+        let mut a1 = Sequence::<Array<Vector<F, Const<1>>>>::new();
+        #[unroll]
+        for i in 0..frags_m {
+            let mut f0 = Array::<Vector<F, Const<1>>>::new(4usize);
+            let mut f1 = Array::<Vector<F, Const<1>>>::new(4usize);
+            #[unroll]
+            for h in 0..2usize {
+                let row = warp_row + i * 16 + g + 8 * h;
+                let mut e4 = Vector::<T, Const<4>>::empty();
+                if tile.lhs_k_major {
+                    let chunk = smem_a[base_a + row * a_cpr + swizzle(row, 4 * w + t, a_cpr, Swizzle::Tf32Chunks)];
+                    #[unroll]
+                    for e in 0..4usize {
+                        e4[e] = chunk[e];
+                    }
+                } else {
+                    #[unroll]
+                    for e in 0..4usize {
+                        e4[e] = a_elems[element_at(k_row + e, row, a_cpr)][0];
+                    }
+                }
+                // Element e is step e / 2's register h + 2 (e % 2).
+                f0[h] = Vector::new(F::cast_from(e4[0]));
+                f0[h + 2] = Vector::new(F::cast_from(e4[1]));
+                f1[h] = Vector::new(F::cast_from(e4[2]));
+                f1[h + 2] = Vector::new(F::cast_from(e4[3]));
+            }
+            a0.push(f0);
+            a1.push(f1);
+        }
+        #[unroll]
+        for j in 0..frags_n {
+            let col = warp_col + j * 8 + g;
+            let mut e4 = Vector::<T, Const<4>>::empty();
+            if tile.rhs_k_major {
+                let chunk = smem_b[base_b + col * b_cpr + swizzle(col, 4 * w + t, b_cpr, Swizzle::Tf32Chunks)];
+                #[unroll]
+                for e in 0..4usize {
+                    e4[e] = chunk[e];
+                }
+            } else {
+                #[unroll]
+                for e in 0..4usize {
+                    e4[e] = b_elems[element_at(k_row + e, col, b_cpr)][0];
+                }
+            }
+            // Element e is step e / 2's register e % 2.
+            let mut b0 = Array::<Vector<F, Const<1>>>::new(2usize);
+            let mut b1 = Array::<Vector<F, Const<1>>>::new(2usize);
+            b0[0] = Vector::new(F::cast_from(e4[0]));
+            b0[1] = Vector::new(F::cast_from(e4[1]));
+            b1[0] = Vector::new(F::cast_from(e4[2]));
+            b1[1] = Vector::new(F::cast_from(e4[3]));
+            #[unroll]
+            for i in 0..frags_m {
+                def.execute_inplace(a0.index(i), &b0, acc.index_mut(i * frags_n + j));
+                def.execute_inplace(a1.index(i), &b1, acc.index_mut(i * frags_n + j));
+            }
+        }
+    }
+}
+
+/// The element index, within a staged M- or N-major f32 slice of rows of `cpr` chunks, of
+/// element `inner` of row `row`.
+#[cube]
+fn element_at(row: usize, inner: usize, #[comptime] cpr: usize) -> usize {
+    (row * cpr + swizzle(row, inner / CHUNK_F32, cpr, Swizzle::Tf32Elements)) * CHUNK_F32 + inner % CHUNK_F32
+}
+
 /// Writes the plane's accumulators, converted to `T`, to the output at rows `row0..` and
 /// columns `col0..` (the plane's part), in vectors of `NO` elements, skipping rows and columns
 /// past `m` and `n`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn write_accumulators<T: Float, NO: Size>(
-    def: &cmma::MmaDefinition<T, T, f32>,
+fn write_accumulators<T: Float, F: Float, NO: Size>(
+    def: &cmma::MmaDefinition<F, F, f32>,
     output: &mut Tensor<Vector<T, NO>>,
     acc: &Sequence<Array<Vector<f32, Pair>>>,
     out_base: usize,
