@@ -13,7 +13,7 @@ use ex_cubecl_kernels::optim::{
 use super::copy::{copy_as, full, into_contiguous};
 use super::elementwise::flat_vector_size;
 use super::{accumulator_dtype, float_arg};
-use crate::runtime::{Geometry, is_capturing, launch, storage_type};
+use crate::runtime::{Geometry, donated_state, is_capturing, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// SGD's momentum: `vel = momentum * vel + (1 - dampening) * g` (`g` on the first step).
@@ -344,10 +344,15 @@ fn check<R: Runtime>(op: &str, param: &CubeTensor<R>, others: &[Option<&CubeTens
 }
 
 /// `tensor`, when a kernel may write into it in place (uniquely owned, contiguous from its
-/// buffer's start); otherwise a contiguous copy that is. While a pipeline captures, always a
-/// copy: the buffer may be a constant of the pipeline, which every replay must find unchanged.
+/// buffer's start); otherwise a contiguous copy that is. While a pipeline captures, only the
+/// pipeline's state buffers are written in place (state is donated to the step): any other
+/// buffer may be a constant of the pipeline, which every replay must find unchanged.
 fn owned<R: Runtime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
-    match tensor.can_mut() && tensor.layout.is_contiguous_from_start() && !is_capturing() {
+    let in_place = match is_capturing() {
+        true => donated_state(&tensor),
+        false => tensor.can_mut() && tensor.layout.is_contiguous_from_start(),
+    };
+    match in_place {
         true => tensor,
         false => copy_as(&tensor, tensor.dtype, 0),
     }
