@@ -63,10 +63,13 @@ pub enum AdamTime<R: Runtime> {
     /// kernel as scalars. A pipeline replays them as captured.
     Host(usize),
     /// A one-element tensor on the device (any float or int dtype), read by the kernel, which
-    /// computes the bias corrections itself (in the compute type: f32 for f32, f16 and bf16
-    /// parameters). For captured steps: keep the count in the pipeline's state and add 1 to
-    /// it in the step, and each replay applies its own step's corrections. The state is then
-    /// always read, so it must start at zero (not `None`) for the first step.
+    /// computes the bias corrections itself, in the compute type (f32 for f32, f16 and bf16
+    /// parameters) from the betas rounded to it: with f32 they differ from the host's by about
+    /// 1e-5 relatively (`1 - 0.999` loses digits), so results agree with [`AdamTime::Host`]'s
+    /// closely, not bit for bit. For captured steps: keep the count in the pipeline's state,
+    /// advance it with [`next_step_count`] in the step, and each replay applies its own step's
+    /// corrections. The moments are then always read: a first step's state is zeros, not
+    /// `None` (a `None` state is made of zeros).
     Device(CubeTensor<R>),
 }
 
