@@ -74,7 +74,7 @@ pub use backend::ExCubeclBackend;
 pub use cubecl;
 pub use launch::matmul::{MATMUL_PRECISION_ENV, MatmulPrecision, matmul_precision, set_matmul_precision};
 pub use runtime::{
-    CommandError, CommandId, CommandQueue, CommandStatus, Pipeline, PipelineError, Work, from_cube, to_cube,
+    CommandError, CommandId, CommandQueue, CommandStatus, Pipeline, PipelineError, StepResults, Work, from_cube, to_cube,
 };
 pub use tensor::{CubeTensor, QuantizedTensor};
 

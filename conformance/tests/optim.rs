@@ -229,3 +229,47 @@ fn linear_layer_trains_through_the_adaptor() {
     suite.check("linear 6x3, 3 Adam steps", Tol::of(2e-5), (ours, reference));
     suite.finish();
 }
+
+/// Adam with the step count in a device tensor (read by the kernel, which computes the bias
+/// corrections) against the host step count, steps 1 to 4 in eager mode, for each
+/// configuration and parameter dtype, with the count as f32 and as i32.
+#[test]
+fn adam_device_step_count_matches_host() {
+    use burn_tensor::Int;
+    use ex_cubecl::launch::optim::{AdamDecay, AdamRule, AdamTime, adam_step};
+    let mut suite = Suite::new("optim adam device step count");
+    let configs = [
+        ("adam", AdamDecay::None, false),
+        ("adam l2 amsgrad", AdamDecay::L2(0.1), true),
+        ("adamw", AdamDecay::Decoupled { rate: 0.01, cautious: false }, false),
+        ("adamw cautious amsgrad", AdamDecay::Decoupled { rate: 0.5, cautious: true }, true),
+    ];
+    let count = |step: usize, dtype: DType| match dtype {
+        DType::I32 => Tensor::<Ex, 1, Int>::from_data(TensorData::new(vec![step as i32], [1]), &dev::<Ex>()).into_primitive(),
+        _ => Tensor::<Ex, 1>::from_data(TensorData::new(vec![step as f32], [1]), &dev::<Ex>()).into_primitive().tensor(),
+    };
+    for case in cases() {
+        for (name, decay, amsgrad) in configs {
+            for count_dtype in [DType::F32, DType::I32] {
+                let run = |device: bool| {
+                    catch(|| {
+                        let (mut param, mut state) = (case.tensor::<Ex>(&case.param).into_primitive().tensor(), None);
+                        let mut out = Vec::new();
+                        for (k, grad) in case.grads.iter().enumerate() {
+                            let time = if device { AdamTime::Device(count(k + 1, count_dtype)) } else { AdamTime::Host(k + 1) };
+                            let rule = AdamRule { lr: LR, beta_1: 0.9, beta_2: 0.999, epsilon: 1e-5, decay, time };
+                            let grad = case.tensor::<Ex>(grad).into_primitive().tensor();
+                            let (p, s) = adam_step(param, grad, state, &rule, amsgrad);
+                            out.push(Tensor::<Ex, 2>::from_primitive(TensorPrimitive::Float(p.clone())).to_data());
+                            (param, state) = (p, Some(s));
+                        }
+                        out
+                    })
+                };
+                let host = run(false).unwrap_or_else(|e| panic!("{name} {} host time: {e}", case.name()));
+                compare_steps(&mut suite, &format!("{name} (count {count_dtype:?})"), &case, run(true), host);
+            }
+        }
+    }
+    suite.finish();
+}

@@ -6,7 +6,12 @@
 //! Every tensor is contiguous with the same length and read in vectors of `N`; the math runs
 //! in `A` (f32 for half-precision parameters, the parameter type otherwise). On the first
 //! step (`first`) the state is not read: it starts from zero as Burn's optimizers define it.
+//! Adam's bias corrections come folded into its scalars from the host, or (`*_at` kernels)
+//! are computed from a step count the kernel reads from device memory, so that a recorded
+//! launch replayed at later steps applies their corrections.
 use cubecl::prelude::*;
+
+use crate::math::powf;
 
 /// How the weight decay enters an update.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -37,7 +42,9 @@ pub struct SgdArgs {
 
 /// The scalars of an Adam or AdamW update, of the compute type. The update is
 /// `p' = decay(p) - step * m / (sqrt(v * v_scale) + eps)`, which folds both bias corrections
-/// into `step`, `v_scale` and `eps` (computed on the host per step).
+/// into `step`, `v_scale` and `eps` (computed on the host per step). The kernels that read
+/// the step count on the device ([`adam_step_at`]) take the learning rate as `step` and
+/// epsilon as `eps` and fold the corrections themselves.
 #[derive(CubeLaunch, CubeType)]
 pub struct AdamArgs {
     /// First moment decay.
@@ -140,24 +147,33 @@ pub fn adam_step<F: Float, A: Float, N: Size>(
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
-    let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
-    let (mut m_in, mut v_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty());
-    if !first {
-        m_in = moment_1[ABSOLUTE_POS];
-        v_in = moment_2[ABSOLUTE_POS];
+    let folded = folded_corrections::<A>(args);
+    adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, folded, decay, first);
+}
+
+/// [`adam_step`] at the step count held by `time` (one element, this update included): the
+/// kernel computes the bias corrections `1 - beta^t` itself, in `A`, so that a replayed
+/// launch applies each step's own. `args.step` is the learning rate and `args.eps` epsilon;
+/// `decoupled` picks AdamW's form of the corrections (see [`AdamArgs`]). The moments are
+/// always read: a state that starts at zero gives the first step's moments.
+#[cube(launch_unchecked)]
+pub fn adam_step_at<F: Float, A: Float, T: Numeric, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    moment_1: &mut Tensor<Vector<F, N>>,
+    moment_2: &mut Tensor<Vector<F, N>>,
+    time: &Tensor<T>,
+    args: &AdamArgs,
+    vectors: usize,
+    #[comptime] decay: Decay,
+    #[comptime] decoupled: bool,
+    #[define(F, A, T)] _dtypes: [StorageType; 3],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
     }
-    let (mut out, mut m_out, mut v_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
-    #[unroll]
-    for i in 0..p.vector_size() {
-        let x = A::cast_from(p[i]);
-        let (m, v) = adam_moments::<A>(A::cast_from(g[i]), x, A::cast_from(m_in[i]), A::cast_from(v_in[i]), args, decay, first);
-        out[i] = F::cast_from(adam_update::<A>(x, m, v, args, decay));
-        m_out[i] = F::cast_from(m);
-        v_out[i] = F::cast_from(v);
-    }
-    param[ABSOLUTE_POS] = out;
-    moment_1[ABSOLUTE_POS] = m_out;
-    moment_2[ABSOLUTE_POS] = v_out;
+    let corrected = device_corrections::<A>(A::cast_from(time[0]), args, decoupled);
+    adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, corrected, decay, false);
 }
 
 /// [`adam_step`] with AMSGrad: the root takes the running maximum of the second moment
@@ -178,6 +194,121 @@ pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
+    let folded = folded_corrections::<A>(args);
+    adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, folded, decay, first);
+}
+
+/// [`adam_amsgrad_step`] at the step count held by `time`, as [`adam_step_at`].
+#[cube(launch_unchecked)]
+pub fn adam_amsgrad_step_at<F: Float, A: Float, T: Numeric, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    moment_1: &mut Tensor<Vector<F, N>>,
+    moment_2: &mut Tensor<Vector<F, N>>,
+    max_moment_2: &mut Tensor<Vector<F, N>>,
+    time: &Tensor<T>,
+    args: &AdamArgs,
+    vectors: usize,
+    #[comptime] decay: Decay,
+    #[comptime] decoupled: bool,
+    #[define(F, A, T)] _dtypes: [StorageType; 3],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let corrected = device_corrections::<A>(A::cast_from(time[0]), args, decoupled);
+    adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, corrected, decay, false);
+}
+
+/// `count += 1` on a one-element tensor: the step count that [`adam_step_at`] reads.
+#[cube(launch_unchecked)]
+pub fn next_step_count<T: Numeric>(count: &mut Tensor<T>, #[define(T)] _dtype: StorageType) {
+    if ABSOLUTE_POS == 0 {
+        count[0] = count[0] + T::from_int(1);
+    }
+}
+
+/// The bias-corrected scalars of an update: `p' = decay(p) - step * m / (sqrt(v * v_scale) + eps)`.
+#[derive(CubeType, Clone, Copy)]
+pub struct Corrected<A: Float> {
+    /// Step size applied to the first moment.
+    pub step: A,
+    /// Factor of the second moment under the square root.
+    pub v_scale: A,
+    /// Added to the root.
+    pub eps: A,
+}
+
+/// The corrections folded into `args` on the host.
+#[cube]
+fn folded_corrections<A: Float>(args: &AdamArgs) -> Corrected<A> {
+    Corrected::<A> { step: args.step.get::<A>(), v_scale: args.v_scale.get::<A>(), eps: args.eps.get::<A>() }
+}
+
+/// The corrections at step `t` from the learning rate (`args.step`) and epsilon (`args.eps`),
+/// in the forms of the host's `adam_scalars`: Adam (Burn's) `lr * sqrt(c2) / c1` with
+/// `eps * sqrt(c2)`; AdamW (`decoupled`) `lr / c1` with `v / c2`, where `c = 1 - beta^t`.
+#[cube]
+fn device_corrections<A: Float>(t: A, args: &AdamArgs, #[comptime] decoupled: bool) -> Corrected<A> {
+    let one = A::new(1.0);
+    let c1 = one - powf::<A>(args.beta_1.get::<A>(), t);
+    let c2 = one - powf::<A>(args.beta_2.get::<A>(), t);
+    let (lr, eps) = (args.step.get::<A>(), args.eps.get::<A>());
+    if decoupled {
+        Corrected::<A> { step: lr / c1, v_scale: one / c2, eps }
+    } else {
+        let root = A::sqrt(c2);
+        Corrected::<A> { step: lr * root / c1, v_scale: one, eps: eps * root }
+    }
+}
+
+/// The Adam update of the vector at `ABSOLUTE_POS`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn adam_vectors<F: Float, A: Float, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    moment_1: &mut Tensor<Vector<F, N>>,
+    moment_2: &mut Tensor<Vector<F, N>>,
+    args: &AdamArgs,
+    corrected: Corrected<A>,
+    #[comptime] decay: Decay,
+    #[comptime] first: bool,
+) {
+    let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
+    let (mut m_in, mut v_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    if !first {
+        m_in = moment_1[ABSOLUTE_POS];
+        v_in = moment_2[ABSOLUTE_POS];
+    }
+    let (mut out, mut m_out, mut v_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
+    #[unroll]
+    for i in 0..p.vector_size() {
+        let x = A::cast_from(p[i]);
+        let (m, v) = adam_moments::<A>(A::cast_from(g[i]), x, A::cast_from(m_in[i]), A::cast_from(v_in[i]), args, decay, first);
+        out[i] = F::cast_from(adam_update::<A>(x, m, v, args, corrected, decay));
+        m_out[i] = F::cast_from(m);
+        v_out[i] = F::cast_from(v);
+    }
+    param[ABSOLUTE_POS] = out;
+    moment_1[ABSOLUTE_POS] = m_out;
+    moment_2[ABSOLUTE_POS] = v_out;
+}
+
+/// The AMSGrad update of the vector at `ABSOLUTE_POS`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn adam_amsgrad_vectors<F: Float, A: Float, N: Size>(
+    param: &mut Tensor<Vector<F, N>>,
+    grad: &Tensor<Vector<F, N>>,
+    moment_1: &mut Tensor<Vector<F, N>>,
+    moment_2: &mut Tensor<Vector<F, N>>,
+    max_moment_2: &mut Tensor<Vector<F, N>>,
+    args: &AdamArgs,
+    corrected: Corrected<A>,
+    #[comptime] decay: Decay,
+    #[comptime] first: bool,
+) {
     let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
     let (mut m_in, mut v_in, mut max_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
     if !first {
@@ -195,7 +326,7 @@ pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
         if !first {
             v_max = A::max(A::cast_from(max_in[i]), v);
         }
-        out[i] = F::cast_from(adam_update::<A>(x, m, v_max, args, decay));
+        out[i] = F::cast_from(adam_update::<A>(x, m, v_max, args, corrected, decay));
         m_out[i] = F::cast_from(m);
         v_out[i] = F::cast_from(v);
         max_out[i] = F::cast_from(v_max);
@@ -232,8 +363,8 @@ fn adam_moments<A: Float>(g: A, p: A, m: A, v: A, args: &AdamArgs, #[comptime] d
 
 /// The updated parameter from its moments (`v` is the second moment the root takes).
 #[cube]
-fn adam_update<A: Float>(p: A, m: A, v: A, args: &AdamArgs, #[comptime] decay: Decay) -> A {
-    let delta = args.step.get::<A>() * m / (A::sqrt(v * args.v_scale.get::<A>()) + args.eps.get::<A>());
+fn adam_update<A: Float>(p: A, m: A, v: A, args: &AdamArgs, corrected: Corrected<A>, #[comptime] decay: Decay) -> A {
+    let delta = corrected.step * m / (A::sqrt(v * corrected.v_scale) + corrected.eps);
     let rate = args.decay.get::<A>();
     let decayed = match decay {
         Decay::Decoupled => p * (A::new(1.0) - rate),

@@ -3,16 +3,17 @@
 //! Burn-facing optimizers built on these are in [`crate::optim`].
 use burn_backend::{DType, Scalar};
 use cubecl::Runtime;
+use cubecl::device::Device;
 use cubecl::prelude::InputScalar;
 use ex_cubecl_kernels::optim::{
-    AdamArgsLaunch, Decay, SgdArgsLaunch, adam_amsgrad_step, adam_step as adam_kernel, sgd_momentum_step,
-    sgd_step as sgd_kernel,
+    AdamArgsLaunch, Decay, SgdArgsLaunch, adam_amsgrad_step, adam_amsgrad_step_at, adam_step as adam_kernel,
+    adam_step_at, next_step_count as next_step_kernel, sgd_momentum_step, sgd_step as sgd_kernel,
 };
 
 use super::copy::{copy_as, full, into_contiguous};
 use super::elementwise::flat_vector_size;
 use super::{accumulator_dtype, float_arg};
-use crate::runtime::{Geometry, is_capturing, launch, storage_type};
+use crate::runtime::{Geometry, donated_state, is_capturing, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// SGD's momentum: `vel = momentum * vel + (1 - dampening) * g` (`g` on the first step).
@@ -55,9 +56,27 @@ pub enum AdamDecay {
     },
 }
 
-/// One Adam or AdamW update at step `time` (from 1).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct AdamRule {
+/// The step count of an Adam update, this update included (from 1).
+#[derive(Clone, Debug)]
+pub enum AdamTime<R: Runtime> {
+    /// Known on the host: the bias corrections are computed there (in f64) and passed to the
+    /// kernel as scalars. A pipeline replays them as captured.
+    Host(usize),
+    /// A one-element tensor on the device (any float or int dtype), read by the kernel, which
+    /// computes the bias corrections itself, in the compute type (f32 for f32, f16 and bf16
+    /// parameters) from the betas rounded to it: with f32 they differ from the host's by about
+    /// 1e-5 relatively (`1 - 0.999` loses digits), so results agree with [`AdamTime::Host`]'s
+    /// closely, not bit for bit. For captured steps: keep the count in the pipeline's state,
+    /// advance it with [`next_step_count`] in the step, and each replay applies its own step's
+    /// corrections. The moments are then always read: a first step's state is zeros, not
+    /// `None` (a `None` state is made of zeros).
+    Device(CubeTensor<R>),
+}
+
+/// One Adam or AdamW update at step `time` (from 1). The learning rate and the other scalars
+/// are host values (a pipeline replays them as captured).
+#[derive(Clone, Debug)]
+pub struct AdamRule<R: Runtime> {
     /// Learning rate.
     pub lr: f64,
     /// First moment decay.
@@ -69,7 +88,7 @@ pub struct AdamRule {
     /// Weight decay.
     pub decay: AdamDecay,
     /// Step count including this update.
-    pub time: usize,
+    pub time: AdamTime<R>,
 }
 
 /// Adam's per-parameter state: the moments, and the running maximum of the second moment
@@ -136,58 +155,145 @@ pub fn adam_step<R: Runtime>(
     param: CubeTensor<R>,
     grad: CubeTensor<R>,
     state: Option<AdamMoments<R>>,
-    rule: &AdamRule,
+    rule: &AdamRule<R>,
     amsgrad: bool,
 ) -> (CubeTensor<R>, AdamMoments<R>) {
     let op = "adam step";
     let states = state.as_ref().map(|s| [Some(&s.moment_1), Some(&s.moment_2), s.max_moment_2.as_ref()]);
     check(op, &param, &[&[Some(&grad)][..], states.as_ref().map_or(&[][..], |s| &s[..])].concat());
+    let time = device_time(op, &param, &rule.time);
     let compute = accumulator_dtype(param.dtype);
-    let dtypes = [param.storage(), storage_type(compute)];
     let (scalars, decay) = adam_scalars(rule, compute);
     let (param, grad) = (owned(param), into_contiguous(grad));
-    let (n, v) = vectors(&param);
-    let first = state.is_none();
-    let new = || CubeTensor::empty(&param.client, &param.device, param.layout.shape.clone(), param.dtype);
+    // With the step count on the device the kernel always reads the state: it starts at zero.
+    let first = state.is_none() && time.is_none();
+    let zeros = || full(&param.device, param.layout.shape.clone(), Scalar::Float(0.0), param.dtype);
+    let new = || match first {
+        true => CubeTensor::empty(&param.client, &param.device, param.layout.shape.clone(), param.dtype),
+        false => zeros(),
+    };
     let (m1, m2, max) = match state {
         Some(s) => (owned(s.moment_1), owned(s.moment_2), s.max_moment_2.map(owned)),
         None => (new(), new(), None),
     };
     // A state without the maximum (AMSGrad switched on later) starts it at zero: the second
     // moment is never negative, so the first maximum is the second moment, as Burn's is.
-    let max = amsgrad.then(|| max.unwrap_or_else(|| full(&param.device, param.layout.shape.clone(), Scalar::Float(0.0), param.dtype)));
-    let (p, g, a, b) = (param.clone(), grad, m1.clone(), m2.clone());
-    match max.clone() {
-        None => launch(&param.client, op, Geometry::Units(n), move |client, count, dim| {
-            // SAFETY: the kernel guards `pos < n`; every tensor holds `n * v` contiguous
-            // elements; the moments are not read on the first step.
-            unsafe {
+    let max = amsgrad.then(|| max.unwrap_or_else(zeros));
+    let decoupled = matches!(rule.decay, AdamDecay::Decoupled { .. });
+    let kernel = AdamLaunch { param: param.clone(), grad, m1: m1.clone(), m2: m2.clone(), max: max.clone(), time, scalars, decay, first, decoupled };
+    kernel.launch(op, compute);
+    (param, AdamMoments { moment_1: m1, moment_2: m2, max_moment_2: max })
+}
+
+/// `count + 1` for a step count on the device ([`AdamTime::Device`]): one launch, in place
+/// where `count` is uniquely owned or, during a pipeline capture, the pipeline's state (so a
+/// captured step keeps its count in the state without a copy).
+///
+/// # Panics
+/// Unless `count` holds one float or int element.
+pub fn next_step_count<R: Runtime>(count: CubeTensor<R>) -> CubeTensor<R> {
+    check_count("next step count", &count);
+    let count = owned(count);
+    let c = count.clone();
+    launch(&count.client, "next step count", Geometry::Units(1), move |client, cubes, dim| {
+        // SAFETY: one unit writes the one element.
+        unsafe { next_step_kernel::launch_unchecked::<R>(client, cubes, dim, c.as_arg(), c.storage()) }
+    });
+    count
+}
+
+/// Panics unless `count` holds one float or int element.
+fn check_count<R: Runtime>(op: &str, count: &CubeTensor<R>) {
+    let numeric = count.dtype.is_float() || count.dtype.is_int() || count.dtype.is_uint();
+    if count.num_elements() != 1 || !numeric {
+        panic!(
+            "ex_cubecl: {op}: the step count must be one float or int element, got {:?} with shape {:?}",
+            count.dtype,
+            count.dims()
+        );
+    }
+}
+
+/// The step-count tensor of a device-side `time` (contiguous), checked: one float or int
+/// element on `param`'s device. `None` for a host time.
+fn device_time<R: Runtime>(op: &str, param: &CubeTensor<R>, time: &AdamTime<R>) -> Option<CubeTensor<R>> {
+    let AdamTime::Device(time) = time else { return None };
+    check_count(op, time);
+    if time.device.to_id() != param.device.to_id() {
+        panic!("ex_cubecl: {op}: the step count is on {:?}, the parameter on {:?}", time.device, param.device);
+    }
+    Some(into_contiguous(time.clone()))
+}
+
+/// The tensors and scalars of one fused Adam launch.
+struct AdamLaunch<R: Runtime> {
+    param: CubeTensor<R>,
+    grad: CubeTensor<R>,
+    m1: CubeTensor<R>,
+    m2: CubeTensor<R>,
+    max: Option<CubeTensor<R>>,
+    time: Option<CubeTensor<R>>,
+    scalars: [InputScalar; 6],
+    decay: Decay,
+    first: bool,
+    decoupled: bool,
+}
+
+impl<R: Runtime> AdamLaunch<R> {
+    /// Launches the kernel for the state (with or without the AMSGrad maximum) and the time
+    /// (host or device).
+    fn launch(self, op: &str, compute: DType) {
+        let (n, v) = vectors(&self.param);
+        let client = self.param.client.clone();
+        let dtypes = [self.param.storage(), storage_type(compute)];
+        let Self { param: p, grad: g, m1: a, m2: b, max, time, scalars, decay, first, decoupled } = self;
+        // SAFETY (every arm): the kernel guards `pos < n`; every tensor holds `n * v`
+        // contiguous elements and the time one; the moments are not read on the first step.
+        match (max, time) {
+            (None, None) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
                 adam_kernel::launch_unchecked::<R>(
                     client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), adam_args(&scalars), n,
                     decay, first, dtypes,
                 )
-            }
-        }),
-        Some(c) => launch(&param.client, op, Geometry::Units(n), move |client, count, dim| {
-            // SAFETY: as above, with the maximum like the moments.
-            unsafe {
+            }),
+            (Some(c), None) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
                 adam_amsgrad_step::launch_unchecked::<R>(
                     client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), c.as_arg(),
                     adam_args(&scalars), n, decay, first, dtypes,
                 )
-            }
-        }),
+            }),
+            (None, Some(t)) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
+                adam_step_at::launch_unchecked::<R>(
+                    client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), t.as_arg(),
+                    adam_args(&scalars), n, decay, decoupled, [dtypes[0], dtypes[1], t.storage()],
+                )
+            }),
+            (Some(c), Some(t)) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
+                adam_amsgrad_step_at::launch_unchecked::<R>(
+                    client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), c.as_arg(), t.as_arg(),
+                    adam_args(&scalars), n, decay, decoupled, [dtypes[0], dtypes[1], t.storage()],
+                )
+            }),
+        }
     }
-    (param, AdamMoments { moment_1: m1, moment_2: m2, max_moment_2: max })
 }
 
-/// Adam's scalars for the kernel (bias corrections folded in) and its decay mode.
-fn adam_scalars(rule: &AdamRule, compute: DType) -> ([InputScalar; 6], Decay) {
-    let t = rule.time.max(1) as i32;
-    let (c1, c2) = (1.0 - rule.beta_1.powi(t), 1.0 - rule.beta_2.powi(t));
-    // Adam (Burn's form): lr * sqrt(c2) / c1 * m / (sqrt(v) + eps * sqrt(c2)); AdamW:
-    // lr / c1 * m / (sqrt(v / c2) + eps).
-    let (step, v_scale, eps, decay, rate) = match rule.decay {
+/// Adam's scalars for the kernel and its decay mode. With a host time the bias corrections
+/// are folded in; with a device time the kernel folds them, from the learning rate (`step`)
+/// and epsilon (`eps`).
+fn adam_scalars<R: Runtime>(rule: &AdamRule<R>, compute: DType) -> ([InputScalar; 6], Decay) {
+    let (decay, rate) = adam_decay(rule);
+    let [step, v_scale, eps] = match rule.time {
+        AdamTime::Host(time) => folded_corrections(rule, time),
+        AdamTime::Device(_) => [rule.lr, 1.0, rule.epsilon],
+    };
+    let scalars = [rule.beta_1, rule.beta_2, step, v_scale, eps, rate].map(|x| float_arg(x, compute));
+    (scalars, decay)
+}
+
+/// The kernel's decay mode and its scalar: the L2 penalty, or AdamW's `lr * rate`.
+fn adam_decay<R: Runtime>(rule: &AdamRule<R>) -> (Decay, f64) {
+    match rule.decay {
         AdamDecay::Decoupled { rate, cautious } => {
             let rate = rule.lr * rate;
             let mode = match (rate == 0.0, cautious) {
@@ -195,13 +301,23 @@ fn adam_scalars(rule: &AdamRule, compute: DType) -> ([InputScalar; 6], Decay) {
                 (false, false) => Decay::Decoupled,
                 (false, true) => Decay::Cautious,
             };
-            (rule.lr / c1, 1.0 / c2, rule.epsilon, mode, rate)
+            (mode, rate)
         }
-        AdamDecay::L2(penalty) => (rule.lr * c2.sqrt() / c1, 1.0, rule.epsilon * c2.sqrt(), Decay::L2, penalty),
-        AdamDecay::None => (rule.lr * c2.sqrt() / c1, 1.0, rule.epsilon * c2.sqrt(), Decay::None, 0.0),
-    };
-    let scalars = [rule.beta_1, rule.beta_2, step, v_scale, eps, rate].map(|x| float_arg(x, compute));
-    (scalars, decay)
+        AdamDecay::L2(penalty) => (Decay::L2, penalty),
+        AdamDecay::None => (Decay::None, 0.0),
+    }
+}
+
+/// `step`, `v_scale` and `eps` with the bias corrections of step `time` folded in. Adam
+/// (Burn's form): lr * sqrt(c2) / c1 * m / (sqrt(v) + eps * sqrt(c2)); AdamW:
+/// lr / c1 * m / (sqrt(v / c2) + eps).
+fn folded_corrections<R: Runtime>(rule: &AdamRule<R>, time: usize) -> [f64; 3] {
+    let t = time.max(1) as i32;
+    let (c1, c2) = (1.0 - rule.beta_1.powi(t), 1.0 - rule.beta_2.powi(t));
+    match rule.decay {
+        AdamDecay::Decoupled { .. } => [rule.lr / c1, 1.0 / c2, rule.epsilon],
+        AdamDecay::L2(_) | AdamDecay::None => [rule.lr * c2.sqrt() / c1, 1.0, rule.epsilon * c2.sqrt()],
+    }
 }
 
 fn sgd_args<R: Runtime>(s: &[InputScalar; 4]) -> SgdArgsLaunch<R> {
@@ -231,10 +347,15 @@ fn check<R: Runtime>(op: &str, param: &CubeTensor<R>, others: &[Option<&CubeTens
 }
 
 /// `tensor`, when a kernel may write into it in place (uniquely owned, contiguous from its
-/// buffer's start); otherwise a contiguous copy that is. While a pipeline captures, always a
-/// copy: the buffer may be a constant of the pipeline, which every replay must find unchanged.
+/// buffer's start); otherwise a contiguous copy that is. While a pipeline captures, only the
+/// pipeline's state buffers are written in place (state is donated to the step): any other
+/// buffer may be a constant of the pipeline, which every replay must find unchanged.
 fn owned<R: Runtime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
-    match tensor.can_mut() && tensor.layout.is_contiguous_from_start() && !is_capturing() {
+    let in_place = match is_capturing() {
+        true => donated_state(&tensor),
+        false => tensor.can_mut() && tensor.layout.is_contiguous_from_start(),
+    };
+    match in_place {
         true => tensor,
         false => copy_as(&tensor, tensor.dtype, 0),
     }

@@ -11,7 +11,7 @@ use burn_optim::{AdamState, AdamWState, AdaptiveMomentumState, LearningRate, Sim
 use cubecl::Runtime;
 
 use super::{Ex, float, primitive};
-use crate::launch::optim::{AdamDecay, AdamMoments, AdamRule, adam_step};
+use crate::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, adam_step};
 
 /// [`Adam`]'s configuration: burn-optim's `AdamConfig` (same fields and defaults).
 #[derive(Config, Debug)]
@@ -200,7 +200,7 @@ impl Moments {
             beta_2: self.beta_2 as f64,
             epsilon: self.epsilon as f64,
             decay,
-            time,
+            time: AdamTime::Host(time),
         };
         let (param, m) = adam_step(primitive(tensor), primitive(grad), moments, &rule, self.amsgrad);
         let state = AdaptiveMomentumState {

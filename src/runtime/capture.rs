@@ -1,9 +1,13 @@
 //! The capture state of the current thread: while a [`Pipeline`](super::Pipeline) captures
-//! a closure, the launcher appends every launch to a recording here, and host reads are
-//! refused.
+//! a closure, the launcher appends every launch to a recording here, host reads are refused,
+//! and the fused optimizers learn which buffers are the pipeline's state, donated to the
+//! step, which they may update in place.
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 
 use cubecl::{CubeCount, CubeDim};
+
+use super::buffer_id::BufferId;
 
 /// A recorded kernel launch, replayable with the cube count and dimension it was launched
 /// with. It owns everything it binds (tensor handles, scalars, the client).
@@ -28,6 +32,10 @@ pub(crate) struct Recording {
     pub launches: Vec<RecordedLaunch>,
     /// The operation that tried to read data back to the host, if one did.
     pub host_read: Option<String>,
+    /// The pipeline's state buffers, by index: each buffer and its number of elements.
+    pub state: Vec<(BufferId, usize)>,
+    /// The indices of the state buffers that an op updated in place.
+    pub updated: BTreeSet<usize>,
 }
 
 thread_local! {
@@ -39,15 +47,28 @@ pub(crate) fn is_capturing() -> bool {
     CAPTURE.with(|c| c.borrow().is_some())
 }
 
-/// Starts a capture on this thread; `false` when one is active already.
-pub(crate) fn begin() -> bool {
+/// Starts a capture on this thread, whose state buffers (each with its number of elements)
+/// are `state`; `false` when a capture is active already.
+pub(crate) fn begin(state: Vec<(BufferId, usize)>) -> bool {
     CAPTURE.with(|c| {
         let mut c = c.borrow_mut();
         if c.is_some() {
             return false;
         }
-        *c = Some(Recording::default());
+        *c = Some(Recording { state, ..Recording::default() });
         true
+    })
+}
+
+/// Whether an op may update the buffer `id` in place, seen whole (`elements` elements,
+/// contiguous from its start): during a capture, when it is one of the capture's state
+/// buffers. The capture notes the update for its checks at the end.
+pub(crate) fn update_in_place(id: BufferId, elements: usize) -> bool {
+    CAPTURE.with(|c| {
+        let mut c = c.borrow_mut();
+        let Some(recording) = c.as_mut() else { return false };
+        let index = recording.state.iter().position(|&state| state == (id, elements));
+        index.map(|index| recording.updated.insert(index)).is_some()
     })
 }
 

@@ -4,6 +4,7 @@
 //! ([`CommandQueue`]).
 
 pub mod alloc;
+mod buffer_id;
 mod capture;
 pub mod command_queue;
 mod context;
@@ -21,4 +22,5 @@ pub use device_failure::{install_panic_hook, on_device_thread, take_device_failu
 pub use dtype::{dtype_usage, elem_size, storage_type};
 pub use launcher::{Geometry, launch, launch_count};
 pub use layout::{Layout, coalesce};
-pub use pipeline::{CubeKind, Pipeline, PipelineError, from_cube, to_cube};
+pub(crate) use pipeline::donated_state;
+pub use pipeline::{CubeKind, Pipeline, PipelineError, StepResults, from_cube, to_cube};

@@ -23,6 +23,17 @@
 //!   values; no op of this backend writes into a buffer that another tensor still holds.
 //! - **Outputs.** After a replay, each output is copied into a fresh contiguous tensor that
 //!   the caller owns, so the next replay cannot overwrite what the caller holds.
+//! - **State** ([`Pipeline::capture_with_state`]): what a step reads and replaces, such as
+//!   parameters, optimizer moments and a step count. It is copied once into contiguous
+//!   buffers that the pipeline keeps; the closure gets them besides the inputs and returns
+//!   the new state besides the outputs (as many tensors, each of its state's shape and
+//!   dtype). After each run each state buffer holds the new state: a new state that *is* its
+//!   buffer (whole, as the closure got it) costs nothing, any other is copied into it after
+//!   the outputs are copied out (a new state that shares memory with a buffer that another
+//!   copy writes, e.g. two state tensors that swap, is copied aside first). The capture runs
+//!   the step once like any capture, so the state after `capture_with_state` is one step
+//!   on. [`Pipeline::state`] and [`Pipeline::set_state`] copy the state out and in (e.g. a
+//!   checkpoint, or the state before the capture's step).
 //!
 //! Rules for the captured closure:
 //! - It may run any backend ops: float, int, bool, module ops, and `Autodiff` ops including
@@ -34,15 +45,32 @@
 //!   [`PipelineError::HostRead`].
 //! - Host-side values are frozen at capture: scalars (a learning rate or a step count given
 //!   as an `f64` is replayed with its capture value: pass values that change as input
-//!   tensors), branches on shapes, the matmul precision, the choice of kernel. Only launches
-//!   made on the capturing thread are recorded.
+//!   tensors or keep them in the state), branches on shapes, the matmul precision, the
+//!   choice of kernel. Only launches made on the capturing thread are recorded. The fused
+//!   Adam takes its step count from the device for this ([`AdamTime::Device`] with
+//!   [`next_step_count`] on a count kept in the state); its learning rate stays frozen.
+//! - State is donated to the step (as JAX's `donate_argnums`): the fused optimizers
+//!   ([`sgd_step`], [`adam_step`], [`next_step_count`]) write a state buffer they get whole
+//!   in place, during the capture and then on every run, with no copy. Once an op has
+//!   updated a state tensor in place, the closure must not use that tensor's old value: a
+//!   read of it after the update reads the new value. The capture refuses an output or
+//!   another state's new value that shares the buffer of a state updated in place
+//!   ([`PipelineError::DonatedStateAliased`]); other reads of the old value go unseen. A
+//!   state also can't be "none yet": a fused update given state reads it (SGD's first
+//!   velocity with dampening differs from Burn's, which starts from the gradient).
 //! - Random ops draw their key when their kernel launches, so **every replay draws fresh
 //!   random numbers** (dropout masks change from step to step, as in eager training), and
 //!   after the same `Backend::seed` a replay repeats the numbers of an eager run.
 //!
 //! Costs: a replay launches one copy kernel per input and per output besides the recorded
-//! launches, and a pipeline keeps every intermediate of the captured closure alive at once
+//! launches, and one per state tensor whose new value is not its buffer (two for those
+//! copied aside); a pipeline keeps every intermediate of the captured closure alive at once
 //! (eager execution frees and reuses them within the step).
+//!
+//! [`AdamTime::Device`]: crate::launch::optim::AdamTime::Device
+//! [`next_step_count`]: crate::launch::optim::next_step_count
+//! [`sgd_step`]: crate::launch::optim::sgd_step
+//! [`adam_step`]: crate::launch::optim::adam_step
 //!
 //! Runs of one pipeline are serialised (a pipeline is `Send + Sync` and can be shared
 //! through an `Arc`, e.g. with a [`CommandQueue`](super::CommandQueue)); a pipeline cannot
@@ -95,6 +123,53 @@
 //! let err = step.run(&[to_cube(wrong), to_cube(y), to_cube(w)]).unwrap_err();
 //! assert!(err.to_string().contains("input 0"));
 //! ```
+//!
+//! The same model with the fused SGD with momentum, the weights and the velocity kept in the
+//! pipeline's state and updated in place on every run:
+//!
+//! ```
+//! # use burn_autodiff::Autodiff;
+//! # use burn_tensor::{Tensor, TensorData};
+//! # use ex_cubecl::runtime::{Pipeline, from_cube, to_cube};
+//! # use ex_cubecl::ExWgpu;
+//! # type B = ExWgpu;
+//! # type A = Autodiff<ExWgpu>;
+//! # let device = Default::default();
+//! # let x = Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2]), &device);
+//! # let y = Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 0.0, 0.0, 1.0], [2, 2]), &device);
+//! use ex_cubecl::launch::optim::{SgdMomentum, SgdRule, sgd_step};
+//!
+//! let momentum = SgdMomentum { momentum: 0.5, dampening: 0.0, nesterov: false };
+//! let rule = SgdRule { lr: 0.01, penalty: None, momentum: Some(momentum) };
+//! let inputs = [to_cube(x), to_cube(y)];
+//! let state = [to_cube(Tensor::<B, 2>::zeros([2, 2], &device)), to_cube(Tensor::<B, 2>::zeros([2, 2], &device))];
+//! let (step, first) = Pipeline::capture_with_state(&device, &inputs, &state, |inputs, state| {
+//!     let [x, y] = <[_; 2]>::try_from(inputs).unwrap();
+//!     let [w, velocity] = <[_; 2]>::try_from(state).unwrap();
+//!     let w = Tensor::<A, 2>::from_inner(from_cube(w)).require_grad();
+//!     let prediction = Tensor::<A, 2>::from_inner(from_cube(x)).matmul(w.clone());
+//!     let loss = (prediction - Tensor::from_inner(from_cube(y))).powi_scalar(2).mean();
+//!     let grad = w.grad(&loss.backward()).unwrap();
+//!     let (w, velocity) = sgd_step(to_cube(w.inner()), to_cube(grad), Some(velocity), &rule);
+//!     (vec![to_cube(loss.inner())], vec![w, velocity.unwrap()])
+//! })
+//! .unwrap();
+//! assert_eq!(step.num_state_copies(), 0); // both updated in place
+//!
+//! // Each run is one more step; the capture ran the first.
+//! let loss = |out: &[ex_cubecl::CubeTensor<_>]| from_cube::<_, 1, burn_tensor::Float>(out[0].clone()).into_scalar();
+//! let mut last = loss(&first);
+//! for _ in 0..3 {
+//!     let next = loss(&step.run(&inputs).unwrap());
+//!     assert!(next < last);
+//!     last = next;
+//! }
+//! // The state: read it, or set it back (a checkpoint) to start again.
+//! let [w, _velocity] = <[_; 2]>::try_from(step.state().unwrap()).unwrap();
+//! assert_eq!(w.dims(), &[2, 2]);
+//! step.set_state(&state).unwrap();
+//! ```
+use std::collections::BTreeSet;
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
@@ -108,7 +183,8 @@ use cubecl::device::Device;
 use cubecl::prelude::ComputeClient;
 use cubecl::stream_id::StreamId;
 
-use super::capture::{self, RecordedLaunch};
+use super::buffer_id::BufferId;
+use super::capture::{self, RecordedLaunch, Recording};
 use super::launcher::replay;
 use crate::backend::ExCubeclBackend;
 use super::Layout;
@@ -166,6 +242,68 @@ pub enum PipelineError {
         /// The panic message.
         message: String,
     },
+    /// A state tensor is on another device than the pipeline.
+    StateWrongDevice {
+        /// Position of the state tensor.
+        index: usize,
+        /// The pipeline's device.
+        expected: String,
+        /// The tensor's device.
+        got: String,
+    },
+    /// The captured closure returned another number of new state tensors than it got.
+    NewStateCount {
+        /// State tensors the closure got.
+        expected: usize,
+        /// New state tensors it returned.
+        got: usize,
+    },
+    /// A new state tensor differs in shape or dtype from its state tensor.
+    NewStateMismatch {
+        /// Position of the state tensor.
+        index: usize,
+        /// The state's shape.
+        expected_shape: Vec<usize>,
+        /// The state's dtype.
+        expected_dtype: DType,
+        /// The new state's shape.
+        got_shape: Vec<usize>,
+        /// The new state's dtype.
+        got_dtype: DType,
+    },
+    /// A state tensor was updated in place during the capture, and another of the closure's
+    /// results (an output, or the new value of another state tensor) shares its buffer.
+    DonatedStateAliased {
+        /// Position of the state tensor updated in place.
+        index: usize,
+        /// The result that shares its buffer, e.g. `output 1` or `new state 3`.
+        alias: String,
+    },
+    /// `set_state` got another number of tensors than the pipeline's state has.
+    StateCount {
+        /// The pipeline's state tensors.
+        expected: usize,
+        /// Tensors given.
+        got: usize,
+    },
+    /// A tensor given to `set_state` differs in shape or dtype from the pipeline's state.
+    StateMismatch {
+        /// Position of the state tensor.
+        index: usize,
+        /// The pipeline's shape.
+        expected_shape: Vec<usize>,
+        /// The pipeline's dtype.
+        expected_dtype: DType,
+        /// Shape given.
+        got_shape: Vec<usize>,
+        /// Dtype given.
+        got_dtype: DType,
+    },
+    /// Copying a pipeline's state in or out failed (a device error).
+    StateCopyFailed {
+        /// The panic message.
+        message: String,
+    },
 }
 
 impl fmt::Display for PipelineError {
@@ -180,9 +318,10 @@ impl fmt::Display for PipelineError {
                  return the tensor as an output of the captured closure instead"
             ),
             Self::CapturePanicked { message } => write!(f, "ex_cubecl: pipeline capture: the closure panicked: {message}"),
-            Self::RunDuringCapture => {
-                write!(f, "ex_cubecl: pipeline run: cannot run a pipeline while a capture is active on this thread")
-            }
+            Self::RunDuringCapture => write!(
+                f,
+                "ex_cubecl: pipeline run: cannot run a pipeline or copy its state while a capture is active on this thread"
+            ),
             Self::WrongDevice { index, expected, got } => {
                 write!(f, "ex_cubecl: pipeline: input {index} is on device {got}, but the pipeline is on {expected}")
             }
@@ -195,6 +334,33 @@ impl fmt::Display for PipelineError {
                  was captured with shape {expected_shape:?} ({expected_dtype:?})"
             ),
             Self::ReplayPanicked { message } => write!(f, "ex_cubecl: pipeline run: the replay failed: {message}"),
+            Self::StateWrongDevice { index, expected, got } => {
+                write!(f, "ex_cubecl: pipeline: state {index} is on device {got}, but the pipeline is on {expected}")
+            }
+            Self::NewStateCount { expected, got } => write!(
+                f,
+                "ex_cubecl: pipeline capture: the closure returned {got} new state tensors for its {expected} state tensors"
+            ),
+            Self::NewStateMismatch { index, expected_shape, expected_dtype, got_shape, got_dtype } => write!(
+                f,
+                "ex_cubecl: pipeline capture: new state {index} has shape {got_shape:?} ({got_dtype:?}), but state \
+                 {index} has shape {expected_shape:?} ({expected_dtype:?}); a step keeps each state tensor's shape and dtype"
+            ),
+            Self::DonatedStateAliased { index, alias } => write!(
+                f,
+                "ex_cubecl: pipeline capture: state {index} was updated in place, but {alias} shares its buffer and \
+                 may stand for the value the update overwrote; state is donated to the step: return the updated \
+                 tensor only as new state {index} (read it with Pipeline::state, or return a copy an op made)"
+            ),
+            Self::StateCount { expected, got } => {
+                write!(f, "ex_cubecl: pipeline set_state: got {got} state tensors, but the pipeline has {expected}")
+            }
+            Self::StateMismatch { index, expected_shape, expected_dtype, got_shape, got_dtype } => write!(
+                f,
+                "ex_cubecl: pipeline set_state: state {index} has shape {got_shape:?} ({got_dtype:?}), but the \
+                 pipeline's state {index} has shape {expected_shape:?} ({expected_dtype:?})"
+            ),
+            Self::StateCopyFailed { message } => write!(f, "ex_cubecl: pipeline state: copying the state failed: {message}"),
         }
     }
 }
@@ -208,14 +374,18 @@ pub struct Pipeline<R: Runtime> {
     client: ComputeClient<R>,
     /// Pipeline-owned contiguous input buffers, as the closure saw them.
     inputs: Vec<CubeTensor<R>>,
-    /// The closure's outputs: views of intermediates, inputs or constants.
+    /// Pipeline-owned contiguous state buffers: the state before a run, and after it.
+    state: Vec<CubeTensor<R>>,
+    /// The closure's outputs: views of intermediates, inputs, state or constants.
     outputs: Vec<CubeTensor<R>>,
-    /// The launches; the lock serialises runs.
+    /// The launches; the lock serialises runs and state copies.
     replay: Mutex<Replayer>,
 }
 
 struct Replayer {
     launches: Vec<RecordedLaunch>,
+    /// The copies of the new state into the state buffers, after the outputs are copied out.
+    state_copies: Vec<RecordedLaunch>,
     /// The stream (thread) of the last capture or run.
     stream: StreamId,
 }
@@ -225,11 +395,15 @@ impl<R: Runtime> fmt::Debug for Pipeline<R> {
         f.debug_struct("Pipeline")
             .field("device", &self.device)
             .field("inputs", &self.input_specs())
+            .field("state", &self.state_specs())
             .field("outputs", &self.output_specs())
             .field("launches", &self.num_launches())
             .finish()
     }
 }
+
+/// What a captured step returns: its outputs and its new state.
+pub type StepResults<R> = (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>);
 
 impl<R: Runtime> Pipeline<R> {
     /// Runs `f` once on `device` with copies of `inputs`, recording every kernel launch, and
@@ -260,47 +434,61 @@ impl<R: Runtime> Pipeline<R> {
     where
         F: FnOnce(Vec<CubeTensor<R>>) -> Vec<CubeTensor<R>>,
     {
+        Self::capture_with_state(device, inputs, &[], |inputs, _| (f(inputs), Vec::new()))
+    }
+
+    /// Captures a step that carries state from run to run (a training step's parameters and
+    /// optimizer state). The state is copied once into contiguous buffers that the pipeline
+    /// keeps; `f` receives the inputs and those state buffers and returns the outputs and the
+    /// new state (as many tensors as the state, each of its shape and dtype). Each run then
+    /// advances the state by one step, and so does the capture itself, which runs `f` once:
+    /// the pipeline's state after the capture is the state after one step, whose outputs are
+    /// given with the pipeline. [`Pipeline::state`] reads the state, [`Pipeline::set_state`]
+    /// writes it (e.g. back to `state`, to count the capture's step out).
+    ///
+    /// State is donated to the step: the fused optimizers update state buffers in place, and
+    /// a new state that is its state buffer costs nothing; any other new state is copied
+    /// into its buffer after the outputs (see the [module docs](self)).
+    ///
+    /// # Errors
+    /// As [`Pipeline::capture`]; and when a state tensor is on another device, when the new
+    /// state doesn't match the state (count, shape or dtype, naming the index), or when a
+    /// state tensor updated in place shares its buffer with an output or another new state.
+    pub fn capture_with_state<F>(
+        device: &R::Device,
+        inputs: &[CubeTensor<R>],
+        state: &[CubeTensor<R>],
+        f: F,
+    ) -> Result<(Self, Vec<CubeTensor<R>>), PipelineError>
+    where
+        F: FnOnce(Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) -> StepResults<R>,
+    {
         if capture::is_capturing() {
             return Err(PipelineError::NestedCapture);
         }
         check_devices(device, inputs)?;
+        check_state_devices(device, state)?;
         let client = super::DeviceContext::client::<R>(device);
         let owned: Vec<CubeTensor<R>> = inputs.iter().map(fresh_copy).collect();
-        let seen = owned.clone();
-
-        if !capture::begin() {
-            return Err(PipelineError::NestedCapture);
-        }
-        // A panic in `f` is caught here, so the capture state is cleared however `f` leaves.
-        let result = catch_unwind(AssertUnwindSafe(|| f(seen)));
-        let recording = capture::end().unwrap_or_default();
-
-        let outputs = match result {
-            Ok(outputs) => outputs,
-            Err(payload) => {
-                return Err(match recording.host_read {
-                    Some(op) => PipelineError::HostRead { op },
-                    None => PipelineError::CapturePanicked { message: panic_message(payload.as_ref()) },
-                });
-            }
-        };
-        if let Some(op) = recording.host_read {
-            // The closure caught the read's panic itself; the capture is still unusable.
-            return Err(PipelineError::HostRead { op });
-        }
+        let buffers: Vec<CubeTensor<R>> = state.iter().map(fresh_copy).collect();
+        let (outputs, new_state, recording) = record_step(&owned, &buffers, f)?;
+        let copies = StateCopies::plan(&buffers, &new_state, &outputs, &recording.updated)?;
         let fresh = outputs.iter().map(fresh_copy).collect();
+        let state_copies = copies.record()?;
         let pipeline = Self {
             device: device.clone(),
             client,
             inputs: owned,
+            state: buffers,
             outputs,
-            replay: Mutex::new(Replayer { launches: recording.launches, stream: StreamId::current() }),
+            replay: Mutex::new(Replayer { launches: recording.launches, state_copies, stream: StreamId::current() }),
         };
         Ok((pipeline, fresh))
     }
 
     /// Replays the recorded launches on `inputs` (same count, shapes, dtypes and device as at
-    /// capture; any layout) and gives fresh output tensors.
+    /// capture; any layout) and gives fresh output tensors. A pipeline with state advances it
+    /// by one step.
     ///
     /// # Errors
     /// When an input doesn't match (the error names the input and both shapes and dtypes),
@@ -313,16 +501,14 @@ impl<R: Runtime> Pipeline<R> {
             return Err(PipelineError::InputCount { expected: self.inputs.len(), got: inputs.len() });
         }
         check_devices(&self.device, inputs)?;
-        for (index, (new, owned)) in inputs.iter().zip(&self.inputs).enumerate() {
-            if new.dims() != owned.dims() || new.dtype != owned.dtype {
-                return Err(PipelineError::InputMismatch {
-                    index,
-                    expected_shape: owned.dims().to_vec(),
-                    expected_dtype: owned.dtype,
-                    got_shape: new.dims().to_vec(),
-                    got_dtype: new.dtype,
-                });
-            }
+        if let Some((index, expected, got)) = first_mismatch(inputs, &self.inputs) {
+            return Err(PipelineError::InputMismatch {
+                index,
+                expected_shape: expected.0,
+                expected_dtype: expected.1,
+                got_shape: got.0,
+                got_dtype: got.1,
+            });
         }
         let mut replayer = self.replay.lock().unwrap_or_else(|e| e.into_inner());
         catch_unwind(AssertUnwindSafe(|| {
@@ -330,12 +516,56 @@ impl<R: Runtime> Pipeline<R> {
             for (new, owned) in inputs.iter().zip(&self.inputs) {
                 copy_to(new, owned);
             }
-            for launch in &replayer.launches {
-                replay(launch);
-            }
-            self.outputs.iter().map(fresh_copy).collect()
+            replayer.launches.iter().for_each(replay);
+            let outputs = self.outputs.iter().map(fresh_copy).collect();
+            replayer.state_copies.iter().for_each(replay);
+            outputs
         }))
         .map_err(|payload| PipelineError::ReplayPanicked { message: panic_message(payload.as_ref()) })
+    }
+
+    /// Fresh contiguous copies of the state (empty for a pipeline without state).
+    ///
+    /// # Errors
+    /// When a capture is active on this thread, or when the device fails.
+    pub fn state(&self) -> Result<Vec<CubeTensor<R>>, PipelineError> {
+        self.with_state(|| self.state.iter().map(fresh_copy).collect())
+    }
+
+    /// Copies `state` (same count, shapes, dtypes and device as the pipeline's; any layout)
+    /// into the pipeline's state buffers, e.g. to load a checkpoint. `state` is not written.
+    ///
+    /// # Errors
+    /// When a tensor doesn't match (the error names it and both shapes and dtypes), when a
+    /// capture is active on this thread, or when the device fails.
+    pub fn set_state(&self, state: &[CubeTensor<R>]) -> Result<(), PipelineError> {
+        if state.len() != self.state.len() {
+            return Err(PipelineError::StateCount { expected: self.state.len(), got: state.len() });
+        }
+        check_state_devices(&self.device, state)?;
+        if let Some((index, expected, got)) = first_mismatch(state, &self.state) {
+            return Err(PipelineError::StateMismatch {
+                index,
+                expected_shape: expected.0,
+                expected_dtype: expected.1,
+                got_shape: got.0,
+                got_dtype: got.1,
+            });
+        }
+        self.with_state(|| state.iter().zip(&self.state).for_each(|(new, owned)| copy_to(new, owned)))
+    }
+
+    /// Runs `f`, which copies the state in or out, ordered after the previous run.
+    fn with_state<T>(&self, f: impl FnOnce() -> T) -> Result<T, PipelineError> {
+        if capture::is_capturing() {
+            return Err(PipelineError::RunDuringCapture);
+        }
+        let mut replayer = self.replay.lock().unwrap_or_else(|e| e.into_inner());
+        catch_unwind(AssertUnwindSafe(|| {
+            self.align_streams(&mut replayer);
+            f()
+        }))
+        .map_err(|payload| PipelineError::StateCopyFailed { message: panic_message(payload.as_ref()) })
     }
 
     /// On runtimes with a stream per thread (CUDA), a buffer's uses are ordered by the
@@ -361,15 +591,23 @@ impl<R: Runtime> Pipeline<R> {
         &self.device
     }
 
-    /// Number of kernel launches a run replays (input and output copies aside).
+    /// Number of kernel launches a run replays: the closure's and the state copies (input
+    /// and output copies aside).
     pub fn num_launches(&self) -> usize {
-        self.replay.lock().unwrap_or_else(|e| e.into_inner()).launches.len()
+        let replayer = self.replay.lock().unwrap_or_else(|e| e.into_inner());
+        replayer.launches.len() + replayer.state_copies.len()
     }
 
-    /// The operation of each recorded launch, in order.
+    /// Number of copy launches a run makes to write the new state into the state buffers:
+    /// 0 when every state tensor is updated in place or left as it is.
+    pub fn num_state_copies(&self) -> usize {
+        self.replay.lock().unwrap_or_else(|e| e.into_inner()).state_copies.len()
+    }
+
+    /// The operation of each launch a run replays, in order (the state copies last).
     pub fn ops(&self) -> Vec<String> {
         let replayer = self.replay.lock().unwrap_or_else(|e| e.into_inner());
-        replayer.launches.iter().map(|l| l.op.clone()).collect()
+        replayer.launches.iter().chain(&replayer.state_copies).map(|l| l.op.clone()).collect()
     }
 
     /// Shape and dtype of each input.
@@ -377,10 +615,162 @@ impl<R: Runtime> Pipeline<R> {
         self.inputs.iter().map(|t| (t.dims().to_vec(), t.dtype)).collect()
     }
 
+    /// Shape and dtype of each state tensor.
+    pub fn state_specs(&self) -> Vec<(Vec<usize>, DType)> {
+        self.state.iter().map(|t| (t.dims().to_vec(), t.dtype)).collect()
+    }
+
     /// Shape and dtype of each output.
     pub fn output_specs(&self) -> Vec<(Vec<usize>, DType)> {
         self.outputs.iter().map(|t| (t.dims().to_vec(), t.dtype)).collect()
     }
+}
+
+/// Runs the step `f` on the inputs and state buffers as a capture whose state is `buffers`,
+/// and gives its outputs, its new state and the recording.
+fn record_step<R: Runtime, F>(
+    inputs: &[CubeTensor<R>],
+    buffers: &[CubeTensor<R>],
+    f: F,
+) -> Result<(Vec<CubeTensor<R>>, Vec<CubeTensor<R>>, Recording), PipelineError>
+where
+    F: FnOnce(Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) -> StepResults<R>,
+{
+    let donated = buffers.iter().map(|b| (BufferId::of(&b.handle), b.num_elements())).collect();
+    if !capture::begin(donated) {
+        return Err(PipelineError::NestedCapture);
+    }
+    // A panic in `f` is caught here, so the capture state is cleared however `f` leaves.
+    let result = catch_unwind(AssertUnwindSafe(|| f(inputs.to_vec(), buffers.to_vec())));
+    let recording = capture::end().unwrap_or_default();
+    let (outputs, new_state) = match result {
+        Ok(results) => results,
+        Err(payload) => {
+            return Err(match recording.host_read {
+                Some(op) => PipelineError::HostRead { op },
+                None => PipelineError::CapturePanicked { message: panic_message(payload.as_ref()) },
+            });
+        }
+    };
+    if let Some(op) = recording.host_read {
+        // The closure caught the read's panic itself; the capture is still unusable.
+        return Err(PipelineError::HostRead { op });
+    }
+    Ok((outputs, new_state, recording))
+}
+
+/// The copies that write a step's new state into the state buffers, in two phases: a new
+/// state that shares memory with a state buffer that is written is first copied aside, so
+/// that no copy reads a buffer that an earlier copy has written.
+struct StateCopies<R: Runtime> {
+    /// (new state, a buffer of its own), made first.
+    staged: Vec<(CubeTensor<R>, CubeTensor<R>)>,
+    /// (new state or its staged copy, state buffer), made after.
+    direct: Vec<(CubeTensor<R>, CubeTensor<R>)>,
+}
+
+impl<R: Runtime> StateCopies<R> {
+    /// The copies for `new_state`, checked against the state `buffers`: count, shapes and
+    /// dtypes, and that no result shares a buffer that an op `updated` in place.
+    fn plan(
+        buffers: &[CubeTensor<R>],
+        new_state: &[CubeTensor<R>],
+        outputs: &[CubeTensor<R>],
+        updated: &BTreeSet<usize>,
+    ) -> Result<Self, PipelineError> {
+        if new_state.len() != buffers.len() {
+            return Err(PipelineError::NewStateCount { expected: buffers.len(), got: new_state.len() });
+        }
+        if let Some((index, expected, got)) = first_mismatch(new_state, buffers) {
+            return Err(PipelineError::NewStateMismatch {
+                index,
+                expected_shape: expected.0,
+                expected_dtype: expected.1,
+                got_shape: got.0,
+                got_dtype: got.1,
+            });
+        }
+        check_donated(buffers, new_state, outputs, updated)?;
+        let written: Vec<usize> = (0..buffers.len()).filter(|&i| !is_buffer(&new_state[i], &buffers[i])).collect();
+        let written_ids: Vec<BufferId> = written.iter().map(|&i| BufferId::of(&buffers[i].handle)).collect();
+        let mut copies = Self { staged: Vec::new(), direct: Vec::new() };
+        for i in written {
+            let (source, buffer) = (&new_state[i], &buffers[i]);
+            let id = BufferId::of(&source.handle);
+            if written_ids.iter().any(|w| w.same_memory(&id)) {
+                let aside = CubeTensor::empty(&buffer.client, &buffer.device, buffer.layout.shape.clone(), buffer.dtype);
+                copies.staged.push((source.clone(), aside.clone()));
+                copies.direct.push((aside, buffer.clone()));
+            } else {
+                copies.direct.push((source.clone(), buffer.clone()));
+            }
+        }
+        Ok(copies)
+    }
+
+    /// Makes the copies (the capture's step) and gives their launches, recorded as a capture
+    /// of their own so that a run replays them after copying the outputs out.
+    fn record(self) -> Result<Vec<RecordedLaunch>, PipelineError> {
+        if !capture::begin(Vec::new()) {
+            return Err(PipelineError::NestedCapture);
+        }
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            self.staged.iter().chain(&self.direct).for_each(|(source, buffer)| copy_to(source, buffer))
+        }));
+        let recording = capture::end().unwrap_or_default();
+        result.map_err(|payload| PipelineError::StateCopyFailed { message: panic_message(payload.as_ref()) })?;
+        Ok(recording.launches)
+    }
+}
+
+/// Refuses a result that shares the buffer of a state tensor that an op updated in place
+/// during the capture, other than that state's own new value being the buffer itself: the
+/// result may stand for the state's old value, which the update overwrote.
+fn check_donated<R: Runtime>(
+    buffers: &[CubeTensor<R>],
+    new_state: &[CubeTensor<R>],
+    outputs: &[CubeTensor<R>],
+    updated: &BTreeSet<usize>,
+) -> Result<(), PipelineError> {
+    for &index in updated {
+        let id = BufferId::of(&buffers[index].handle);
+        let shares = |t: &CubeTensor<R>| BufferId::of(&t.handle).same_memory(&id);
+        let output = outputs.iter().position(shares).map(|j| format!("output {j}"));
+        let other = (0..new_state.len())
+            .find(|&j| shares(&new_state[j]) && !(j == index && is_buffer(&new_state[j], &buffers[index])))
+            .map(|j| format!("new state {j}"));
+        if let Some(alias) = output.or(other) {
+            return Err(PipelineError::DonatedStateAliased { index, alias });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `tensor` is the whole of `buffer` (a contiguous tensor from its start), as it is.
+fn is_buffer<R: Runtime>(tensor: &CubeTensor<R>, buffer: &CubeTensor<R>) -> bool {
+    tensor.layout.is_contiguous_from_start()
+        && tensor.num_elements() == buffer.num_elements()
+        && BufferId::of(&tensor.handle) == BufferId::of(&buffer.handle)
+}
+
+/// Whether an op may write `tensor` in place: during a capture, when it is one of the
+/// capture's state buffers, whole and contiguous from its start (state is donated to the
+/// step; see the [module docs](self)). The capture notes the update.
+pub(crate) fn donated_state<R: Runtime>(tensor: &CubeTensor<R>) -> bool {
+    capture::is_capturing()
+        && tensor.layout.is_contiguous_from_start()
+        && capture::update_in_place(BufferId::of(&tensor.handle), tensor.num_elements())
+}
+
+/// The first of `given` whose shape or dtype differs from its counterpart in `expected`:
+/// its index, the expected and the given shape and dtype.
+#[allow(clippy::type_complexity)]
+fn first_mismatch<R: Runtime>(
+    given: &[CubeTensor<R>],
+    expected: &[CubeTensor<R>],
+) -> Option<(usize, (Vec<usize>, DType), (Vec<usize>, DType))> {
+    let spec = |t: &CubeTensor<R>| (t.dims().to_vec(), t.dtype);
+    given.iter().zip(expected).enumerate().find(|(_, (g, e))| spec(g) != spec(e)).map(|(i, (g, e))| (i, spec(e), spec(g)))
 }
 
 /// Copies `src` (any layout) into `dst` (contiguous from its start; same shape and dtype),
@@ -406,12 +796,19 @@ fn fresh_copy<R: Runtime>(t: &CubeTensor<R>) -> CubeTensor<R> {
 }
 
 fn check_devices<R: Runtime>(device: &R::Device, inputs: &[CubeTensor<R>]) -> Result<(), PipelineError> {
-    for (index, t) in inputs.iter().enumerate() {
-        if t.device.to_id() != device.to_id() {
-            return Err(PipelineError::WrongDevice { index, expected: format!("{device:?}"), got: format!("{:?}", t.device) });
+    match inputs.iter().position(|t| t.device.to_id() != device.to_id()) {
+        Some(index) => {
+            Err(PipelineError::WrongDevice { index, expected: format!("{device:?}"), got: format!("{:?}", inputs[index].device) })
         }
+        None => Ok(()),
     }
-    Ok(())
+}
+
+fn check_state_devices<R: Runtime>(device: &R::Device, state: &[CubeTensor<R>]) -> Result<(), PipelineError> {
+    check_devices(device, state).map_err(|e| match e {
+        PipelineError::WrongDevice { index, expected, got } => PipelineError::StateWrongDevice { index, expected, got },
+        other => other,
+    })
 }
 
 /// The message of a panic payload.

@@ -1,6 +1,9 @@
 //! Host time per training step, eager versus replayed through a `Pipeline`: an MLP
-//! 784-256-128-10 with softmax cross-entropy and Adam written in tensor ops on
-//! `Autodiff<ExCubeclBackend>`, at batch 64 and 1024. Prints a markdown table.
+//! 784-256-128-10 with softmax cross-entropy on `Autodiff<ExCubeclBackend>`, at batch 64 and
+//! 1024, with Adam written in tensor ops (the state fed back as inputs and outputs), and with
+//! the fused Adam (`launch::optim::adam_step`: eager with the step count on the host and the
+//! state updated in place; replayed with the parameters, the moments and a device-side step
+//! count as the pipeline's state, updated in place). Prints a markdown table.
 //!
 //! ```text
 //! pipeline [--iters N] [--warmup N] [--batches 64,1024] [--micro]
@@ -11,13 +14,15 @@
 //! and the time until the device has finished it (submit + sync) are measured; the table
 //! gives the medians after the warm-up steps. Eager steps run the ops (Burn's autodiff graph,
 //! our host-side op logic, allocations); replayed steps copy the inputs into the pipeline's
-//! buffers, launch the recorded kernels and copy the outputs out.
+//! buffers, launch the recorded kernels and copy the outputs out (with state: only x, y and
+//! the loss). The speed-ups are against the eager step with Adam in tensor ops.
 use std::time::{Duration, Instant};
 
 use burn_backend::ops::FloatTensorOps;
 use burn_backend::{Backend, TensorData};
 use burn_tensor::activation::{log_softmax, relu};
 use burn_tensor::{Float, Tensor};
+use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, adam_step, next_step_count};
 use ex_cubecl::runtime::{Pipeline, from_cube, launch_count, to_cube};
 use ex_cubecl::tensor::CubeTensor;
 use ex_cubecl_benches::{Ours, Runtime};
@@ -50,14 +55,7 @@ fn step(inputs: Vec<T>) -> Vec<T> {
     let params: Vec<Tensor<Train, 2>> = rest[..n].iter().map(|p| Tensor::from_inner(p.clone()).require_grad()).collect();
     let (m, v) = (&rest[n..2 * n], &rest[2 * n..]);
 
-    let mut h = x;
-    for layer in 0..LAYERS.len() - 1 {
-        h = h.matmul(params[2 * layer].clone()) + params[2 * layer + 1].clone();
-        if layer + 2 < LAYERS.len() {
-            h = relu(h);
-        }
-    }
-    let loss = (log_softmax(h, 1) * y).sum_dim(1).mean().neg();
+    let loss = forward(x, y, &params);
     let grads = loss.backward();
 
     let correction = |beta: f64| t.clone().mul_scalar(beta.ln()).exp().neg().add_scalar(1.0).unsqueeze::<2>();
@@ -78,6 +76,52 @@ fn step(inputs: Vec<T>) -> Vec<T> {
     out.extend(new_m);
     out.extend(new_v);
     out
+}
+
+/// The MLP's loss: softmax cross-entropy of the logits against one-hot targets.
+fn forward(x: Tensor<Train, 2>, y: Tensor<Train, 2>, params: &[Tensor<Train, 2>]) -> Tensor<Train, 1> {
+    let mut h = x;
+    for layer in 0..LAYERS.len() - 1 {
+        h = h.matmul(params[2 * layer].clone()) + params[2 * layer + 1].clone();
+        if layer + 2 < LAYERS.len() {
+            h = relu(h);
+        }
+    }
+    (log_softmax(h, 1) * y).sum_dim(1).mean().neg()
+}
+
+/// One training step with the fused Adam (AdamW's form with no decay: the math of `step`).
+/// State: the parameters, their first moments, their second moments, each moved into its
+/// update so that it runs in place. Gives the loss and the new state, in the same order.
+fn fused_step(x: T, y: T, state: Vec<T>, time: AdamTime<Runtime>) -> (T, Vec<T>) {
+    let n = 2 * (LAYERS.len() - 1);
+    let mut state = state.into_iter();
+    let params: Vec<Tensor<Train, 2>> = state.by_ref().take(n).map(|p| Tensor::from_inner(float(p)).require_grad()).collect();
+    let m: Vec<T> = state.by_ref().take(n).collect();
+    let loss = forward(Tensor::from_inner(float(x)), Tensor::from_inner(float(y)), &params);
+    let grads = loss.backward();
+    let decay = AdamDecay::Decoupled { rate: 0.0, cautious: false };
+    let rule = AdamRule { lr: LR, beta_1: BETA1, beta_2: BETA2, epsilon: EPS, decay, time };
+    let (mut new_params, mut new_m, mut new_v) = (Vec::new(), Vec::new(), Vec::new());
+    for ((p, m), v) in params.into_iter().zip(m).zip(state) {
+        let g = to_cube(p.grad(&grads).expect("gradient"));
+        let moments = AdamMoments { moment_1: m, moment_2: v, max_moment_2: None };
+        let (p, moments) = adam_step(to_cube(p.inner()), g, Some(moments), &rule, false);
+        new_params.push(p);
+        new_m.push(moments.moment_1);
+        new_v.push(moments.moment_2);
+    }
+    (to_cube(loss.inner()), [new_params, new_m, new_v].concat())
+}
+
+/// [`fused_step`] as a pipeline step. Inputs: x, y. State: the step count `[1]`, then
+/// [`fused_step`]'s. Output: the loss.
+fn fused_pipeline_step(inputs: Vec<T>, state: Vec<T>) -> (Vec<T>, Vec<T>) {
+    let [x, y] = <[T; 2]>::try_from(inputs).expect("x and y");
+    let mut state = state.into_iter();
+    let count = next_step_count(state.next().expect("step count"));
+    let (loss, rest) = fused_step(x, y, state.collect(), AdamTime::Device(count.clone()));
+    (vec![loss], [vec![count], rest].concat())
 }
 
 /// A small deterministic generator (SplitMix64).
@@ -136,14 +180,22 @@ struct Timing {
     launches: u64,
 }
 
-/// Medians of `iters` steps after `warmup` steps of `run`.
-fn time(warmup: usize, iters: usize, mut inputs: Vec<T>, mut run: impl FnMut(Vec<T>) -> Vec<T>) -> (Timing, Vec<T>) {
+/// Medians of `iters` steps after `warmup`. `step` gets the value carried from step to step
+/// and the step's index and is timed (submit, then submit + sync); `next` then makes the next
+/// carried value from what it gave, untimed.
+fn measure<S, O>(
+    warmup: usize,
+    iters: usize,
+    mut carried: S,
+    mut step: impl FnMut(S, usize) -> O,
+    mut next: impl FnMut(O) -> S,
+) -> (Timing, S) {
     let (mut submit, mut total, mut launches) = (Vec::new(), Vec::new(), 0);
     for i in 0..warmup + iters {
         sync();
         let before = launch_count();
         let start = Instant::now();
-        let outputs = run(inputs.clone());
+        let out = step(carried, i);
         let submitted = start.elapsed();
         sync();
         let finished = start.elapsed();
@@ -152,13 +204,22 @@ fn time(warmup: usize, iters: usize, mut inputs: Vec<T>, mut run: impl FnMut(Vec
             total.push(finished);
             launches = launch_count() - before;
         }
-        inputs = next_inputs(&inputs, &outputs);
+        carried = next(out);
     }
     let median = |mut v: Vec<Duration>| {
         v.sort();
         v[v.len() / 2]
     };
-    (Timing { submit: median(submit), total: median(total), launches }, inputs)
+    (Timing { submit: median(submit), total: median(total), launches }, carried)
+}
+
+/// [`measure`] of `run` on inputs fed back from its outputs ([`next_inputs`]).
+fn time(warmup: usize, iters: usize, inputs: Vec<T>, mut run: impl FnMut(Vec<T>) -> Vec<T>) -> (Timing, Vec<T>) {
+    let step = |inputs: Vec<T>, _| {
+        let outputs = run(inputs.clone());
+        (inputs, outputs)
+    };
+    measure(warmup, iters, inputs, step, |(inputs, outputs)| next_inputs(&inputs, &outputs))
 }
 
 fn ms(d: Duration) -> String {
@@ -217,6 +278,7 @@ fn micro(warmup: usize, iters: usize) {
     println!();
 }
 
+
 fn main() {
     let cuda = cfg!(feature = "cuda");
     let (mut warmup, mut iters) = if cuda { (20, 200) } else { (2, 10) };
@@ -240,7 +302,10 @@ fn main() {
     if micro_only {
         return;
     }
-    println!("MLP {LAYERS:?} training step (forward, backward, Adam in tensor ops); medians of {iters} steps after {warmup}");
+    println!(
+        "MLP {LAYERS:?} training step (forward, backward, Adam in tensor ops or fused); medians of {iters} steps after \
+         {warmup}; speed-ups against eager with Adam in tensor ops"
+    );
     println!();
     println!("| batch | mode | launches/step | submit ms/step | submit + sync ms/step | speed-up (submit) | speed-up (submit + sync) |");
     println!("|---|---|---|---|---|---|---|");
@@ -251,7 +316,7 @@ fn main() {
         sync();
         let capture_time = capture_start.elapsed();
         let (eager, eager_state) = time(warmup, iters, start.clone(), step);
-        let (replay, replay_state) = time(warmup, iters, start, |inputs| pipeline.run(&inputs).expect("replay"));
+        let (replay, replay_state) = time(warmup, iters, start.clone(), |inputs| pipeline.run(&inputs).expect("replay"));
         // Both ran the same number of steps from the same state: their losses agree.
         let (a, b) = (read(&eager_state[3]), read(&replay_state[3]));
         let same = a == b;
@@ -271,5 +336,73 @@ fn main() {
             pipeline.num_launches(),
             if same { "equal" } else { "DIFFER FROM" }
         );
+        fused_rows(warmup, iters, batch, &start, &eager);
     }
+}
+
+/// The rows of the fused Adam at `batch`, eager and replayed with the state in the
+/// pipeline, from the same start as the tensor-op rows; `baseline` is the tensor-op eager
+/// step. Checks that the replays ran the same steps as eager steps of the same closure (with
+/// the step count on the device), bit for bit, and reports how far the eager steps with the
+/// host's count (bias corrections in f64 rather than f32) are from them.
+fn fused_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: &Timing) {
+    let device = Default::default();
+    let (x, y) = (start[0].clone(), start[1].clone());
+    // The tensor-op step's parameters and moments, copied so that the eager steps own theirs
+    // (and update them in place).
+    let state = || start[3..].iter().map(copy).collect::<Vec<T>>();
+    let eager_step = |state: Vec<T>, i: usize| fused_step(x.clone(), y.clone(), state, AdamTime::Host(i + 1));
+    let (eager, host_state) = measure(warmup, iters, state(), eager_step, |(_, state)| state);
+
+    let count = || to_cube(Tensor::<Ours, 1>::zeros([1], &device));
+    let pipeline_state = [vec![count()], state()].concat();
+    let capture_start = Instant::now();
+    let inputs = [x.clone(), y.clone()];
+    let (pipeline, _) =
+        Pipeline::capture_with_state(&device, &inputs, &pipeline_state, fused_pipeline_step).expect("capture with state");
+    sync();
+    let capture_time = capture_start.elapsed();
+    // Undo the capture's step, so that both run the same steps from the same state.
+    pipeline.set_state(&pipeline_state).expect("set_state");
+    let (replay, ()) = measure(warmup, iters, (), |(), _| pipeline.run(&inputs).expect("replay"), drop);
+
+    let replayed = pipeline.state().expect("state");
+    let mut device_state = [vec![count()], state()].concat();
+    for _ in 0..warmup + iters {
+        device_state = fused_pipeline_step(inputs.to_vec(), device_state).1;
+    }
+    let same = replayed.iter().zip(&device_state).all(|(a, b)| read(a) == read(b));
+    let n = 2 * (LAYERS.len() - 1);
+    let diff = (0..n).map(|k| max_difference(&host_state[k], &replayed[1 + k])).fold(0.0f32, f32::max);
+    let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
+    for (mode, t) in [("eager, fused Adam", &eager), ("replay, fused Adam, state in place", &replay)] {
+        println!(
+            "| {batch} | {mode} | {} | {} | {} | {} | {} |",
+            t.launches,
+            ms(t.submit),
+            ms(t.total),
+            ratio(baseline.submit, t.submit),
+            ratio(baseline.total, t.total)
+        );
+    }
+    eprintln!(
+        "batch {batch}, fused Adam: capture took {} ms ({} recorded launches, {} state copies); replay {} (submit + \
+         sync) faster than eager; replayed state {} eager steps with the device's step count; largest difference \
+         of the parameters from the eager steps with the host's count {diff:e}",
+        ms(capture_time),
+        pipeline.num_launches(),
+        pipeline.num_state_copies(),
+        ratio(eager.total, replay.total),
+        if same { "equals" } else { "DIFFERS FROM" },
+    );
+}
+
+/// A copy of a rank-2 tensor, in a buffer of its own.
+fn copy(t: &T) -> T {
+    to_cube(Tensor::<Ours, 2>::from_data(TensorData::new(read(t), t.dims().to_vec()), &Default::default()))
+}
+
+/// The largest absolute difference between two tensors of the same shape.
+fn max_difference(a: &T, b: &T) -> f32 {
+    read(a).iter().zip(read(b)).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }

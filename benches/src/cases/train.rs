@@ -6,7 +6,7 @@ use burn_backend::{Backend, TensorPrimitive};
 use burn_tensor::activation::{log_softmax, relu};
 use burn_tensor::{Int, Tensor, TensorData};
 use ex_cubecl::CubeTensor;
-use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, adam_step};
+use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, adam_step};
 
 use super::{downcast, uniform};
 use crate::{Case, DynCase, Precision, RunFn, Runtime, Size, Work};
@@ -70,7 +70,7 @@ impl<B: Backend> Param<B> {
         let back = |t: CubeTensor<Runtime>| Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(downcast(t).expect("ours")));
         let state = AdamMoments { moment_1: ours(self.m), moment_2: ours(self.v), max_moment_2: None };
         let decay = AdamDecay::Decoupled { rate: 0.0, cautious: false };
-        let rule = AdamRule { lr: lr as f64, beta_1: b1 as f64, beta_2: b2 as f64, epsilon: eps as f64, decay, time: t as usize };
+        let rule = AdamRule { lr: lr as f64, beta_1: b1 as f64, beta_2: b2 as f64, epsilon: eps as f64, decay, time: AdamTime::Host(t as usize) };
         let (value, state) = adam_step(ours(self.value), ours(grad), Some(state), &rule, false);
         Self { value: back(value), m: back(state.moment_1), v: back(state.moment_2) }
     }

@@ -1,0 +1,71 @@
+//! The identity of a device buffer, for the pipeline's donated state: whether a tensor's
+//! handle is one of the pipeline's state buffers, or shares memory with one.
+//!
+//! cubecl 0.10 keeps the id of a handle's memory (`ManagedMemoryId`) crate-private; its
+//! `Debug` output prints it. [`memory_id`] reads it there, in one place, and its tests fail
+//! if a cubecl upgrade changes that output.
+use cubecl::server::Handle;
+
+/// A buffer: cubecl's id of the handle's memory and the handle's byte offsets into it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BufferId {
+    memory: usize,
+    start: Option<u64>,
+    end: Option<u64>,
+}
+
+impl BufferId {
+    /// The buffer `handle` refers to.
+    pub(crate) fn of(handle: &Handle) -> Self {
+        Self { memory: memory_id(handle), start: handle.offset_start, end: handle.offset_end }
+    }
+
+    /// Whether the two share memory (the same allocation, whatever their offsets).
+    pub(crate) fn same_memory(&self, other: &Self) -> bool {
+        self.memory == other.memory
+    }
+}
+
+/// The id of `handle`'s memory: clones of a handle share it, two allocations never do.
+///
+/// # Panics
+/// When cubecl's `Debug` output of the memory handle holds no `ManagedMemoryId { value: N }`
+/// (a cubecl upgrade changed it).
+pub(crate) fn memory_id(handle: &Handle) -> usize {
+    const KEY: &str = "ManagedMemoryId { value: ";
+    let text = format!("{:?}", handle.memory);
+    text.find(KEY)
+        .and_then(|at| {
+            let digits: String = text[at + KEY.len()..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .unwrap_or_else(|| {
+            panic!("ex_cubecl: buffer identity: cubecl's memory handle prints no `{KEY}N }}` any more: {text}")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use cubecl::stream_id::StreamId;
+
+    use super::*;
+
+    #[test]
+    fn clones_share_an_id_and_allocations_differ() {
+        let a = Handle::new(StreamId::current(), 64);
+        let b = Handle::new(StreamId::current(), 64);
+        assert_eq!(memory_id(&a), memory_id(&a.clone()));
+        assert_ne!(memory_id(&a), memory_id(&b));
+        assert_eq!(BufferId::of(&a), BufferId::of(&a.clone()));
+        assert_ne!(BufferId::of(&a), BufferId::of(&b));
+    }
+
+    #[test]
+    fn offsets_make_another_buffer_of_the_same_memory() {
+        let a = Handle::new(StreamId::current(), 64);
+        let tail = a.clone().offset_start(16);
+        assert_ne!(BufferId::of(&a), BufferId::of(&tail));
+        assert!(BufferId::of(&a).same_memory(&BufferId::of(&tail)));
+        assert!(!BufferId::of(&a).same_memory(&BufferId::of(&Handle::new(StreamId::current(), 64))));
+    }
+}
