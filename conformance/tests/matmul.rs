@@ -139,6 +139,15 @@ fn float_matmul_matches_ndarray() {
         let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
         mma_layout_cases(&mut suite, &mut rng, DType::F32, &[MMA_TILING_SMALL, MMA_TILING_TF32, wide], seed);
     }
+    // In large products, f32 operands that the TF32 kernel would read element by element
+    // (lhs M-major, rhs N-major) are copied K-major first (2^31 multiply-adds and more).
+    let (ls, rs) = (vec![1288, 1296], vec![1296, 1304]);
+    for (lv, rv) in [(Operand::Contiguous, Operand::Contiguous), (Operand::Transposed, Operand::Transposed)] {
+        let a = float_data(&mut rng, &upload_shape(&ls, lv), DType::F32, -1.0, 1.0);
+        let b = float_data(&mut rng, &upload_shape(&rs, rv), DType::F32, -1.0, 1.0);
+        let r = on_both!(|B| rf::<B>(B::float_matmul(view::<B>(f::<B>(&a), &ls, lv), view::<B>(f::<B>(&b), &rs, rv))));
+        suite.check(format!("float_matmul tf32 {ls:?} ({lv:?}) x {rs:?} ({rv:?}) seed={seed}"), Tol::of(1e-2), r);
+    }
     suite.record("matmul_precision round trip", match matmul_precision() {
         MatmulPrecision::Tf32 => Ok(()),
         other => Err(format!("set Tf32, read {other:?}")),

@@ -20,7 +20,7 @@ use ex_cubecl_kernels::matmul::cmma::{matmul_cmma, matmul_cmma_async};
 use ex_cubecl_kernels::matmul::tiled::matmul_tiled;
 
 use super::copy::into_contiguous;
-use super::matmul_mma::{launch_mma, mma_operands, mma_tiling};
+use super::matmul_mma::{launch_mma, mma_operands, mma_tiling, tf32_k_major};
 use super::{accumulator, check_same_dtype};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -191,6 +191,8 @@ pub fn matmul_with<R: Runtime>(
         _ => mma_operands(&lhs.client, lhs.dtype, &lhs_view, &rhs_view),
     };
     if let Some(operands) = mma {
+        let (lhs, rhs, operands) = tf32_k_major(lhs, rhs, operands);
+        let (lhs_view, rhs_view) = views(&lhs, &rhs);
         let tiling = match kernel {
             Some(TensorCoreKernel::Mma(t)) => t,
             _ => mma_tiling(m, n, lhs.dtype),
