@@ -146,7 +146,8 @@ fn float_matmul_matches_ndarray() {
         let a = float_data(&mut rng, &upload_shape(&ls, lv), DType::F32, -1.0, 1.0);
         let b = float_data(&mut rng, &upload_shape(&rs, rv), DType::F32, -1.0, 1.0);
         let r = on_both!(|B| rf::<B>(B::float_matmul(view::<B>(f::<B>(&a), &ls, lv), view::<B>(f::<B>(&b), &rs, rv))));
-        suite.check(format!("float_matmul tf32 {ls:?} ({lv:?}) x {rs:?} ({rv:?}) seed={seed}"), Tol::of(1e-2), r);
+        // TF32 rounding over 1296 terms: about 0.006 per element (one sigma), so 0.05 absolute.
+        suite.check(format!("float_matmul tf32 {ls:?} ({lv:?}) x {rs:?} ({rv:?}) seed={seed}"), Tol { abs: 5e-2, rel: 1e-2 }, r);
     }
     suite.record("matmul_precision round trip", match matmul_precision() {
         MatmulPrecision::Tf32 => Ok(()),

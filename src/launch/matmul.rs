@@ -1,8 +1,8 @@
 //! Batched matrix multiplication with broadcast batch dimensions.
 //!
-//! Three kernels (crate `ex_cubecl_kernels`, module `matmul`): f16 and bf16 products run on
-//! manual MMA (`mma.sync` with `ldmatrix`, see [`super::matmul_mma`]) where the device has it
-//! and the operands can be read in 16-byte chunks; otherwise a tensor-core kernel through
+//! Three kernels (crate `ex_cubecl_kernels`, module `matmul`): f16, bf16 and (under the TF32
+//! precision) f32 products run on manual MMA (`mma.sync`, see [`super::matmul_mma`]) where the
+//! device has it and the operands can be read in 16-byte chunks; otherwise a tensor-core kernel through
 //! cubecl's `cmma` runs f16, bf16 and (when chosen, see [`MatmulPrecision`]) f32 rounded to
 //! TF32 on devices whose matrix units take those types, and a tiled kernel on plain arithmetic
 //! units everything else (ints, exact f32, devices without matrix units such as wgpu on

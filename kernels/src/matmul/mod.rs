@@ -4,9 +4,9 @@
 //!   every numeric dtype (ints, exact f32, and floats on devices without matrix units).
 //! - [`cmma`]: the same tiling with tensor cores through cubecl's `cmma` (f16 and bf16, and
 //!   f32 rounded to TF32), f32 accumulators.
-//! - [`mma`]: f16 and bf16 on the matrix units' own instructions (`mma.sync`, `ldmatrix`),
-//!   operands read in 16-byte chunks along whichever dimension is contiguous, swizzled shared
-//!   memory, a multi-stage asynchronous-copy pipeline.
+//! - [`mma`]: f16, bf16 and f32 rounded to TF32 on the matrix units' own instructions
+//!   (`mma.sync`; `ldmatrix` for f16 / bf16), operands read in 16-byte chunks along whichever
+//!   dimension is contiguous, swizzled shared memory, a multi-stage asynchronous-copy pipeline.
 //!
 //! Shared conventions: `lhs` is a view `[batch.., M, K]` and `rhs` a view `[batch.., K, N]`,
 //! both with the output's batch shape (stride 0 on broadcast batch dimensions) and any
