@@ -21,6 +21,19 @@ pub type Ex = ex_cubecl::ExCuda;
 /// The reference backend.
 pub type Ref = burn_ndarray::NdArray<f32>;
 
+/// The cubecl runtime of a backend of ours.
+pub trait HasRuntime {
+    /// The runtime.
+    type R: cubecl::Runtime;
+}
+
+impl<R: cubecl::Runtime> HasRuntime for ex_cubecl::ExCubeclBackend<R> {
+    type R = R;
+}
+
+/// The cubecl runtime of [`Ex`] (tests on its primitives: `CubeTensor<Rt>`).
+pub type Rt = <Ex as HasRuntime>::R;
+
 pub use burn_backend;
 
 pub mod grad;
@@ -257,6 +270,21 @@ impl Suite {
         if let Err(msg) = ok {
             self.failures.push(format!("{}: {msg}", case.into()));
         }
+    }
+
+    /// Records that `result` is an error whose message contains every needle.
+    pub fn expect_error<V, E: std::fmt::Display>(&mut self, case: &str, result: Result<V, E>, needles: &[&str]) {
+        let outcome = match result {
+            Ok(_) => Err("expected an error, got a result".to_string()),
+            Err(e) => {
+                let message = e.to_string();
+                match needles.iter().find(|n| !message.contains(*n)) {
+                    Some(missing) => Err(format!("message {message:?} lacks {missing:?}")),
+                    None => Ok(()),
+                }
+            }
+        };
+        self.record(case, outcome);
     }
 
     /// Prints the count and fails with every failure.

@@ -9,16 +9,8 @@ use burn_backend::{DType, TensorData};
 use burn_tensor::{Float, Tensor};
 use ex_cubecl::runtime::{CommandError, CommandId, CommandQueue, CommandStatus, Pipeline, Work, from_cube, to_cube};
 use ex_cubecl::tensor::CubeTensor;
-use ex_cubecl::{ExCubeclBackend, cubecl::Runtime};
 use ex_cubecl_conformance::*;
 
-trait HasRuntime {
-    type R: Runtime;
-}
-impl<R: Runtime> HasRuntime for ExCubeclBackend<R> {
-    type R = R;
-}
-type Rt = <Ex as HasRuntime>::R;
 type T = CubeTensor<Rt>;
 
 fn upload(data: TensorData) -> T {

@@ -183,7 +183,7 @@ fn pipeline_replays_start_from_the_same_parameter() {
             vec![to_cube(SimpleOptimizer::<Ex>::step(&adam, LR, param, grad, None).0)]
         })
         .expect("capture");
-        let mut run = || from_cube::<_, 2, burn_tensor::Float>(pipeline.run(&[to_cube(grad.clone())]).expect("replay").remove(0)).to_data();
+        let run = || from_cube::<_, 2, burn_tensor::Float>(pipeline.run(&[to_cube(grad.clone())]).expect("replay").remove(0)).to_data();
         [run(), run()]
     });
     for replay in 0..2 {
