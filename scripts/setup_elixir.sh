@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Elixir for the `nif/ex_cubecl` package: Debian's `elixir` (1.14 on OTP 25) and the Erlang
-# headers, installed with apt where `mix` is missing. Sourced by scripts/test.sh.
+# headers, installed with apt where `mix` is missing. Sourced by scripts/test.sh, before
+# scripts/setup_nx.sh (which builds a newer Elixir on this OTP where Nx needs one).
 set -euo pipefail
 
 if ! command -v mix >/dev/null || ! command -v erl >/dev/null; then
@@ -10,5 +11,3 @@ if ! command -v mix >/dev/null || ! command -v erl >/dev/null; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq elixir erlang-dev >/dev/null
 fi
-export MIX_HOME="${MIX_HOME:-$HOME/.cache/ex_cubecl/mix}"
-export HEX_OFFLINE=1

@@ -13,17 +13,26 @@ sed -n 's/^conformance\[.*\]: \([0-9]*\) op x dtype x case combinations checked,
     awk '{ total += $1; failed += $2 }
          END { printf "conformance: %d op x dtype x case combinations checked in all, %d failed\n", total, failed }'
 
-# The Elixir package: Debian's elixir is enough (it has no Hex dependencies); its Mix
-# compiler builds the NIF crate in the same cargo target directory.
+# The Elixir side, under one Elixir: Debian's OTP (and its elixir), then Elixir >= 1.17, Hex
+# and Nx's dependencies from the offline sources where they are beside the clone
+# (scripts/setup_nx.sh), else from Hex. Each package's Mix compiler builds the NIF crate in
+# the same cargo target directory, in one debug build for both (ex_burn would otherwise build
+# its dependency ex_cubecl in release: minutes of compilation for a suite that runs a minute
+# faster).
 source scripts/setup_elixir.sh
+source scripts/setup_nx.sh
+export EX_CUBECL_PROFILE="${EX_CUBECL_PROFILE:-debug}"
 (cd nif/ex_cubecl && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 
-# ExBurn (nif/ex_burn) is a Hex project: it needs Nx 0.13, so Elixir 1.17 or newer and
-# either Hex or EXBURN_DEPS (a folder with checkouts of nx, complex and telemetry). Where
-# Nx doesn't resolve (CI: Debian's Elixir 1.14, no Hex) one line says so.
-if elixir -e 'System.halt(if Version.match?(System.version(), ">= 1.17.0"), do: 0, else: 1)' 2>/dev/null &&
-    (cd nif/ex_burn && mix deps.get >/dev/null 2>&1); then
+# ExBurn (nif/ex_burn): Nx's doctests, the conformance suite against Nx.BinaryBackend, the
+# defn compiler, the bad-input tests. Where Nx can't resolve (no Elixir >= 1.17, no offline
+# folder, no Hex) one line says what is missing.
+if [ -z "$EXBURN_NX_MISSING" ] && ! (cd nif/ex_burn && MIX_ENV=test mix deps.get >/dev/null 2>&1); then
+    EXBURN_NX_MISSING="Nx 0.13 doesn't resolve (no offline folder, and Hex is unreachable)"
+fi
+if [ -z "$EXBURN_NX_MISSING" ]; then
+    # ExUnit's summary stays the last lines of the run (CI counts them).
     (cd nif/ex_burn && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 else
-    echo "ex_burn: tests not run: Nx 0.13 doesn't resolve here (it needs Elixir >= 1.17, this machine has $(elixir --short-version 2>/dev/null || echo none), and Hex or EXBURN_DEPS)"
+    echo "ex_burn: tests not run: $EXBURN_NX_MISSING"
 fi

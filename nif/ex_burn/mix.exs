@@ -18,17 +18,27 @@ defmodule ExBurn.MixProject do
   defp elixirc_paths(:test), do: ["lib", "test/support"]
   defp elixirc_paths(_), do: ["lib"]
 
-  defp deps, do: [{:ex_cubecl, path: "../ex_cubecl"} | nx_deps()]
+  defp deps, do: [{:ex_cubecl, path: "../ex_cubecl"} | hex_deps(System.get_env("EXBURN_DEPS"))]
 
-  # With Hex, Nx comes from Hex. Without it, EXBURN_DEPS names a folder holding checkouts of
-  # nx (its `nx/` folder), complex and telemetry (as Axon's AXON_NX_PATH does for Nx).
-  defp nx_deps do
-    case System.get_env("EXBURN_DEPS") do
-      nil ->
-        [{:nx, "~> 0.13"}]
+  # With Hex, these come from Hex. Axon and Polaris are optional: the backend and the compiler
+  # need Nx alone; ExBurn's models and training build on them.
+  defp hex_deps(nil) do
+    [{:nx, "~> 0.13"}, {:axon, "~> 0.8", optional: true}, {:polaris, "~> 0.1", optional: true}]
+  end
 
-      dir ->
-        for name <- [:nx, :complex, :telemetry], do: {name, path: Path.join(dir, to_string(name)), override: true}
-    end
+  # Without Hex, EXBURN_DEPS names a folder holding checkouts of nx (its `nx/` folder),
+  # complex, telemetry, axon and polaris side by side (as Axon's AXON_NX_PATH does for Nx);
+  # scripts/setup_nx.sh unpacks them from the offline sources. Nx's own dependencies are
+  # overridden too: Nx 0.13.1 asks complex ~> 0.7, which was never tagged in its source.
+  defp hex_deps(dir) do
+    path = fn name -> [path: Path.join(dir, name), override: true] end
+
+    [
+      {:nx, path.("nx")},
+      {:complex, path.("complex")},
+      {:telemetry, path.("telemetry")},
+      {:axon, path.("axon") ++ [optional: true]},
+      {:polaris, path.("polaris") ++ [optional: true]}
+    ]
   end
 end
