@@ -9,11 +9,13 @@ defmodule ExBurn.MixProject do
       start_permanent: Mix.env() == :prod,
       deps: deps(),
       elixirc_paths: elixirc_paths(Mix.env()),
+      # Nx's suite (test/nx_defn_suite_test.exs) derives Nx.Container for structs of its own.
+      consolidate_protocols: Mix.env() != :test,
       description: "An Nx backend on ExCubecl: every Nx function on the GPU (CUDA, Vulkan, Metal)"
     ]
   end
 
-  def application, do: [extra_applications: [:logger]]
+  def application, do: [mod: {ExBurn.Application, []}, extra_applications: [:logger]]
 
   defp elixirc_paths(:test), do: ["lib", "test/support"]
   defp elixirc_paths(_), do: ["lib"]

@@ -384,7 +384,7 @@ defmodule ExBurn.Backend do
     check_type!(name, first.type)
     opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ complex_flags(first, inputs) ++ opts
 
-    case Native.run_kernel("nx_#{op}", refs, opts, dev) do
+    case ExBurn.Defn.Recorder.run_kernel("nx_#{op}", refs, opts, dev, length(outs)) do
       {:ok, results} when length(results) == length(outs) -> Enum.zip_with(outs, results, &wrap(&1, elem(&2, 0), dev))
       {:ok, results} -> Enum.map(results, &wrap(first, elem(&1, 0), dev))
       {:error, e} -> raise ExBurn.Error.from(name, e)
@@ -433,6 +433,11 @@ defmodule ExBurn.Backend do
   defp stored_shape(shape, _type), do: Tuple.to_list(shape)
   defp stored_type({:c, _}), do: "f32"
   defp stored_type(type), do: type_name(type)
+
+  @doc false
+  # The shape and dtype name of `t` on the device (`stored_shape/2`, `stored_type/1`).
+  def device_shape(%T{shape: shape, type: type}), do: stored_shape(shape, type)
+  def device_type(%T{type: type}), do: stored_type(type)
 
   # Which inputs are complex, where any tensor of the call is.
   defp complex_flags(out, inputs) do

@@ -6,11 +6,14 @@ defmodule ExCubecl.Native do
   (a panic in Rust is caught and becomes such an error). Call `ExCubecl` instead: it checks
   terms before they reach the NIF and raises `ExCubecl.Error` from its bang forms.
 
-  Scheduling: the NIFs that launch kernels (`buffer/4`, `run_kernel/4`, `pipeline_run/3`) run
+  Scheduling: the NIFs that launch kernels (`buffer/4`, `run_kernel/4`, `pipeline_run/3`,
+  `program_new/4`, `program_run/2`, `program_resume/2`) run
   on dirty CPU schedulers, those that wait for the device (`read/1`, `synchronize/1`,
-  `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`) on dirty IO
+  `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`,
+  `program_abort/1`) on dirty IO
   schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`,
-  `kernels/0`, `runtimes/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`)
+  `kernels/0`, `runtimes/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
+  `program_info/1`)
   and the submissions (`submit_*`, which queue and return) stay on normal schedulers:
   `bench/call_overhead.exs` measures them in microseconds (8 µs for `shape/1` in a debug
   build on lavapipe), far under the ~1 ms a normal scheduler may be held.
@@ -47,4 +50,9 @@ defmodule ExCubecl.Native do
   def submit_kernels(_calls, _inputs, _outputs, _device), do: err()
   def poll(_id), do: err()
   def wait(_id, _timeout_ms), do: err()
+  def program_new(_blocks, _consts, _params, _device), do: err()
+  def program_run(_program, _inputs), do: err()
+  def program_resume(_session, _results), do: err()
+  def program_abort(_session), do: err()
+  def program_info(_program), do: err()
 end

@@ -14,6 +14,7 @@ mod error;
 mod ops;
 mod opts;
 mod pipeline;
+mod program;
 mod stack;
 mod tensor;
 

@@ -44,11 +44,16 @@ enum Kind {
     Bool,
 }
 
-/// A captured pipeline of one runtime, with the kinds of its outputs.
-struct Captured<R: Runtime> {
+/// A captured closure of one runtime's ops, with the kinds of its outputs.
+pub struct Recorded<R: Runtime> {
     pipeline: Arc<Pipeline<R>>,
-    outputs: Vec<Slot>,
     kinds: Vec<Kind>,
+}
+
+/// A captured pipeline of steps, with the outputs asked for at its first run.
+struct Captured<R: Runtime> {
+    recorded: Recorded<R>,
+    outputs: Vec<Slot>,
 }
 
 enum Compiled {
@@ -206,12 +211,12 @@ impl PipelineRes {
         macro_rules! work {
             ($variant:ident, $c:expr) => {
                 Ok(crate::command::Replay::$variant(
-                    $c.pipeline.clone(),
+                    $c.recorded.pipeline.clone(),
                     crate::prims_of!(inputs, $variant, op)?
                         .into_iter()
                         .map(|p| into_cube(crate::tensor::to_inner(p)).0)
                         .collect(),
-                    codes(&$c.kinds),
+                    codes(&$c.recorded.kinds),
                 ))
             };
         }
@@ -349,6 +354,38 @@ fn capture<R: Runtime>(
 where
     R::Device: DeviceOps,
 {
+    let (recorded, outs) = record::<R>(device, inputs, |prims| {
+        run_steps::<R>(device, steps, prims, &outputs)
+    })
+    .map_err(|e| match e {
+        RecordError::Capture(e) => NifError::new(
+            "pipeline_run",
+            format!("capture failed: {e}"),
+            format!("{} steps", steps.len()),
+        ),
+        RecordError::Op(e) => e,
+    })?;
+    Ok((Captured { recorded, outputs }, outs))
+}
+
+/// Why [`record`] failed.
+pub enum RecordError {
+    /// The pipeline refused the closure (it read the host, it panicked, ...).
+    Capture(ex_cubecl::runtime::PipelineError),
+    /// The closure's own error.
+    Op(NifError),
+}
+
+/// Runs `f` on `inputs` once, capturing its launches as a [`Pipeline`] of `device`; gives it
+/// with the outputs of this first run (fresh tensors, as every replay gives).
+pub fn record<R: Runtime>(
+    device: &R::Device,
+    inputs: Vec<Prim<Inner<R>>>,
+    f: impl FnOnce(Vec<Prim<Inner<R>>>) -> NifResult<Vec<Prim<Inner<R>>>>,
+) -> Result<(Recorded<R>, Vec<Prim<Inner<R>>>), RecordError>
+where
+    R::Device: DeviceOps,
+{
     let (cubes, kinds): (Vec<_>, Vec<_>) = inputs.into_iter().map(into_cube).unzip();
     let mut failure = None;
     let mut out_kinds = Vec::new();
@@ -358,7 +395,7 @@ where
             .zip(&kinds)
             .map(|(t, k)| from_cube(t, *k))
             .collect();
-        match run_steps::<R>(device, steps, prims, &outputs) {
+        match f(prims) {
             Ok(outs) => outs
                 .into_iter()
                 .map(into_cube)
@@ -373,29 +410,45 @@ where
             }
         }
     })
-    .map_err(|e| {
-        NifError::new(
-            "pipeline_run",
-            format!("capture failed: {e}"),
-            format!("{} steps", steps.len()),
-        )
-    })?;
+    .map_err(RecordError::Capture)?;
     if let Some(e) = failure {
-        return Err(e);
+        return Err(RecordError::Op(e));
     }
     let outs = fresh
         .into_iter()
         .zip(&out_kinds)
         .map(|(t, k)| from_cube(t, *k))
         .collect();
-    Ok((
-        Captured {
-            pipeline: Arc::new(pipeline),
-            outputs,
-            kinds: out_kinds,
-        },
-        outs,
-    ))
+    let recorded = Recorded {
+        pipeline: Arc::new(pipeline),
+        kinds: out_kinds,
+    };
+    Ok((recorded, outs))
+}
+
+impl<R: Runtime> Recorded<R>
+where
+    R::Device: DeviceOps,
+{
+    /// Replays the captured launches on `inputs` (of the capture's shapes and dtypes); gives
+    /// fresh outputs.
+    pub fn run(&self, op: &str, inputs: Vec<Prim<Inner<R>>>) -> NifResult<Vec<Prim<Inner<R>>>> {
+        let cubes: Vec<CubeTensor<R>> = inputs.into_iter().map(|p| into_cube(p).0).collect();
+        let outs = self
+            .pipeline
+            .run(&cubes)
+            .map_err(|e| NifError::new(op, e.to_string(), "replay refused"))?;
+        Ok(outs
+            .into_iter()
+            .zip(&self.kinds)
+            .map(|(t, k)| from_cube(t, *k))
+            .collect())
+    }
+
+    /// The number of recorded launches.
+    pub fn launches(&self) -> usize {
+        self.pipeline.num_launches()
+    }
 }
 
 fn replay<R: Runtime>(
@@ -413,14 +466,5 @@ where
             format!("asked {outputs:?}, captured {:?}", c.outputs),
         ));
     }
-    let cubes: Vec<CubeTensor<R>> = inputs.into_iter().map(|p| into_cube(p).0).collect();
-    let outs = c
-        .pipeline
-        .run(&cubes)
-        .map_err(|e| NifError::new("pipeline_run", e.to_string(), "replay refused"))?;
-    Ok(outs
-        .into_iter()
-        .zip(&c.kinds)
-        .map(|(t, k)| from_cube(t, *k))
-        .collect())
+    c.recorded.run("pipeline_run", inputs)
 }

@@ -143,8 +143,9 @@ pub fn solve_triangular<B: Extension>(a: Prim<B>, b: Prim<B>, left: bool, lower:
     }
     let vector = b.shape().num_dims() == ra - 1;
     let mut b = if vector {
+        // A column for `a x = b`, a row for `x a = b`.
         let mut s = b.shape().to_vec();
-        s.push(1);
+        s.insert(if left { s.len() } else { s.len() - 1 }, 1);
         any::reshape(b, &s)
     } else {
         b

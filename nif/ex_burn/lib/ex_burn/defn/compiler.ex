@@ -1,0 +1,226 @@
+defmodule ExBurn.Defn.Compiler do
+  @moduledoc """
+  An `Nx.Defn.Compiler` that runs a whole `defn` graph in one NIF call.
+
+      Nx.Defn.global_default_options(compiler: ExBurn.Defn.Compiler)
+      fun = Nx.Defn.jit(&MyModel.predict/2, compiler: ExBurn.Defn.Compiler)
+      compiled = Nx.Defn.compile(&MyModel.predict/2, [params, Nx.template({64, 784}, :f32)], compiler: ExBurn.Defn.Compiler)
+
+  The graph is lowered once per input templates (shapes, types) into a program: instructions
+  over the same op-table entries that `ExBurn.Backend`'s callbacks run, with the same options,
+  so a compiled function computes what the eager one computes. The NIF captures the program's
+  launches as an ExCubecl pipeline on its first run and replays them on every later call: a
+  call of a compiled function costs one NIF call and none of the ops' host-side work. `cond`
+  and `while` run in Rust, their predicates read from the device, without coming back to
+  Elixir. Hooks (`Nx.Defn.Kernel.hook/3`, tokens) run their Elixir functions with the hooked
+  values after the call, in the order they happened (once per turn of a loop).
+  `Nx.runtime_call/4` runs its Elixir function in the middle of the run, with the values of
+  that moment: a program with runtime calls runs on a thread of its own, which waits while
+  Elixir computes each call, and each call costs one more NIF call.
+
+  Programs are cached per function, input templates and device. A cached program keeps the
+  buffers of its captured launches (every intermediate of the graph) between calls, which is
+  what makes a replay allocate nothing; so the cache is bounded (the application env
+  `:defn_cache_size` of `:ex_burn`, default 64 programs; the oldest goes first), and
+  `clear_cache/0` empties it.
+
+  ## Options
+
+    * `:device` - a device string of `ExCubecl.devices/0` or `:cuda` / `:wgpu` / `:cpu`
+      (default: `ExBurn.default_device/0`). Inputs on another device or backend are copied to
+      it as part of the call; results are `ExBurn.Backend` tensors on it.
+    * `:hooks` - a map of hook name to function, overriding named hooks at call time (as in
+      `Nx.Defn.Evaluator`), without recompiling.
+    * `:cache` - `false` compiles on every call and caches nothing (default `true`).
+    * `:client` and `:device_id` - EXLA's way of naming a device: `client: :cuda,
+      device_id: 1` is `"cuda:1"`, `client: :host` is Mesa's lavapipe (`"wgpu:cpu"`).
+    * `:max_concurrency` - the partitions of an `Nx.Serving` (default 1).
+    * `:lazy_transfers` and `:debug` - EXLA's; accepted so that EXLA code runs unchanged, with
+      no effect: inputs always transfer at the call.
+
+  Any other option raises `ExBurn.Error` naming it.
+
+  ## Not supported yet
+
+    * `__shard_jit__/6` (sharding over an `Nx.Mesh`) raises `ExBurn.Error`.
+    * `Nx.reduce/4` and `Nx.window_reduce/5` take Nx's associative binary ops only (add,
+      multiply, max, min, logical and bitwise and/or), as they do eagerly on `ExBurn.Backend`.
+  """
+  @behaviour Nx.Defn.Compiler
+
+  alias Nx.Defn.Composite
+  alias Nx.Tensor, as: T
+  alias ExBurn.Defn.{Cache, Lower}
+  alias ExCubecl.Native
+
+  @options [:device, :hooks, :cache, :client, :device_id, :max_concurrency, :lazy_transfers, :debug]
+
+  @doc "Drops every cached program (each is freed once no caller holds it)."
+  @spec clear_cache() :: :ok
+  def clear_cache, do: Cache.clear()
+
+  @doc "The number of cached programs."
+  @spec cache_size() :: non_neg_integer()
+  def cache_size, do: Cache.size()
+
+  @impl true
+  def __jit__(key, vars, fun, args_list, opts), do: __compile__(key, vars, fun, opts).(args_list)
+
+  @impl true
+  def __compile__(key, vars, fun, opts) do
+    opts = options!(opts)
+    dev = device(opts)
+    compile = fn -> compile(vars, fun, dev) end
+    program = if Keyword.get(opts, :cache, true), do: Cache.fetch({compact(key), templates(vars), dev}, compile), else: compile.()
+    hooks = Keyword.get(opts, :hooks, %{})
+    fn args_list -> Enum.map(args_list, &run(program, &1, hooks)) end
+  end
+
+  @impl true
+  def __partitions_options__(opts), do: List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+
+  @impl true
+  def __to_backend__(opts), do: {ExBurn.Backend, device: device(options!(opts))}
+
+  @impl true
+  def __shard_jit__(_key, _mesh, _vars, _fun, _args_list, _opts),
+    do: raise(ExBurn.Error.new("ExBurn.Defn.Compiler", "sharding (Nx.Defn.shard_jit) is not supported yet", "compile with Nx.Defn.jit/2 or Nx.Defn.compile/3"))
+
+  ## Compilation
+
+  defp compile(vars, fun, dev) do
+    {expr, output} = vars |> fun.() |> Composite.traverse([], &{Nx.devectorize(&1), [Nx.to_template(&1) | &2]})
+    params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
+    {blocks, consts, hooks, calls, positions} = Lower.program(expr, length(params), dev)
+    specs = Enum.map(params, &{stored_shape(&1), stored_type(&1)})
+
+    case Native.program_new(blocks, consts, specs, dev) do
+      {:ok, ref} ->
+        result = Composite.traverse(expr, &Nx.to_template/1)
+        %{ref: ref, dev: dev, result: result, output: Enum.reverse(output), positions: positions, hooks: List.to_tuple(hooks), calls: List.to_tuple(calls)}
+
+      {:error, e} ->
+        raise ExBurn.Error.from("ExBurn.Defn.Compiler", e)
+    end
+  end
+
+  defp templates(vars), do: Enum.map(vars, &Composite.traverse(&1, fn t -> Nx.to_template(t) end))
+
+  # The cache key of `key` (the jitted function): a closure by its code and its environment,
+  # with every expression in the environment by its id. A closure that returns a prebuilt
+  # graph (as Nx.Defn.Graph's stages do) holds it in its environment, and an expression
+  # shares its nodes: hashing or copying it as a term walks every path, exponentially many.
+  defp compact(fun) when is_function(fun) do
+    case Map.new(Function.info(fun)) do
+      %{type: :local} = info -> {info.module, info.name, info.arity, info.new_uniq, compact(info.env)}
+      _external -> fun
+    end
+  rescue
+    _ -> fun
+  end
+
+  defp compact(%T{data: %Nx.Defn.Expr{id: id}, shape: shape, type: type}), do: {Nx.Defn.Expr, id, shape, type}
+  defp compact(list) when is_list(list), do: Enum.map(list, &compact/1)
+  defp compact(tuple) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> compact() |> List.to_tuple()
+  defp compact(%_{} = struct), do: struct |> Map.from_struct() |> compact() |> Map.put(:__struct__, struct.__struct__)
+  defp compact(%{} = map), do: Map.new(map, fn {k, v} -> {k, compact(v)} end)
+  defp compact(other), do: other
+
+  ## Running
+
+  defp run(program, args, runtime_hooks) do
+    inputs = Enum.map(args, &input(&1.(), program.dev))
+    step(Native.program_run(program.ref, inputs), program, runtime_hooks)
+  end
+
+  defp step({:ok, {:done, outputs, events}}, program, runtime_hooks) do
+    Enum.each(events, &run_hook(&1, program, runtime_hooks))
+    result(program, outputs)
+  end
+
+  # A runtime call: the run waits in the NIF for its results.
+  defp step({:ok, {:call, id, refs, events, session}}, program, runtime_hooks) do
+    results =
+      try do
+        Enum.each(events, &run_hook(&1, program, runtime_hooks))
+        runtime_call(elem(program.calls, id), refs, program.dev)
+      catch
+        kind, reason ->
+          Native.program_abort(session)
+          :erlang.raise(kind, reason, __STACKTRACE__)
+      end
+
+    step(Native.program_resume(session, results), program, runtime_hooks)
+  end
+
+  defp step({:error, e}, _program, _runtime_hooks), do: raise(ExBurn.Error.from(e.op, e))
+
+  defp runtime_call({fun, opts, arg_template, template}, refs, dev) do
+    {args, []} = Composite.traverse(arg_template, refs, fn t, [ref | refs] -> {%{t | data: %ExBurn.Backend{ref: ref, device: dev}}, refs} end)
+    result = fun.(args, opts)
+
+    unless Nx.compatible?(template, result) do
+      raise ExBurn.Error.new("Nx.runtime_call", "the function's result doesn't match the output template", "expected #{inspect(template)}, got #{inspect(result)}")
+    end
+
+    for t <- Composite.flatten_list([result]), do: input(Nx.to_tensor(t), dev)
+  end
+
+  defp input(%T{} = t, dev) do
+    t = Nx.devectorize(t)
+
+    case t.data do
+      %ExBurn.Backend{ref: ref, device: ^dev} -> ref
+      _ -> {Nx.to_binary(t), stored_shape(t), stored_type(t)}
+    end
+  end
+
+  defp result(program, refs) do
+    refs = List.to_tuple(refs)
+
+    {result, {[], []}} =
+      Composite.traverse(program.result, {program.positions, program.output}, fn _t, {[k | ks], [out | outs]} ->
+        {%{out | data: %ExBurn.Backend{ref: elem(refs, k), device: program.dev}}, {ks, outs}}
+      end)
+
+    result
+  end
+
+  defp run_hook({id, refs}, program, runtime_hooks) do
+    {spec, template} = elem(program.hooks, id)
+
+    case hook_fun(spec, runtime_hooks) do
+      nil ->
+        :ok
+
+      fun ->
+        {value, []} = Composite.traverse(template, refs, fn t, [ref | refs] -> {%{t | data: %ExBurn.Backend{ref: ref, device: program.dev}}, refs} end)
+        fun.(value)
+    end
+  end
+
+  defp hook_fun({:fn, fun}, _hooks), do: fun
+  defp hook_fun({:named, name, callback}, hooks), do: hooks[name] || callback
+
+  ## Options
+
+  defp options!(opts) do
+    case Enum.reject(Keyword.keys(opts), &(&1 in @options)) do
+      [] -> opts
+      unknown -> raise ExBurn.Error.new("ExBurn.Defn.Compiler", "unknown option(s) #{Enum.map_join(unknown, ", ", &inspect/1)}", "options: #{Enum.map_join(@options, ", ", &inspect/1)}")
+    end
+  end
+
+  defp device(opts) do
+    cond do
+      dev = opts[:device] -> ExBurn.device_spec(dev)
+      opts[:client] == :cuda -> "cuda:#{opts[:device_id] || 0}"
+      opts[:client] == :host -> "wgpu:cpu"
+      client = opts[:client] -> raise ExBurn.Error.new("ExBurn.Defn.Compiler", "unknown client #{inspect(client)}", "clients: :cuda, :host; or give :device")
+      true -> ExBurn.default_device()
+    end
+  end
+
+  defp stored_shape(t), do: ExBurn.Backend.device_shape(t)
+  defp stored_type(t), do: ExBurn.Backend.device_type(t)
+end

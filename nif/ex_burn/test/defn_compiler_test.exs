@@ -1,0 +1,296 @@
+defmodule ExBurn.Defn.CompilerTest do
+  # ExBurn.Defn.Compiler against Nx.Defn.Evaluator on Nx.BinaryBackend: every Expr node type,
+  # control flow with predicates on the device, hooks, the cache, errors.
+  use ExUnit.Case, async: false
+  import Nx.Defn
+
+  @compiler ExBurn.Defn.Compiler
+
+  defp cjit(fun, opts \\ []), do: Nx.Defn.jit(fun, [compiler: @compiler] ++ opts)
+
+  # The Evaluator's result on BinaryBackend, from the same arguments copied there.
+  defp reference(fun, args) do
+    args = Enum.map(args, &Nx.backend_copy(&1, Nx.BinaryBackend))
+    Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(Nx.Defn.jit(fun, compiler: Nx.Defn.Evaluator), args) end)
+  end
+
+  defp assert_same(fun, args, opts \\ []) do
+    got = apply(cjit(fun), args)
+    want = reference(fun, args)
+    compare(got, want, opts)
+    got
+  end
+
+  defp compare(%Nx.Tensor{} = got, %Nx.Tensor{} = want, opts) do
+    assert got.data.__struct__ == ExBurn.Backend
+    assert {got.type, got.shape} == {want.type, want.shape}
+    got = Nx.backend_copy(got, Nx.BinaryBackend)
+    want = Nx.backend_copy(want, Nx.BinaryBackend)
+
+    if Nx.Type.float?(want.type) or Nx.Type.complex?(want.type),
+      do: assert(Nx.all_close(got, want, atol: opts[:atol] || 1.0e-5, rtol: opts[:rtol] || 1.0e-5, equal_nan: true) |> Nx.to_number() == 1, "got #{inspect(got)}, want #{inspect(want)}"),
+      else: assert(got == want)
+  end
+
+  defp compare(got, want, opts) when is_tuple(got), do: Enum.zip_with(Tuple.to_list(got), Tuple.to_list(want), &compare(&1, &2, opts))
+  defp compare(%{} = got, %{} = want, opts), do: Enum.each(want, fn {k, v} -> compare(Map.fetch!(got, k), v, opts) end)
+
+  defp rand(shape, seed \\ 1), do: Nx.Random.uniform(Nx.Random.key(seed), -2.0, 2.0, shape: shape) |> elem(0)
+
+  ## Node types
+
+  defn add_scaled(a, b), do: a + b * 2.5 - 1
+  defn with_tensor(a), do: a * Nx.tensor([1.0, 2.0, 3.0])
+  defn pair(a, b), do: {a * b, {Nx.sum(a), b - a}}
+  defn as_map(a), do: %{double: a * 2, neg: -a}
+  defn metadata_node(a), do: stop_grad(a * 2) + a
+  defn reduce_node(a), do: Nx.reduce(a, 0.0, [axes: [1]], &Nx.add/2)
+  defn window_node(a), do: Nx.window_reduce(a, :neg_infinity, {2}, fn x, acc -> max(x, acc) end)
+  defn cumulative_block(a), do: Nx.cumulative_sum(a, axis: 1)
+  defn default_block(a), do: Nx.logsumexp(a, axes: [1])
+  defn determinant(a), do: Nx.LinAlg.determinant(a)
+
+  test "parameters, constants and arithmetic" do
+    assert_same(&add_scaled/2, [rand({3, 4}), rand({3, 4}, 2)])
+  end
+
+  test "integer and unsigned types" do
+    assert_same(&add_scaled/2, [Nx.iota({2, 3}, type: :s32), Nx.iota({2, 3}, type: :s32)])
+    assert_same(fn a, b -> Nx.add(Nx.bitwise_xor(a, b), 3) end, [Nx.iota({5}, type: :u8), Nx.tensor([1, 2, 3, 4, 5], type: :u8)])
+  end
+
+  test "tensors in the graph are constants of the program" do
+    assert_same(&with_tensor/1, [rand({2, 3})])
+  end
+
+  test "tuples, nested tuples and maps" do
+    assert_same(&pair/2, [rand({2, 2}), rand({2, 2}, 3)])
+    assert_same(&as_map/1, [rand({3})])
+  end
+
+  test "metadata" do
+    assert_same(&metadata_node/1, [rand({4})])
+  end
+
+  test "reduce and window_reduce with a function" do
+    assert_same(&reduce_node/1, [rand({3, 5})])
+    assert_same(&window_node/1, [rand({6})])
+  end
+
+  test "blocks: native and default implementations" do
+    assert_same(&cumulative_block/1, [rand({2, 5})])
+    assert_same(&default_block/1, [rand({3, 4})])
+    assert_same(&determinant/1, [Nx.tensor([[2.0, 1.0], [1.0, 3.0]])])
+  end
+
+  test "inputs from another backend are copied to the device" do
+    got = cjit(&add_scaled/2).(Nx.tensor([1.0, 2.0], backend: Nx.BinaryBackend), Nx.tensor([3.0, 4.0], backend: Nx.BinaryBackend))
+    assert Nx.to_flat_list(got) == [7.5, 11.0]
+  end
+
+  ## Control flow
+
+  defn clamp_sign(x) do
+    if Nx.sum(x) > 0 do
+      x * 2
+    else
+      -x
+    end
+  end
+
+  defn three_way(x, y) do
+    cond do
+      Nx.sum(x) > 10 -> {x + y, x}
+      Nx.sum(y) > 0 -> {x - y, y * 2}
+      true -> {x * y, x + 1}
+    end
+  end
+
+  defn count_to(x) do
+    {i, acc} =
+      while {i = 0, acc = x}, i < 5 do
+        {i + 1, acc * 2}
+      end
+
+    {i, acc}
+  end
+
+  defn nested(x) do
+    while {x, i = 0}, i < 3 do
+      x = if Nx.sum(x) > 0, do: x - 1, else: x + 10
+      {x, i + 1}
+    end
+  end
+
+  defn device_predicate(x) do
+    while x, Nx.reduce_max(x) < 100, do: x * 3
+  end
+
+  test "cond with a predicate computed on the device" do
+    assert_same(&clamp_sign/1, [Nx.tensor([1.0, 2.0])])
+    assert_same(&clamp_sign/1, [Nx.tensor([-1.0, -2.0])])
+  end
+
+  test "cond with several clauses and tuple results" do
+    for {x, y} <- [{[20.0, 1.0], [1.0, 1.0]}, {[1.0, 1.0], [1.0, 1.0]}, {[1.0, 1.0], [-5.0, 1.0]}] do
+      assert_same(&three_way/2, [Nx.tensor(x), Nx.tensor(y)])
+    end
+  end
+
+  test "while loops, nested control flow and device-valued loop predicates" do
+    assert_same(&count_to/1, [Nx.tensor([1.0, 2.0])])
+    assert_same(&nested/1, [Nx.tensor([0.5, -2.0])])
+    assert_same(&device_predicate/1, [Nx.tensor([1.0, 2.0])])
+  end
+
+  ## Hooks
+
+  defn hooked(x) do
+    y = hook(x * 2, :doubled)
+    z = hook(y + 1, fn t -> send(self(), {:anonymous, t}) end)
+    z * 3
+  end
+
+  defn hooked_loop(x) do
+    while {x, i = 0}, i < 3 do
+      {hook(x + 1, :turn), i + 1}
+    end
+  end
+
+  test "hooks run their functions with the hooked values" do
+    pid = self()
+    got = cjit(&hooked/1, hooks: %{doubled: &send(pid, {:doubled, &1})}).(Nx.tensor([1.0, 2.0]))
+    assert Nx.to_flat_list(got) == [9.0, 15.0]
+    assert_received {:doubled, doubled}
+    assert Nx.to_flat_list(doubled) == [2.0, 4.0]
+    assert_received {:anonymous, anon}
+    assert Nx.to_flat_list(anon) == [3.0, 5.0]
+  end
+
+  test "a hook in a loop runs once per turn" do
+    pid = self()
+    cjit(&hooked_loop/1, hooks: %{turn: &send(pid, {:turn, Nx.to_number(&1)})}).(Nx.tensor(0.0))
+    assert_received {:turn, 1.0}
+    assert_received {:turn, 2.0}
+    assert_received {:turn, 3.0}
+  end
+
+  ## Runtime calls
+
+  defn call_in_loop(x) do
+    while {x, i = 0}, i < 3 do
+      {Nx.runtime_call(x, x, [by: 2], &__MODULE__.scale/2), i + 1}
+    end
+  end
+
+  def scale(t, opts), do: Nx.multiply(t, opts[:by])
+  def bad_shape(t, _opts), do: Nx.concatenate([t, t])
+  def fails(_t, _opts), do: raise(ArgumentError, "no")
+
+  test "runtime calls run their function in the middle of the run, in loops too" do
+    got = cjit(&call_in_loop/1).(Nx.tensor([1.0, 3.0]))
+    assert Nx.to_flat_list(elem(got, 0)) == [8.0, 24.0]
+    assert_same(&call_in_loop/1, [Nx.tensor([1.0, 3.0])])
+  end
+
+  test "a failing runtime call raises, and the program runs again afterwards" do
+    fun = cjit(fn x -> Nx.runtime_call(x, x, [], &__MODULE__.fails/2) |> Nx.add(1) end)
+    assert_raise ArgumentError, "no", fn -> fun.(Nx.tensor([1.0])) end
+    assert_raise ArgumentError, "no", fn -> fun.(Nx.tensor([1.0])) end
+
+    mismatch = cjit(fn x -> Nx.runtime_call(x, x, [], &__MODULE__.bad_shape/2) end)
+    assert_raise ExBurn.Error, ~r/doesn't match the output template/, fn -> mismatch.(Nx.tensor([1.0])) end
+    assert Nx.to_flat_list(cjit(&call_in_loop/1).(Nx.tensor([1.0])) |> elem(0)) == [8.0]
+  end
+
+  ## Gradients
+
+  defn loss(w, x), do: Nx.sum(Nx.tanh(Nx.dot(x, w)) ** 2)
+  defn loss_grad(w, x), do: value_and_grad(w, &loss(&1, x))
+
+  test "gradients through the compiler" do
+    assert_same(&loss_grad/2, [rand({4, 3}), rand({5, 4}, 9)], atol: 1.0e-4)
+  end
+
+  ## Compilation, cache and replay
+
+  test "Nx.Defn.compile/3 and the global default compiler" do
+    compiled = Nx.Defn.compile(&add_scaled/2, [Nx.template({2}, :f32), Nx.template({2}, :f32)], compiler: @compiler)
+    assert Nx.to_flat_list(compiled.(Nx.tensor([1.0, 2.0]), Nx.tensor([0.0, 1.0]))) == [0.0, 3.5]
+
+    previous = Nx.Defn.global_default_options(compiler: @compiler)
+
+    try do
+      assert Nx.to_flat_list(add_scaled(Nx.tensor([1.0]), Nx.tensor([2.0]))) == [5.0]
+    after
+      Nx.Defn.global_default_options(previous)
+    end
+  end
+
+  test "a cached program runs in exactly one NIF call" do
+    fun = cjit(&add_scaled/2)
+    a = ExBurn.Tensor.from_nx(Nx.tensor([1.0, 2.0]))
+    b = ExBurn.Tensor.from_nx(Nx.tensor([3.0, 4.0]))
+    fun.(a, b)
+    calls = count_nif_calls(fn -> fun.(a, b) end)
+    assert calls == [{:program_run, 1}]
+  end
+
+  test "the first call captures the program's segments, later calls replay them" do
+    @compiler.clear_cache()
+    fun = cjit(&count_to/1)
+    first = fun.(Nx.tensor([1.0, 2.0]))
+    [{_key, %{ref: ref}}] = :ets.tab2list(ExBurn.Defn.Cache)
+    {:ok, {segments, captured, direct, launches}} = ExCubecl.Native.program_info(ref)
+    # the main block is the while alone; its predicate block and its body block are a
+    # segment each: `i < 5` and `{i + 1, acc * 2}`
+    assert {segments, captured, direct} == {2, 2, 0}
+    assert launches >= 3
+    compare(fun.(Nx.tensor([1.0, 2.0])), first, [])
+    compare(fun.(Nx.tensor([3.0, 4.0])), reference(&count_to/1, [Nx.tensor([3.0, 4.0])]), [])
+    assert {:ok, {^segments, ^captured, 0, ^launches}} = ExCubecl.Native.program_info(ref)
+  end
+
+  test "clear_cache/0 empties the cache" do
+    cjit(&add_scaled/2).(Nx.tensor([1.0]), Nx.tensor([1.0]))
+    assert @compiler.cache_size() > 0
+    @compiler.clear_cache()
+    assert @compiler.cache_size() == 0
+  end
+
+  ## Errors
+
+  test "an unknown option raises naming it" do
+    assert_raise ExBurn.Error, ~r/unknown option\(s\) :bogus/, fn -> cjit(&add_scaled/2, bogus: 1).(Nx.tensor(1.0), Nx.tensor(1.0)) end
+  end
+
+  test "an unsupported construct raises naming it" do
+    fun = fn x -> Nx.reduce(x, 0.0, fn a, b -> Nx.add(Nx.multiply(a, 2), b) end) end
+    assert_raise ExBurn.Error, ~r/Nx.reduce inside defn/, fn -> cjit(fun).(Nx.tensor([1.0, 2.0])) end
+    assert_raise ExBurn.Error, ~r/sharding/, fn -> @compiler.__shard_jit__(nil, nil, [], nil, [], []) end
+  end
+
+  test "a failing program raises naming the instruction and its Expr op" do
+    fun = fn x -> Nx.as_type(x, :bf16) end
+
+    unless :bf16 in ExCubecl.supported_dtypes() do
+      assert_raise ExBurn.Error, ~r/Nx.as_type: instruction \d+ of block 0/, fn -> cjit(fun).(Nx.tensor([1.0])) end
+    end
+  end
+
+  # The calls of ExCubecl.Native functions that `fun` makes: [{name, count}].
+  defp count_nif_calls(fun) do
+    :erlang.trace_pattern({ExCubecl.Native, :_, :_}, true, [:call_count])
+
+    try do
+      fun.()
+
+      for {name, arity} <- ExCubecl.Native.__info__(:functions),
+          {:call_count, n} = :erlang.trace_info({ExCubecl.Native, name, arity}, :call_count),
+          is_integer(n) and n > 0,
+          do: {name, n}
+    after
+      :erlang.trace_pattern({ExCubecl.Native, :_, :_}, false, [:call_count])
+    end
+  end
+end

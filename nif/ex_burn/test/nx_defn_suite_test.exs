@@ -1,0 +1,140 @@
+# Nx's own defn test files, from the Nx sources that the test set-up unpacks, with
+# ExBurn.Backend as the default backend and ExBurn.Defn.Compiler as the default compiler,
+# adapted as ExBurn.NxSuite says. The files that test the
+# expression builder itself (expr, tree, template_diff) rather than results are left out.
+# Where Nx's test sources are absent (Nx from Hex), one line says so. EXBURN_NX_FILES (a
+# comma-separated subset of the files below) runs fewer, e.g. while working on the compiler.
+files = [
+  "nx/defn_test.exs",
+  "nx/defn/grad_test.exs",
+  "nx/defn/kernel_test.exs",
+  "nx/defn/composite_test.exs",
+  "nx/defn/evaluator_test.exs",
+  "nx/defn/token_test.exs",
+  "nx/defn/compiler_test.exs",
+  "nx/defn/graph_test.exs",
+  "nx/defn/runtime_call_evaluator_test.exs"
+]
+
+files =
+  case System.get_env("EXBURN_NX_FILES") do
+    nil -> files
+    subset -> String.split(subset, ",", trim: true)
+  end
+
+# The except-list: tests left out (tagged :nx_except), by cause. Against 602 tests of these
+# files passing on Nx.Defn.Evaluator with Nx.BinaryBackend (the :distributed ones excluded).
+grad = "nx/defn/grad_test.exs"
+defn = "nx/defn_test.exs"
+evaluator = "nx/defn/evaluator_test.exs"
+
+# c128: ExBurn's complex numbers are c64 (an f32 pair per element)
+c128 =
+  [{defn, "test cond upcasts float literals based on the accumulated clause type"}] ++
+    for name <- ~w(cbrt conjugate cos exp expm1 hyperbolics imag log log1p mean negate real rsqrt sigmoid sin sqrt sum tan tanh),
+        do: {grad, "test #{name} computes gradient"}
+
+c128 =
+  c128 ++
+    for name <- [
+          "division rule computes gradient",
+          "exponential rule computes gradient",
+          "inverse hyperbolic functions computes gradient of inverse hyperbolic functions",
+          "inverse trig family computes gradient for acos",
+          "inverse trig family computes gradient of inverse trig functions",
+          "power rule computes gradient",
+          "product rule computes gradient for scalars"
+        ],
+        do: {grad, "test " <> name}
+
+# c64 product, triangular_solve and conv are not supported by ExBurn yet
+c64_ops =
+  for name <- [
+        "cholesky computes for 2x2 complex matrix",
+        "conv rule works with complex numbers",
+        "invert computes grad for complex tensor",
+        "lu computes lu_megapower_grad for complex tensor",
+        "qr computes qr_megapower_grad for complex tensor",
+        "triangular_solve triangular_solve grad with transform_a: :conjugate",
+        "triangular_solve triangular_solve grad with transform_a: :conjugate, left_side: false",
+        "triangular_solve triangular_solve grad with transform_a: :conjugate, upper triangular",
+        "triangular_solve triangular_solve grad wrt b with transform_a: :conjugate"
+      ],
+      do: {grad, "test " <> name}
+
+# 8-bit floats are not supported by ExBurn
+f8 = [
+  {defn, "test constants Defines imaginary constant as Complex.new(0, 1) when used with arity 0 inside defn"},
+  {defn, "test constants Defines real constants as numerical when used with arity 0 inside defn"}
+]
+
+# the device has no bf16 arithmetic (lavapipe)
+bf16 = [
+  {evaluator, "test constant"},
+  {grad, "test window_min/max rule works with window max, same padding, bf16 precision"},
+  {defn, "test aggregate axes ops to expr"},
+  {defn, "test binary ops constant"},
+  {defn, "test unary ops to expr"}
+]
+
+# Nx itself refuses a tensor of any backend but Nx.BinaryBackend captured in the closure of a
+# grad (Nx.Shared.pick_struct raises before any compiler runs); EXLA's and Torchx's fail alike
+closure =
+  [{grad, "test conv rule computes gradient of kernel when image is a constant closure variable"}] ++
+    for name <- [
+          "composed: sigmoid(x @ w + b) (exercises composed chain with captures)",
+          "conv with vectorized (exercises conv grad)",
+          "dot with captured matrix (exercises concrete tensor handling)",
+          "grad of non-vectorized target with vectorized capture",
+          "mixed: vectorized x * non-vectorized y (exercises broadcast_vectors)",
+          "non-vectorized input, vectorized output",
+          "supports combination of vectorized and non-vectorized tensors",
+          "supports combination of vectorized and non-vectorized tensors over composed function",
+          "vectorized grad through Nx.LinAlg.triangular_solve with captured a",
+          "window_scatter_max/min with vectorized inputs"
+        ],
+        do: {grad, "test vectorization " <> name}
+
+# two device tensors of equal values are different terms: a doctest compares them with ===,
+# a test matches two results of different expressions to one variable ({x, x} = ...)
+identity = [
+  {"nx/defn/composite_test.exs", "doctest Nx.Defn.Composite.flatten_list/2 (3)"},
+  {grad, "test metadata computes custom grad"}
+]
+
+# the device's f32 exp, log, tanh, pow and sums are a few ULP from BinaryBackend's, and these
+# tests compare f32 results with == (eager ExBurn.Backend gives the same values as the
+# compiler: the cause is the math, not the compilation)
+precision =
+  [{evaluator, "test decompositions qr"}] ++
+    for name <- [
+          "addition rule computes gradient of compound rules",
+          "chain rule computes gradient",
+          "cholesky computes grad for composed {2,2}-tensor",
+          "concatenate computes grad for powers of a {2, 2}-tensor",
+          "gather computes gradient",
+          "pad computes with pad value from tensor",
+          "reverse computes gradient",
+          "sort computes gradient",
+          "sort computes gradient along axis",
+          "take computes gradient",
+          "take_along_axis computes gradient",
+          "window_scatter_min/max grad_composed_window_scatter_max"
+        ],
+        do: {grad, "test " <> name}
+
+computes? = fn type -> type in ExCubecl.supported_dtypes() end
+lists = [c128: c128, c64_ops: c64_ops, f8: f8, closure: closure, identity: identity, precision: precision] ++ if(computes?.(:bf16), do: [], else: [bf16: bf16])
+
+except =
+  Enum.reduce(lists, %{}, fn {cause, entries}, acc ->
+    Enum.reduce(entries, acc, fn {file, name}, acc -> Map.update(acc, file, %{name => cause}, &Map.put(&1, name, cause)) end)
+  end)
+
+case ExBurn.NxSuite.tests_dir() do
+  nil ->
+    IO.puts("nx defn suite: not run: the Nx dependency has no test sources (Hex packages ship lib/ only; the offline sources have them)")
+
+  dir ->
+    ExBurn.NxSuite.load!(dir, files, [{Nx.Defn.Evaluator, ExBurn.Defn.Compiler}], except)
+end
