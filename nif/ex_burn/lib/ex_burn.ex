@@ -70,6 +70,56 @@ defmodule ExBurn do
     e -> {:error, Exception.message(e)}
   end
 
+  @doc """
+  Runs `fun` on `args` asynchronously and gives a reference at once. `fun` is compiled with
+  `ExBurn.Defn.Compiler` (a `defn`, a function of Nx calls, or a function that
+  `Nx.Defn.jit/2` returned; options as the compiler's) and runs on the device's command
+  queue, after the commands queued before it. The caller gets
+  `{ExBurn, ref, {:ok, result}}` or `{ExBurn, ref, {:error, %ExBurn.Error{}}}` when it ends,
+  or waits for it with `await/2`. A failed call fails alone: the calls after it run.
+
+      ref = ExBurn.async(&MyModel.predict/2, [params, batch])
+      # ... other work ...
+      {:ok, predictions} = ExBurn.await(ref)
+  """
+  @spec async(function(), [term()], keyword()) :: reference()
+  def async(fun, args, opts \\ []) when is_function(fun, length(args)) do
+    caller = self()
+    ref = make_ref()
+
+    spawn(fn ->
+      ExBurn.Defn.Compiler.run_on_queue()
+
+      result =
+        try do
+          {:ok, apply(Nx.Defn.jit(fun, [compiler: ExBurn.Defn.Compiler] ++ opts), args)}
+        rescue
+          e in ExBurn.Error -> {:error, e}
+          e -> {:error, ExBurn.Error.new("ExBurn.async", Exception.message(e), inspect(e.__struct__))}
+        catch
+          kind, reason -> {:error, ExBurn.Error.new("ExBurn.async", "the call ended with #{kind}", inspect(reason, limit: 5))}
+        end
+
+      send(caller, {ExBurn, ref, result})
+    end)
+
+    ref
+  end
+
+  @doc """
+  Waits for the call `ref` of `async/3` (at most `timeout` milliseconds): `{:ok, result}`,
+  `{:error, %ExBurn.Error{}}`, or `{:error, :timeout}` (the call goes on, and its message
+  comes later).
+  """
+  @spec await(reference(), timeout()) :: {:ok, term()} | {:error, ExBurn.Error.t() | :timeout}
+  def await(ref, timeout \\ :infinity) when is_reference(ref) do
+    receive do
+      {ExBurn, ^ref, result} -> result
+    after
+      timeout -> {:error, :timeout}
+    end
+  end
+
   @doc "A one-line summary: version, device, runtimes."
   @spec summary() :: String.t()
   def summary do

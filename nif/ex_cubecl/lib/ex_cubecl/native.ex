@@ -7,7 +7,8 @@ defmodule ExCubecl.Native do
   terms before they reach the NIF and raises `ExCubecl.Error` from its bang forms.
 
   Scheduling: the NIFs that launch kernels (`buffer/4`, `run_kernel/4`, `pipeline_run/3`,
-  `program_new/4`, `program_run/2`, `program_resume/2`) run
+  `program_new/4`, `program_run/2`, `program_resume/2`, `program_submit/2`, `require_grad/1`,
+  `backward/2`) run
   on dirty CPU schedulers, those that wait for the device (`read/1`, `synchronize/1`,
   `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`,
   `program_abort/1`) on dirty IO
@@ -50,9 +51,12 @@ defmodule ExCubecl.Native do
   def submit_kernels(_calls, _inputs, _outputs, _device), do: err()
   def poll(_id), do: err()
   def wait(_id, _timeout_ms), do: err()
+  def require_grad(_tensor), do: err()
+  def backward(_value, _params), do: err()
   def program_new(_blocks, _consts, _params, _device), do: err()
   def program_run(_program, _inputs), do: err()
   def program_resume(_session, _results), do: err()
+  def program_submit(_program, _inputs), do: err()
   def program_abort(_session), do: err()
   def program_info(_program), do: err()
 end

@@ -54,6 +54,7 @@ defmodule ExBurn.Defn.Compiler do
   alias ExCubecl.Native
 
   @options [:device, :hooks, :cache, :client, :device_id, :max_concurrency, :lazy_transfers, :debug]
+  @on_queue {__MODULE__, :on_queue}
 
   @doc "Drops every cached program (each is freed once no caller holds it)."
   @spec clear_cache() :: :ok
@@ -130,7 +131,28 @@ defmodule ExBurn.Defn.Compiler do
 
   defp run(program, args, runtime_hooks) do
     inputs = Enum.map(args, &input(&1.(), program.dev))
-    step(Native.program_run(program.ref, inputs), program, runtime_hooks)
+
+    if Process.get(@on_queue) && tuple_size(program.calls) == 0,
+      do: on_queue(program, inputs, runtime_hooks),
+      else: step(Native.program_run(program.ref, inputs), program, runtime_hooks)
+  end
+
+  @doc false
+  # Makes this process's compiled calls run on the device's command queue (ExBurn.async/3):
+  # the NIF queues the run and returns, and the process waits for the queue's message.
+  def run_on_queue, do: Process.put(@on_queue, true)
+
+  defp on_queue(program, inputs, runtime_hooks) do
+    case Native.program_submit(program.ref, inputs) do
+      {:ok, id} ->
+        receive do
+          {:ex_cubecl, ^id, {:ok, {outputs, events}}} -> step({:ok, {:done, outputs, events}}, program, runtime_hooks)
+          {:ex_cubecl, ^id, {:error, e}} -> step({:error, e}, program, runtime_hooks)
+        end
+
+      error ->
+        step(error, program, runtime_hooks)
+    end
   end
 
   defp step({:ok, {:done, outputs, events}}, program, runtime_hooks) do

@@ -127,6 +127,28 @@ where
     id
 }
 
+/// Queues `work` on `device`'s queue without registering it for `poll` and `wait`: `pid`
+/// gets `{:ex_cubecl, id, term}`, `term` made by `reply` from the outcome. Gives the id.
+pub fn submit_reply<R: Runtime>(
+    device: &R::Device,
+    work: Work<R>,
+    pid: LocalPid,
+    reply: impl for<'a> FnOnce(rustler::Env<'a>, Result<&[CubeTensor<R>], String>) -> rustler::Term<'a> + Send + 'static,
+) -> u64
+where
+    R::Device: DeviceOps,
+{
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    CommandQueue::<R>::for_device(device).submit_with_callback(work, move |_, outcome| {
+        let mut env = OwnedEnv::new();
+        let _ = env.send_and_clear(&pid, |env| {
+            let term = reply(env, outcome.as_ref().map(Vec::as_slice).map_err(|e| e.to_string()));
+            (atoms::ex_cubecl(), id, term).encode(env)
+        });
+    });
+    id
+}
+
 /// Submits a kernel list: `steps` over `inputs` (slots `Input(i)` and earlier steps'
 /// outputs), giving the values at `outs`.
 pub fn submit_kernels(

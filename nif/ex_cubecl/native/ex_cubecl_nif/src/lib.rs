@@ -6,6 +6,7 @@
 //! compile them on first use) run on dirty CPU schedulers, NIFs that wait for the device
 //! (reads, sync, device probing) on dirty IO schedulers; only the metadata NIFs (`shape`,
 //! `dtype`, `device`, `free`, `kernels`), which touch no device, stay on normal schedulers.
+mod autodiff;
 mod buffer;
 mod command;
 mod device;
@@ -155,7 +156,7 @@ pub(crate) fn run(
                 .properties()
                 .memory
                 .max_page_size;
-            if prims.iter().any(tensor::is_tracked::<$B>)
+            if prims.iter().any(tensor::is_tracked)
                 && ops::kernel(op)?.family != ops::Family::Quant
             {
                 Ok(ops::run::<$B>(op, prims, opts, $d, max_bytes)?

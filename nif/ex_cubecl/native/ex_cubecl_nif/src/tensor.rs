@@ -76,9 +76,10 @@ impl<B: Backend> Prim<B> {
     }
 }
 
-/// Whether `p` is a float tensor that requires gradients.
-pub fn is_tracked<B: AutodiffBackend>(p: &Prim<B>) -> bool {
-    matches!(p, Prim::Float(t) if B::float_is_require_grad(t))
+/// Whether `p` is a float tensor on Burn's tape: one that requires gradients, or one computed
+/// from such a tensor (`float_is_require_grad` says true for the first kind only).
+pub fn is_tracked<B: Backend>(p: &Prim<burn_autodiff::Autodiff<B>>) -> bool {
+    matches!(p, Prim::Float(t) if !t.node.requirement.is_none())
 }
 
 /// The inner backend's primitive of `p`.

@@ -1,7 +1,9 @@
 //! The backend's ops beyond Burn's `Backend` trait (`ex_cubecl`'s `ops/extension.rs`), for
 //! the Nx entries: a trait implemented for `ExCubeclBackend<R>` and its `Autodiff` form (the
-//! two backends the op table runs on). These ops are not tracked for gradients.
+//! two backends the op table runs on). `bitcast` is not tracked for gradients; `erfc` of a
+//! tensor that requires them is `1 - erf(x)` on the tape.
 use burn_autodiff::Autodiff;
+use burn_backend::ops::FloatTensorOps;
 use burn_backend::tensor::FloatTensor;
 use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps};
 use ex_cubecl::ExCubeclBackend;
@@ -46,7 +48,14 @@ where
     R::Device: DeviceOps,
 {
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
-        Self::from_inner(ExCubeclBackend::<R>::float_erfc(Self::inner(tensor)))
+        if Self::float_is_require_grad(&tensor) {
+            // Tracked: through ops that Burn's tape differentiates (erfc's own kernel keeps
+            // full relative precision in the tail, which the gradient doesn't need).
+            let erf = Self::float_erf(tensor);
+            Self::float_add_scalar(Self::float_neg(erf), burn_backend::Scalar::Float(1.0))
+        } else {
+            Self::from_inner(ExCubeclBackend::<R>::float_erfc(Self::inner(tensor)))
+        }
     }
 
     fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {

@@ -39,6 +39,7 @@ mod decode;
 mod exec;
 mod plan;
 mod session;
+mod submit;
 
 /// Where an instruction's input comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -186,6 +187,20 @@ fn program_resume<'a>(env: Env<'a>, session: session::SessionRef, results: Vec<T
         let device = session.device();
         let prims = results.into_iter().map(|i| i.prim(op, &device)).collect::<NifResult<Vec<_>>>()?;
         session::resume(&session, prims)?.encode(env)
+    })
+}
+
+/// Queues a run of the program on `inputs` (as `program_run/2` takes them) on its device's
+/// command queue; gives the command's id at once. The caller gets `{:ex_cubecl, id, {:ok,
+/// {outputs, events}} | {:error, error}}` when the run ends.
+#[rustler::nif(schedule = "DirtyCpu")]
+fn program_submit<'a>(env: Env<'a>, program: ProgramRef, inputs: Vec<Term<'a>>) -> NifResult<u64> {
+    let op = "program_submit";
+    let pid = env.pid();
+    let inputs = inputs.into_iter().map(|t| Input::decode(op, t)).collect::<NifResult<Vec<_>>>()?;
+    guard(op, || {
+        let prims = inputs.into_iter().map(|i| i.prim(op, &program.device)).collect::<NifResult<Vec<_>>>()?;
+        submit::submit(program.clone(), prims, pid)
     })
 }
 
