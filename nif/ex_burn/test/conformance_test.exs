@@ -53,12 +53,27 @@ defmodule ExBurn.ConformanceTest do
   # ---------------------------------------------------------------------------------------
   # Comparison
 
-  # `fun` on BinaryBackend and on ExBurn (inputs copied there; the default backend of each
-  # run is that backend, so that constants `fun` makes land there too), then compared.
+  # `fun` on BinaryBackend, and on ExBurn (inputs copied there; the default backend of each
+  # run is that backend, so that constants `fun` makes land there too) eagerly and, for the
+  # first case of each op and type (the label's first two words), also compiled by
+  # ExBurn.Defn.Compiler (`compiled: false` where `fun` can't be traced); each compared with
+  # BinaryBackend's. (The compiler runs the very callbacks eager calls run, so the cases it
+  # could get wrong differ by op and options, not by input values.)
   defp check(label, fun, inputs, opts \\ []) do
     want = Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(fun, inputs) end)
-    got = Nx.with_default_backend(ExBurn.Backend, fn -> apply(fun, Enum.map(inputs, &device/1)) end)
+    on_device = Enum.map(inputs, &device/1)
+    got = Nx.with_default_backend(ExBurn.Backend, fn -> apply(fun, on_device) end)
     compare(label, got, want, opts)
+
+    key = label |> String.split(" ") |> Enum.take(2)
+    seen = Process.get(:compiled, MapSet.new())
+
+    if Keyword.get(opts, :compiled, true) and not MapSet.member?(seen, key) do
+      Process.put(:compiled, MapSet.put(seen, key))
+      compiled = Nx.with_default_backend(ExBurn.Backend, fn -> apply(Nx.Defn.jit(fun, compiler: ExBurn.Defn.Compiler), on_device) end)
+      compare(label <> " (compiled)", compiled, want, opts)
+    end
+
     Process.put(:checked, Process.get(:checked, 0) + 1)
   end
 
@@ -273,6 +288,11 @@ defmodule ExBurn.ConformanceTest do
     end
 
     check("reduce with add", &Nx.reduce(&1, 10, [axes: [1]], fn x, acc -> Nx.add(x, acc) end), [rand({3, 4}, {:s, 32})])
+    # functions that are not associative: folded element by element, in BinaryBackend's order
+    fold = fn x, acc -> acc |> Nx.multiply(2) |> Nx.subtract(x) end
+    check("reduce with a fold", &Nx.reduce(&1, 1, [axes: [0]], fold), [rand({4, 3}, {:s, 32})])
+    check("reduce with a fold f32", &Nx.reduce(&1, 0.5, [axes: [1], keep_axes: true], fold), [rand({2, 5}, {:f, 32})])
+    check("window_reduce with a fold", &Nx.window_reduce(&1, 0.0, {2, 2}, [strides: [2, 1], padding: :same], fold), [rand({4, 3}, {:f, 32})])
     report("reductions")
   end
 
@@ -436,8 +456,9 @@ defmodule ExBurn.ConformanceTest do
       check("eye #{inspect(type)}", fn -> Nx.eye({2, 3, 4}, type: type, backend: backend()) end, [])
       check("constant #{inspect(type)}", fn -> Nx.broadcast(Nx.tensor(3, type: type, backend: backend()), {2, 2}) end, [])
       t = rand({3, 2}, type)
-      check("round trip #{inspect(type)}", &Nx.backend_transfer(&1, Nx.BinaryBackend), [t])
-      check("to_batched #{inspect(type)}", fn x -> x |> Nx.to_batched(2, leftover: :repeat) |> Enum.to_list() |> List.to_tuple() end, [t])
+      # (transfers and to_batched don't exist inside defn)
+      check("round trip #{inspect(type)}", &Nx.backend_transfer(&1, Nx.BinaryBackend), [t], compiled: false)
+      check("to_batched #{inspect(type)}", fn x -> x |> Nx.to_batched(2, leftover: :repeat) |> Enum.to_list() |> List.to_tuple() end, [t], compiled: false)
     end
 
     check("vectorized", fn x -> x |> Nx.vectorize(:rows) |> Nx.multiply(2) |> Nx.sum() |> Nx.devectorize() end, [rand({3, 4}, {:f, 32})])

@@ -26,9 +26,11 @@ defmodule ExBurn.Backend do
       both).
     * `from_pointer/5` and `to_pointer/2` raise: device memory is not shared with other
       processes.
-    * `Nx.reduce/4` and `Nx.window_reduce/5` run on the device when the function is one of
+    * `Nx.reduce/4` and `Nx.window_reduce/5` run as one kernel when the function is one of
       Nx's associative binary ops (`&Nx.add/2`, `&Nx.multiply/2`, `&Nx.max/2`, `&Nx.min/2`,
-      the logical and bitwise ands and ors); any other function raises `ExBurn.Error`.
+      the logical and bitwise ands and ors); any other function is folded element by
+      element in `Nx.BinaryBackend`'s order, compiled by `ExBurn.Defn.Compiler` (one turn
+      of a device loop per element: slow on large tensors).
     * `block/4` runs natively (one NIF call) for the cumulative ops, `take`,
       `take_along_axis`, `top_k`, `fft2` / `ifft2` / `rfft` / `irfft`, and the
       `Nx.Block.LinAlg` blocks Cholesky, LU, QR and Solve on real matrices (the same steps and
@@ -211,7 +213,12 @@ defmodule ExBurn.Backend do
   def argmin(out, t, opts), do: nx(:argmin, out, [t], arg_opts(opts))
 
   @impl true
-  def reduce(out, t, acc, opts, fun), do: nx(:reduce, out, [t, acc], [op: reducer!("Nx.reduce", fun, t)] ++ reduce_opts(t, opts))
+  def reduce(out, t, acc, opts, fun) do
+    case reducer!("Nx.reduce", fun, t) do
+      {:ok, op} -> nx(:reduce, out, [t, acc], [op: op] ++ reduce_opts(t, opts))
+      :fold -> folded(t, fn t, acc -> Nx.reduce(t, acc, opts, fun) end, [t, acc])
+    end
+  end
 
   defp reduce_opts(t, opts), do: [axes: opts[:axes] || Nx.axes(t), keep_axes: opts[:keep_axes] || false]
   defp arg_opts(opts), do: [axis: opts[:axis] || -1, flat: opts[:axis] == nil, last: opts[:tie_break] == :high]
@@ -224,8 +231,12 @@ defmodule ExBurn.Backend do
   end
 
   @impl true
-  def window_reduce(out, t, acc, window, opts, fun),
-    do: nx(:window_reduce, out, [t, acc], [op: reducer!("Nx.window_reduce", fun, t)] ++ window_opts(t, window, opts))
+  def window_reduce(out, t, acc, window, opts, fun) do
+    case reducer!("Nx.window_reduce", fun, t) do
+      {:ok, op} -> nx(:window_reduce, out, [t, acc], [op: op] ++ window_opts(t, window, opts))
+      :fold -> folded(t, fn t, acc -> Nx.window_reduce(t, acc, window, opts, fun) end, [t, acc])
+    end
+  end
 
   @impl true
   def window_scatter_max(out, t, source, init, window, opts),
@@ -456,7 +467,8 @@ defmodule ExBurn.Backend do
   defp batches(n, size, :repeat), do: div(n + size - 1, size)
   defp batches(n, size, :discard), do: div(n, size)
 
-  # The op of an associative Nx function of two scalars, found by tracing it.
+  # `{:ok, op}` for an associative Nx function of two scalars (one kernel), found by tracing
+  # it; `:fold` for any other.
   defp reducer!(op, fun, %T{type: type}) do
     template = Nx.template({}, type)
     expr = Nx.Defn.debug_expr(fun).(template, template)
@@ -464,13 +476,16 @@ defmodule ExBurn.Backend do
     case expr do
       %T{data: %Nx.Defn.Expr{op: name, args: [%T{data: %{op: :parameter}}, %T{data: %{op: :parameter}}]}}
       when name in [:add, :multiply, :max, :min, :logical_and, :logical_or, :bitwise_and, :bitwise_or] ->
-        name
+        {:ok, name}
 
       _ ->
-        raise ExBurn.Error.new(op, "runs on the device only for Nx's associative binary ops (add, multiply, max, min, logical and bitwise and/or)", Kernel.inspect(fun))
+        :fold
     end
   rescue
-    e in ExBurn.Error -> reraise e, __STACKTRACE__
     e -> raise ExBurn.Error.new(op, "the reduction function could not be traced", Exception.message(e))
   end
+
+  # A reduction by any other function: compiled, folding it element by element on the device
+  # (ExBurn.Defn.Fold), in one NIF call once compiled.
+  defp folded(%T{data: %__MODULE__{device: dev}}, fun, args), do: apply(Nx.Defn.jit(fun, compiler: ExBurn.Defn.Compiler, device: dev), args)
 end

@@ -43,8 +43,6 @@ defmodule ExBurn.Defn.Compiler do
   ## Not supported yet
 
     * `__shard_jit__/6` (sharding over an `Nx.Mesh`) raises `ExBurn.Error`.
-    * `Nx.reduce/4` and `Nx.window_reduce/5` take Nx's associative binary ops only (add,
-      multiply, max, min, logical and bitwise and/or), as they do eagerly on `ExBurn.Backend`.
   """
   @behaviour Nx.Defn.Compiler
 

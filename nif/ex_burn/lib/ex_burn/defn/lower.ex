@@ -109,7 +109,9 @@ defmodule ExBurn.Defn.Lower do
         generic(op, put_in(t.data.args, List.replace_at(args, -1, Function.capture(Nx, name, 2))), st)
 
       :error ->
-        raise ExBurn.Error.new("ExBurn.Defn.Compiler", "Nx.#{op} inside defn runs on the device only with Nx's associative binary ops (add, multiply, max, min, logical and bitwise and/or)", describe_fun(fun))
+        # Any other function: a loop that folds it element by element (ExBurn.Defn.Fold).
+        # (built as defn builds graphs: numbers become constants of the graph)
+        lower(Nx.with_default_backend(Nx.Defn.Expr, fn -> apply(ExBurn.Defn.Fold, op, [t]) end), st)
     end
   end
 
@@ -358,6 +360,4 @@ defmodule ExBurn.Defn.Lower do
   defp param_pos(%T{data: %Expr{op: :parameter, args: [i]}}), do: i
   defp param_pos(_), do: nil
 
-  defp describe_fun(%T{data: %Expr{op: :fun, args: [_, body, {m, f, a}]}}), do: "#{Exception.format_mfa(m, f, a)} computing #{inspect(body, structs: false, limit: 3)}"
-  defp describe_fun(other), do: inspect(other, limit: 5)
 end
