@@ -7,6 +7,9 @@ defmodule Mix.Tasks.Compile.ExCubeclNif do
   (`CARGO_TARGET_DIR`, default `~/.cache/ex_cubecl/target`). `EX_CUBECL_PROFILE` picks the
   cargo profile (`debug`, the default outside `:prod`, or `release`); `EX_CUBECL_FEATURES`
   the runtimes (`wgpu`, the default; `cuda`; or `wgpu,cuda`).
+
+  `EX_CUBECL_NIF` names a library built before (e.g. on a machine without Rust, or to share one
+  build between checkouts): it is copied into `priv/` as it is, and cargo does not run.
   """
   use Mix.Task.Compiler
 
@@ -14,6 +17,14 @@ defmodule Mix.Tasks.Compile.ExCubeclNif do
 
   @impl true
   def run(_args) do
+    case System.get_env("EX_CUBECL_NIF") do
+      nil -> build()
+      "" -> build()
+      prebuilt -> install(Path.expand(prebuilt))
+    end
+  end
+
+  defp build do
     root = Path.expand("../..", __DIR__)
     target = System.get_env("CARGO_TARGET_DIR") || Path.expand("~/.cache/ex_cubecl/target")
     profile = System.get_env("EX_CUBECL_PROFILE") || if(Mix.env() == :prod, do: "release", else: "debug")
@@ -44,7 +55,10 @@ defmodule Mix.Tasks.Compile.ExCubeclNif do
     end
 
     ext = if match?({:unix, :darwin}, :os.type()), do: "dylib", else: "so"
-    built = Path.join([target, profile, "lib#{@crate}.#{ext}"])
+    install(Path.join([target, profile, "lib#{@crate}.#{ext}"]))
+  end
+
+  defp install(built) do
     priv = Path.join(Mix.Project.app_path(), "priv")
     File.mkdir_p!(priv)
     dest = Path.join(priv, "lib#{@crate}.so")
@@ -63,7 +77,7 @@ defmodule Mix.Tasks.Compile.ExCubeclNif do
     case {File.stat(built), File.stat(dest)} do
       {{:ok, b}, {:ok, d}} -> b.mtime > d.mtime or b.size != d.size
       {{:ok, _}, _} -> true
-      {{:error, reason}, _} -> Mix.raise("ex_cubecl: cargo built no library at #{built} (#{reason})")
+      {{:error, reason}, _} -> Mix.raise("ex_cubecl: no NIF library at #{built} (#{reason})")
     end
   end
 end
