@@ -534,7 +534,7 @@ if Code.ensure_loaded?(Axon) do
     def options!(opts, allowed, fun) do
       unless Keyword.keyword?(opts), do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
 
-      case Keyword.keys(opts) -- allowed do
+      case Enum.uniq(Keyword.keys(opts)) -- allowed do
         [] -> opts
         unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{Enum.map_join(Enum.uniq(unknown), ", ", &inspect/1)} (options: #{Enum.map_join(allowed, ", ", &inspect/1)})"
       end

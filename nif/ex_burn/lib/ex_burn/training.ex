@@ -164,7 +164,11 @@ if Code.ensure_loaded?(Axon) do
     def current_model(state, ctx), do: Step.model_after(ctx.model, ctx.built, state.step_state, steps(state, ctx))
 
     defp validation(nil, _train, _backend, _fun), do: nil
-    defp validation(data, train, backend, fun), do: Data.new(data, [batch_size: train.batch_size || 32, shuffle: false], backend, fun)
+    defp validation(data, train, backend, fun), do: Data.new(data, tensor_opts(data, batch_size: train.batch_size || 32, shuffle: false), backend, fun)
+
+    # Batching options for {x, y} tensors; batched data takes none.
+    defp tensor_opts({_x, _y}, opts), do: opts
+    defp tensor_opts(_batches, _opts), do: []
 
     ## Evaluation
 
@@ -179,7 +183,8 @@ if Code.ensure_loaded?(Axon) do
       opts = Model.options!(opts, [:batch_size, :metrics], fun)
       require_loss!(model, fun)
       metrics = metrics!(Keyword.get(opts, :metrics, []), model, fun)
-      data = Data.new(data, [batch_size: opts[:batch_size] || 32, shuffle: false], Model.backend(model), fun)
+      batching = if opts[:batch_size], do: [batch_size: opts[:batch_size], shuffle: false], else: tensor_opts(data, batch_size: 32, shuffle: false)
+      data = Data.new(data, batching, Model.backend(model), fun)
       {x, y} = Data.first(data, fun)
       check_batch!(model, x, y, fun)
       eval_batches(model, data, eval_fn(model, metrics), metrics)

@@ -22,7 +22,7 @@ if Code.ensure_loaded?(Axon) do
     def loss!(loss, opts, fun) when is_map_key(@losses, loss) do
       {_axon, allowed} = Map.fetch!(@losses, loss)
 
-      case Keyword.keys(opts) -- allowed do
+      case Enum.uniq(Keyword.keys(opts)) -- allowed do
         [] -> :ok
         unknown -> raise ArgumentError, "#{fun}: unknown loss option(s) #{inspect(unknown)} for #{inspect(loss)} (options: #{inspect(allowed)})"
       end

@@ -244,7 +244,7 @@ if Code.ensure_loaded?(Axon) do
       fun = "ExBurn.Training.Callbacks.#{name}"
       unless Keyword.keyword?(opts), do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
 
-      case Keyword.keys(opts) -- Keyword.keys(defaults) do
+      case Enum.uniq(Keyword.keys(opts)) -- Keyword.keys(defaults) do
         [] -> :ok
         unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{inspect(unknown)} (options: #{inspect(Keyword.keys(defaults))})"
       end

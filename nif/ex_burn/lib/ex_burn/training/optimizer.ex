@@ -63,7 +63,7 @@ if Code.ensure_loaded?(Polaris) do
       defaults = Map.fetch!(@defaults, name)
       allowed = Keyword.keys(defaults) ++ Keyword.keys(@training)
 
-      case Keyword.keys(opts) -- allowed do
+      case Enum.uniq(Keyword.keys(opts)) -- allowed do
         [] -> :ok
         unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{Enum.map_join(unknown, ", ", &inspect/1)} for the #{inspect(name)} optimizer (options: #{Enum.map_join(allowed, ", ", &inspect/1)})"
       end

@@ -32,12 +32,12 @@ if Code.ensure_loaded?(Polaris) do
     """
     @spec validate!(term(), String.t()) :: {atom(), keyword()}
     def validate!(nil, _fun), do: {:constant, []}
-    def validate!(kind, fun) when is_atom(kind), do: validate!({kind, []}, fun)
+    def validate!(kind, fun) when kind in @kinds, do: validate!({kind, []}, fun)
 
     def validate!({kind, opts}, fun) when kind in @kinds and is_list(opts) do
       allowed = Map.fetch!(@kind_opts, kind)
 
-      case Keyword.keys(opts) -- allowed do
+      case Enum.uniq(Keyword.keys(opts)) -- allowed do
         [] -> :ok
         unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{inspect(unknown)} for the #{inspect(kind)} schedule (options: #{inspect(allowed)})"
       end
