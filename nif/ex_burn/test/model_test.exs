@@ -25,7 +25,8 @@ defmodule ExBurn.ModelTest do
   defp binary(t), do: Nx.backend_copy(t, Nx.BinaryBackend)
   defp bytes(params), do: Map.new(params, fn {k, t} -> {k, {t.type, t.shape, Nx.to_binary(t)}} end)
 
-  defp close?(a, b, atol \\ 1.0e-5), do: Nx.all_close(binary(a), binary(b), atol: atol, rtol: 1.0e-5) |> Nx.to_number() == 1
+  defp close?(a, b, atol \\ 1.0e-5),
+    do: Nx.all_close(binary(a), binary(b), atol: atol, rtol: 1.0e-5) |> Nx.to_number() == 1
 
   # Axon's own initialisation and inference on Nx.BinaryBackend, from the same graph and seed.
   defp axon_reference(params, input) do
@@ -40,7 +41,10 @@ defmodule ExBurn.ModelTest do
   describe "compile/2" do
     test "initialises the parameters with Axon's initialisers and the seed", %{model: model} do
       {init, _} = Axon.build(mlp(), seed: 7)
-      want = Nx.with_default_backend(Nx.BinaryBackend, fn -> init.(Nx.template({1, 3}, :f32), Axon.ModelState.empty()) end)
+
+      want =
+        Nx.with_default_backend(Nx.BinaryBackend, fn -> init.(Nx.template({1, 3}, :f32), Axon.ModelState.empty()) end)
+
       got = Model.parameters(model)
 
       assert Map.keys(got) |> Enum.sort() == ["hidden.bias", "hidden.kernel", "out.bias", "out.kernel"]
@@ -53,16 +57,40 @@ defmodule ExBurn.ModelTest do
     end
 
     test "bad arguments raise naming the function and the value" do
-      assert_raise ArgumentError, ~r/ExBurn.Model.compile: unknown loss :hinge/, fn -> Model.compile(mlp(), loss: :hinge) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.compile: unknown optimizer :lbfgs/, fn -> Model.compile(mlp(), optimizer: :lbfgs) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.compile: unknown option\(s\) :epochs/, fn -> Model.compile(mlp(), epochs: 3) end
-      assert_raise ArgumentError, ~r/unknown option\(s\) :momentum for the :adam optimizer/, fn -> Model.compile(mlp(), optimizer: {:adam, momentum: 0.9}) end
-      assert_raise ArgumentError, ~r/invalid :learning_rate for the :sgd optimizer: -1/, fn -> Model.compile(mlp(), optimizer: :sgd, learning_rate: -1) end
-      assert_raise ArgumentError, ~r/unknown loss option\(s\) \[:sparse\]/, fn -> Model.compile(mlp(), loss: :mse, loss_opts: [sparse: true]) end
+      assert_raise ArgumentError, ~r/ExBurn.Model.compile: unknown loss :hinge/, fn ->
+        Model.compile(mlp(), loss: :hinge)
+      end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.compile: unknown optimizer :lbfgs/, fn ->
+        Model.compile(mlp(), optimizer: :lbfgs)
+      end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.compile: unknown option\(s\) :epochs/, fn ->
+        Model.compile(mlp(), epochs: 3)
+      end
+
+      assert_raise ArgumentError, ~r/unknown option\(s\) :momentum for the :adam optimizer/, fn ->
+        Model.compile(mlp(), optimizer: {:adam, momentum: 0.9})
+      end
+
+      assert_raise ArgumentError, ~r/invalid :learning_rate for the :sgd optimizer: -1/, fn ->
+        Model.compile(mlp(), optimizer: :sgd, learning_rate: -1)
+      end
+
+      assert_raise ArgumentError, ~r/unknown loss option\(s\) \[:sparse\]/, fn ->
+        Model.compile(mlp(), loss: :mse, loss_opts: [sparse: true])
+      end
+
       assert_raise ArgumentError, ~r/expected an %Axon\{\} model/, fn -> Model.compile(:not_a_model) end
       assert_raise ArgumentError, ~r/invalid input shape \{nil, -3\}/, fn -> Model.compile(mlp(), input: {nil, -3}) end
-      assert_raise ArgumentError, ~r/the input "x" declares no shape/, fn -> Model.compile(Axon.input("x") |> Axon.dense(2)) end
-      assert_raise ExBurn.Error, ~r/ExBurn.Model.compile: unknown device :tpu/, fn -> Model.compile(mlp(), device: :tpu) end
+
+      assert_raise ArgumentError, ~r/the input "x" declares no shape/, fn ->
+        Model.compile(Axon.input("x") |> Axon.dense(2))
+      end
+
+      assert_raise ExBurn.Error, ~r/ExBurn.Model.compile: unknown device :tpu/, fn ->
+        Model.compile(mlp(), device: :tpu)
+      end
     end
   end
 
@@ -84,11 +112,25 @@ defmodule ExBurn.ModelTest do
     end
 
     test "wrong inputs raise naming the function", %{model: model} do
-      assert_raise ArgumentError, ~r/ExBurn.Model.predict: input of shape \{5, 4\} doesn't match the model's input \{nil, 3\}/, fn -> Model.predict(model, Nx.iota({5, 4}, type: :f32)) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.forward: input of shape \{3\} doesn't match/, fn -> Model.forward(model, Nx.iota({3}, type: :f32)) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.forward: expected a tensor of shape \{nil, 3\}, got \[1, 2, 3\]/, fn -> Model.forward(model, [1, 2, 3]) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.predict: :batch_size must be a positive integer, got 0/, fn -> Model.predict(model, x(), batch_size: 0) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.predict: unknown option\(s\) :mode/, fn -> Model.predict(model, x(), mode: :train) end
+      assert_raise ArgumentError,
+                   ~r/ExBurn.Model.predict: input of shape \{5, 4\} doesn't match the model's input \{nil, 3\}/,
+                   fn -> Model.predict(model, Nx.iota({5, 4}, type: :f32)) end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.forward: input of shape \{3\} doesn't match/, fn ->
+        Model.forward(model, Nx.iota({3}, type: :f32))
+      end
+
+      assert_raise ArgumentError,
+                   ~r/ExBurn.Model.forward: expected a tensor of shape \{nil, 3\}, got \[1, 2, 3\]/,
+                   fn -> Model.forward(model, [1, 2, 3]) end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.predict: :batch_size must be a positive integer, got 0/, fn ->
+        Model.predict(model, x(), batch_size: 0)
+      end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.predict: unknown option\(s\) :mode/, fn ->
+        Model.predict(model, x(), mode: :train)
+      end
     end
   end
 
@@ -96,15 +138,29 @@ defmodule ExBurn.ModelTest do
     test "summary/1 lists the layers in order with output shapes and parameter counts", %{model: model} do
       summary = Model.summary(model)
       lines = String.split(summary, "\n")
-      assert Enum.find_index(lines, &(&1 =~ ~r/^hidden\s+\| dense\s+\| \{nil, 4\}\s+\| 16\b/)) < Enum.find_index(lines, &(&1 =~ ~r/^out\s+\| dense\s+\| \{nil, 2\}\s+\| 10\b/))
+
+      assert Enum.find_index(lines, &(&1 =~ ~r/^hidden\s+\| dense\s+\| \{nil, 4\}\s+\| 16\b/)) <
+               Enum.find_index(lines, &(&1 =~ ~r/^out\s+\| dense\s+\| \{nil, 2\}\s+\| 10\b/))
+
       assert summary =~ ~r/^x\s+\| input\s+\| \{nil, 3\}\s+\| 0/m
       assert summary =~ "Total parameters: 26 (104 bytes); trainable: 26; frozen: 0"
     end
 
     test "info/1", %{model: model} do
       info = Model.info(model)
-      assert %{parameters: 26, trainable_parameters: 26, frozen_parameters: 0, bytes: 104, layers: ["hidden", "out"]} = info
-      assert %{input_shape: {nil, 3}, output_shape: {nil, 2}, loss: :cross_entropy, optimizer: :adam, precision: {:f, 32}, seed: 7} = info
+
+      assert %{parameters: 26, trainable_parameters: 26, frozen_parameters: 0, bytes: 104, layers: ["hidden", "out"]} =
+               info
+
+      assert %{
+               input_shape: {nil, 3},
+               output_shape: {nil, 2},
+               loss: :cross_entropy,
+               optimizer: :adam,
+               precision: {:f, 32},
+               seed: 7
+             } = info
+
       assert info.optimizer_opts[:learning_rate] == 0.01
       assert info.op_counts == %{input: 1, dense: 2, tanh: 1, softmax: 1}
       assert inspect(model) =~ "#ExBurn.Model<parameters: 26, loss: :cross_entropy, optimizer: :adam"
@@ -116,7 +172,9 @@ defmodule ExBurn.ModelTest do
       bias = Nx.tensor([1.0, 2.0, 3.0, 4.0])
       updated = Model.update_params(model, %{"hidden.bias" => bias})
       assert Nx.to_list(binary(Model.parameters(updated)["hidden.bias"])) == [1.0, 2.0, 3.0, 4.0]
-      assert Nx.to_binary(Model.parameters(updated)["out.kernel"]) == Nx.to_binary(Model.parameters(model)["out.kernel"])
+
+      assert Nx.to_binary(Model.parameters(updated)["out.kernel"]) ==
+               Nx.to_binary(Model.parameters(model)["out.kernel"])
 
       nested = Model.update_params(model, %{"out" => %{"bias" => Nx.tensor([5, 6])}})
       assert %Nx.Tensor{type: {:f, 32}} = got = Model.parameters(nested)["out.bias"]
@@ -125,9 +183,17 @@ defmodule ExBurn.ModelTest do
       from_state = Model.update_params(model, updated.state)
       assert bytes(Model.parameters(from_state)) == bytes(Model.parameters(updated))
 
-      assert_raise ArgumentError, ~r/ExBurn.Model.update_params: parameter "hidden.bias" has shape \{4\}, got \{3\}/, fn -> Model.update_params(model, %{"hidden.bias" => Nx.tensor([1.0, 2.0, 3.0])}) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.update_params: unknown parameter "hidden.gamma"/, fn -> Model.update_params(model, %{"hidden.gamma" => bias}) end
-      assert_raise ArgumentError, ~r/ExBurn.Model.update_params: parameter "out" is not a tensor: 3/, fn -> Model.update_params(model, %{"out" => 3, "x" => bias}) end
+      assert_raise ArgumentError,
+                   ~r/ExBurn.Model.update_params: parameter "hidden.bias" has shape \{4\}, got \{3\}/,
+                   fn -> Model.update_params(model, %{"hidden.bias" => Nx.tensor([1.0, 2.0, 3.0])}) end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.update_params: unknown parameter "hidden.gamma"/, fn ->
+        Model.update_params(model, %{"hidden.gamma" => bias})
+      end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.update_params: parameter "out" is not a tensor: 3/, fn ->
+        Model.update_params(model, %{"out" => 3, "x" => bias})
+      end
     end
   end
 
@@ -138,7 +204,10 @@ defmodule ExBurn.ModelTest do
 
       assert {:ok, loaded} = Model.load(path("model.exburn"), mlp())
       assert bytes(Model.parameters(loaded)) == bytes(Model.parameters(model))
-      assert {loaded.loss, loaded.optimizer, loaded.optimizer_opts, loaded.frozen, loaded.seed} == {model.loss, model.optimizer, model.optimizer_opts, ["hidden"], 7}
+
+      assert {loaded.loss, loaded.optimizer, loaded.optimizer_opts, loaded.frozen, loaded.seed} ==
+               {model.loss, model.optimizer, model.optimizer_opts, ["hidden"], 7}
+
       assert close?(Model.predict(loaded, x()), Model.predict(model, x()), 0.0)
 
       fresh = Model.compile(mlp(), loss: :mse, seed: 99)
@@ -153,28 +222,53 @@ defmodule ExBurn.ModelTest do
       size = byte_size(good)
 
       damaged = fn name, bin -> File.write!(path(name), bin) && Model.load(path(name), mlp()) end
-      flip = fn bin, at -> <<pre::binary-size(at), b, rest::binary>> = bin; <<pre::binary, Bitwise.bxor(b, 0xFF), rest::binary>> end
 
-      assert {:error, %ExBurn.Error{op: "ExBurn.Model.load", reason: "checksum mismatch: the file is corrupted"}} = damaged.("flip_data.exburn", flip.(good, size - 3))
+      flip = fn bin, at ->
+        <<pre::binary-size(at), b, rest::binary>> = bin
+        <<pre::binary, Bitwise.bxor(b, 0xFF), rest::binary>>
+      end
+
+      assert {:error, %ExBurn.Error{op: "ExBurn.Model.load", reason: "checksum mismatch: the file is corrupted"}} =
+               damaged.("flip_data.exburn", flip.(good, size - 3))
+
       assert {:error, %ExBurn.Error{reason: "checksum mismatch" <> _}} = damaged.("flip_index.exburn", flip.(good, 40))
-      assert {:error, %ExBurn.Error{reason: "the file is truncated"}} = damaged.("cut.exburn", binary_part(good, 0, size - 10))
-      assert {:error, %ExBurn.Error{reason: "the file is truncated"}} = damaged.("cut_header.exburn", binary_part(good, 0, 12))
-      assert {:error, %ExBurn.Error{reason: "the file has 1 bytes after its payload"}} = damaged.("long.exburn", good <> "!")
-      assert {:error, %ExBurn.Error{reason: "not an ExBurn model file"}} = damaged.("foreign.exburn", "PK\x03\x04 not a model at all")
+
+      assert {:error, %ExBurn.Error{reason: "the file is truncated"}} =
+               damaged.("cut.exburn", binary_part(good, 0, size - 10))
+
+      assert {:error, %ExBurn.Error{reason: "the file is truncated"}} =
+               damaged.("cut_header.exburn", binary_part(good, 0, 12))
+
+      assert {:error, %ExBurn.Error{reason: "the file has 1 bytes after its payload"}} =
+               damaged.("long.exburn", good <> "!")
+
+      assert {:error, %ExBurn.Error{reason: "not an ExBurn model file"}} =
+               damaged.("foreign.exburn", "PK\x03\x04 not a model at all")
+
       assert {:error, %ExBurn.Error{reason: "not an ExBurn model file"}} = damaged.("empty.exburn", "")
       <<magic::binary-size(8), _version::16, rest::binary>> = good
-      assert {:error, %ExBurn.Error{reason: "unsupported format version 2"}} = damaged.("v2.exburn", <<magic::binary, 2::16, rest::binary>>)
-      assert {:error, %ExBurn.Error{reason: "the file holds parameters, not a model"}} = damaged.("params.exburn", Model.serialize_params(model))
+
+      assert {:error, %ExBurn.Error{reason: "unsupported format version 2"}} =
+               damaged.("v2.exburn", <<magic::binary, 2::16, rest::binary>>)
+
+      assert {:error, %ExBurn.Error{reason: "the file holds parameters, not a model"}} =
+               damaged.("params.exburn", Model.serialize_params(model))
+
       assert {:error, %ExBurn.Error{reason: "cannot read " <> _}} = Model.load(path("missing.exburn"), mlp())
 
       other = Axon.input("x", shape: {nil, 3}) |> Axon.dense(2, name: "out")
-      assert {:error, %ExBurn.Error{reason: "the file's parameters don't match the model's", details: details}} = Model.load(path("good.exburn"), other)
+
+      assert {:error, %ExBurn.Error{reason: "the file's parameters don't match the model's", details: details}} =
+               Model.load(path("good.exburn"), other)
+
       assert details =~ ~s(unknown: ["hidden.bias", "hidden.kernel"])
       wider = Axon.input("x", shape: {nil, 3}) |> Axon.dense(5, name: "hidden") |> Axon.dense(2, name: "out")
       assert {:error, %ExBurn.Error{reason: reason}} = Model.load(path("good.exburn"), wider)
       assert reason =~ ~s(parameter "hidden.bias" has shape {5}, got {4})
 
-      assert_raise ExBurn.Error, ~r/ExBurn.Model.load: checksum mismatch/, fn -> Model.load!(path("flip_data.exburn"), mlp()) end
+      assert_raise ExBurn.Error, ~r/ExBurn.Model.load: checksum mismatch/, fn ->
+        Model.load!(path("flip_data.exburn"), mlp())
+      end
     end
 
     test "serialize_params/1 and deserialize_params/1", %{model: model} do
@@ -182,8 +276,13 @@ defmodule ExBurn.ModelTest do
       assert {:ok, params} = Model.deserialize_params(bin)
       assert bytes(params) == bytes(Model.parameters(model))
       assert bytes(Model.parameters(Model.update_params(model, params))) == bytes(Model.parameters(model))
-      assert {:error, %ExBurn.Error{op: "ExBurn.Model.deserialize_params", reason: "the file is truncated"}} = Model.deserialize_params(binary_part(bin, 0, byte_size(bin) - 1))
-      assert {:error, %ExBurn.Error{reason: "the file holds a model, not parameters"}} = Model.save(model, path("m.exburn")) && Model.deserialize_params(File.read!(path("m.exburn")))
+
+      assert {:error, %ExBurn.Error{op: "ExBurn.Model.deserialize_params", reason: "the file is truncated"}} =
+               Model.deserialize_params(binary_part(bin, 0, byte_size(bin) - 1))
+
+      assert {:error, %ExBurn.Error{reason: "the file holds a model, not parameters"}} =
+               Model.save(model, path("m.exburn")) && Model.deserialize_params(File.read!(path("m.exburn")))
+
       assert {:error, %ExBurn.Error{reason: "expected a binary"}} = Model.deserialize_params(:nope)
     end
   end
@@ -204,7 +303,10 @@ defmodule ExBurn.ModelTest do
       assert bytes(Model.parameters(loaded)) == bytes(Model.parameters(half))
 
       assert Enum.all?(Model.parameters(Model.quantize(half, :f32)), fn {_, t} -> t.type == {:f, 32} end)
-      assert_raise ArgumentError, ~r/ExBurn.Model.quantize: unsupported type :int4/, fn -> Model.quantize(model, :int4) end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.quantize: unsupported type :int4/, fn ->
+        Model.quantize(model, :int4)
+      end
     end
 
     test "quantize(:bf16) works where the device has bf16, else raises naming it", %{model: model} do
@@ -237,7 +339,9 @@ defmodule ExBurn.ModelTest do
       assert Model.frozen_layers(Model.unfreeze(both)) == []
       assert map_size(Axon.ModelState.trainable_parameters(Model.unfreeze(both).state)) == 2
 
-      assert_raise ArgumentError, ~r/ExBurn.Model.freeze: unknown layer\(s\) \["tanh_0"\]/, fn -> Model.freeze(model, "tanh_0") end
+      assert_raise ArgumentError, ~r/ExBurn.Model.freeze: unknown layer\(s\) \["tanh_0"\]/, fn ->
+        Model.freeze(model, "tanh_0")
+      end
     end
   end
 
@@ -251,7 +355,9 @@ defmodule ExBurn.ModelTest do
       ExBurn.Tensor.free(Model.parameters(copy)["out.kernel"])
       assert close?(Model.predict(model, x()), axon_reference(model.state.data, x()))
 
-      assert_raise ExBurn.Error, ~r/ExBurn.Model.to_device: the device "cuda:7" is not available/, fn -> Model.to_device(model, "cuda:7") end
+      assert_raise ExBurn.Error, ~r/ExBurn.Model.to_device: the device "cuda:7" is not available/, fn ->
+        Model.to_device(model, "cuda:7")
+      end
     end
   end
 
@@ -261,7 +367,10 @@ defmodule ExBurn.ModelTest do
       assert %{mode: :predict, iterations: 3, batch_size: 5} = result
       assert result.median_ms > 0 and result.min_ms <= result.median_ms
       assert_in_delta result.samples_per_sec, 5 / (result.median_ms / 1000), 1.0e-6
-      assert_raise ArgumentError, ~r/ExBurn.Model.benchmark: unknown :mode :fast/, fn -> Model.benchmark(model, x(), mode: :fast) end
+
+      assert_raise ArgumentError, ~r/ExBurn.Model.benchmark: unknown :mode :fast/, fn ->
+        Model.benchmark(model, x(), mode: :fast)
+      end
     end
   end
 end

@@ -55,7 +55,22 @@ if Code.ensure_loaded?(Axon) do
 
     @compiler ExBurn.Defn.Compiler
 
-    defstruct [:model, :state, :loss, :optimizer, :device, :input, :output, :seed, :predict_fn, loss_opts: [], optimizer_opts: [], frozen: [], precision: nil, optimizer_state: nil]
+    defstruct [
+      :model,
+      :state,
+      :loss,
+      :optimizer,
+      :device,
+      :input,
+      :output,
+      :seed,
+      :predict_fn,
+      loss_opts: [],
+      optimizer_opts: [],
+      frozen: [],
+      precision: nil,
+      optimizer_state: nil
+    ]
 
     @type t :: %__MODULE__{}
 
@@ -110,14 +125,17 @@ if Code.ensure_loaded?(Axon) do
       |> then(&%{&1 | state: init_state(&1)})
     end
 
-    def compile(other, _opts), do: raise(ArgumentError, "ExBurn.Model.compile: expected an %Axon{} model, got #{inspect(other, limit: 5)}")
+    def compile(other, _opts),
+      do: raise(ArgumentError, "ExBurn.Model.compile: expected an %Axon{} model, got #{inspect(other, limit: 5)}")
 
     defp loss!(nil, [], _fun), do: {nil, []}
     defp loss!(loss, loss_opts, fun), do: Spec.loss!(loss, loss_opts, fun)
 
     defp seed!(nil, _fun), do: :erlang.unique_integer([:positive])
     defp seed!(seed, _fun) when is_integer(seed) and seed >= 0, do: seed
-    defp seed!(seed, fun), do: raise(ArgumentError, "#{fun}: :seed must be a non-negative integer, got #{inspect(seed)}")
+
+    defp seed!(seed, fun),
+      do: raise(ArgumentError, "#{fun}: :seed must be a non-negative integer, got #{inspect(seed)}")
 
     # The graph and what is derived from it: the inference function, the output template.
     defp with_graph(model, axon) do
@@ -176,8 +194,12 @@ if Code.ensure_loaded?(Axon) do
 
     defp concatenate([single]), do: single
     defp concatenate([%Nx.Tensor{} | _] = outs), do: Nx.concatenate(outs)
-    defp concatenate([tuple | _] = outs) when is_tuple(tuple), do: outs |> Enum.map(&Tuple.to_list/1) |> Enum.zip_with(&concatenate/1) |> List.to_tuple()
-    defp concatenate([%{} = map | _] = outs), do: Map.new(map, fn {k, _} -> {k, concatenate(Enum.map(outs, & &1[k]))} end)
+
+    defp concatenate([tuple | _] = outs) when is_tuple(tuple),
+      do: outs |> Enum.map(&Tuple.to_list/1) |> Enum.zip_with(&concatenate/1) |> List.to_tuple()
+
+    defp concatenate([%{} = map | _] = outs),
+      do: Map.new(map, fn {k, _} -> {k, concatenate(Enum.map(outs, & &1[k]))} end)
 
     @doc false
     # The options of every compiled call of this model.
@@ -321,8 +343,16 @@ if Code.ensure_loaded?(Axon) do
       names = model |> parameters() |> Map.keys() |> Enum.sort()
 
       case {names -- Map.keys(params), Map.keys(params) -- names} do
-        {[], []} -> {:ok, update_params(model, params)}
-        {missing, extra} -> {:error, ExBurn.Error.new(fun, "the file's parameters don't match the model's", "missing: #{inspect(missing)}, unknown: #{inspect(extra)}")}
+        {[], []} ->
+          {:ok, update_params(model, params)}
+
+        {missing, extra} ->
+          {:error,
+           ExBurn.Error.new(
+             fun,
+             "the file's parameters don't match the model's",
+             "missing: #{inspect(missing)}, unknown: #{inspect(extra)}"
+           )}
       end
     rescue
       # A file of the right format whose contents don't fit: no model comes out of it.
@@ -332,13 +362,17 @@ if Code.ensure_loaded?(Axon) do
     defp target_model(%__MODULE__{} = model, _meta), do: model
 
     defp target_model(%Axon{} = axon, meta) do
-      opts = [optimizer: {meta.optimizer, meta.optimizer_opts}, input: input_template(meta.input), seed: meta.seed] ++ if(meta.loss, do: [loss: meta.loss, loss_opts: meta.loss_opts], else: [])
+      opts =
+        [optimizer: {meta.optimizer, meta.optimizer_opts}, input: input_template(meta.input), seed: meta.seed] ++
+          if(meta.loss, do: [loss: meta.loss, loss_opts: meta.loss_opts], else: [])
+
       model = compile(axon, opts)
       model = if meta.precision, do: quantize(model, meta.precision), else: model
       freeze(model, meta.frozen)
     end
 
-    defp target_model(other, _meta), do: raise(ArgumentError, "expected an %Axon{} graph or an %ExBurn.Model{}, got #{inspect(other, limit: 5)}")
+    defp target_model(other, _meta),
+      do: raise(ArgumentError, "expected an %Axon{} graph or an %ExBurn.Model{}, got #{inspect(other, limit: 5)}")
 
     @doc "The model's tensors as a binary (the file format, kind 2: parameters only)."
     @spec serialize_params(t()) :: binary()
@@ -350,7 +384,8 @@ if Code.ensure_loaded?(Axon) do
     """
     @spec deserialize_params(binary()) :: {:ok, %{String.t() => Nx.Tensor.t()}} | {:error, ExBurn.Error.t()}
     def deserialize_params(binary) do
-      with {:ok, {params, _meta}} <- ExBurn.Model.File.decode(binary, :params, "ExBurn.Model.deserialize_params"), do: {:ok, params}
+      with {:ok, {params, _meta}} <- ExBurn.Model.File.decode(binary, :params, "ExBurn.Model.deserialize_params"),
+           do: {:ok, params}
     end
 
     ## Precision
@@ -374,13 +409,25 @@ if Code.ensure_loaded?(Axon) do
       try do
         Nx.tensor(0.0, type: type, backend: backend(model)) |> Nx.add(1) |> Nx.to_binary()
       rescue
-        e in ExBurn.Error -> reraise ExBurn.Error.new(fun, "#{Nx.Type.to_string(type)} is not supported on the device #{model.device}", e.reason), __STACKTRACE__
+        e in ExBurn.Error ->
+          reraise ExBurn.Error.new(
+                    fun,
+                    "#{Nx.Type.to_string(type)} is not supported on the device #{model.device}",
+                    e.reason
+                  ),
+                  __STACKTRACE__
       end
 
       policy = Axon.MixedPrecision.create_policy(params: type, compute: type, output: {:f, 32})
       state = Params.map(model.state, fn t -> if Nx.Type.float?(t.type), do: Nx.as_type(t, type), else: t end)
       precision = if type == {:f, 32}, do: nil, else: type
-      %{with_graph(model, Axon.MixedPrecision.apply_policy(model.model, policy)) | state: state, precision: precision, optimizer_state: nil}
+
+      %{
+        with_graph(model, Axon.MixedPrecision.apply_policy(model.model, policy))
+        | state: state,
+          precision: precision,
+          optimizer_state: nil
+      }
     end
 
     ## Freezing
@@ -391,13 +438,16 @@ if Code.ensure_loaded?(Axon) do
     (`Axon.ModelState.freeze/2`). Names must be layers with parameters.
     """
     @spec freeze(t(), String.t() | [String.t()] | (String.t() -> boolean())) :: t()
-    def freeze(%__MODULE__{} = model, layers), do: put_frozen(model, Enum.sort(Enum.uniq(model.frozen ++ layers!(model, layers, "ExBurn.Model.freeze"))))
+    def freeze(%__MODULE__{} = model, layers),
+      do: put_frozen(model, Enum.sort(Enum.uniq(model.frozen ++ layers!(model, layers, "ExBurn.Model.freeze"))))
 
     @doc "The model with `layers` unfrozen (as `freeze/2`; default `:all`)."
     @spec unfreeze(t(), :all | String.t() | [String.t()] | (String.t() -> boolean())) :: t()
     def unfreeze(model, layers \\ :all)
     def unfreeze(%__MODULE__{} = model, :all), do: put_frozen(model, [])
-    def unfreeze(%__MODULE__{} = model, layers), do: put_frozen(model, model.frozen -- layers!(model, layers, "ExBurn.Model.unfreeze"))
+
+    def unfreeze(%__MODULE__{} = model, layers),
+      do: put_frozen(model, model.frozen -- layers!(model, layers, "ExBurn.Model.unfreeze"))
 
     @doc "Whether `layer` is frozen."
     @spec frozen?(t(), String.t()) :: boolean()
@@ -418,8 +468,12 @@ if Code.ensure_loaded?(Axon) do
           names = names |> List.wrap() |> Enum.map(&to_string/1)
 
           case names -- known do
-            [] -> names
-            unknown -> raise ArgumentError, "#{fun}: unknown layer(s) #{inspect(unknown)} (layers with parameters: #{inspect(known)})"
+            [] ->
+              names
+
+            unknown ->
+              raise ArgumentError,
+                    "#{fun}: unknown layer(s) #{inspect(unknown)} (layers with parameters: #{inspect(known)})"
           end
       end
     end
@@ -454,14 +508,17 @@ if Code.ensure_loaded?(Axon) do
         try do
           ExBurn.device_spec(device)
         rescue
-          e in ExBurn.Error -> reraise ExBurn.Error.new(fun, "unknown device #{inspect(device)}", e.details), __STACKTRACE__
+          e in ExBurn.Error ->
+            reraise ExBurn.Error.new(fun, "unknown device #{inspect(device)}", e.details), __STACKTRACE__
         end
 
       try do
         Nx.tensor(0, backend: {ExBurn.Backend, device: spec}) |> Nx.to_binary()
         spec
       rescue
-        e in ExBurn.Error -> reraise ExBurn.Error.new(fun, "the device #{inspect(device)} is not available", Exception.message(e)), __STACKTRACE__
+        e in ExBurn.Error ->
+          reraise ExBurn.Error.new(fun, "the device #{inspect(device)} is not available", Exception.message(e)),
+                  __STACKTRACE__
       end
     end
 
@@ -483,7 +540,11 @@ if Code.ensure_loaded?(Axon) do
       {warmup, opts} = Keyword.pop(opts, :warmup, 2)
 
       unless is_integer(iterations) and iterations > 0 and is_integer(warmup) and warmup >= 0,
-        do: raise(ArgumentError, "#{fun}: :iterations must be a positive integer and :warmup a non-negative one, got #{inspect(iterations)} and #{inspect(warmup)}")
+        do:
+          raise(
+            ArgumentError,
+            "#{fun}: :iterations must be a positive integer and :warmup a non-negative one, got #{inspect(iterations)} and #{inspect(warmup)}"
+          )
 
       {step, batch} =
         case mode do
@@ -494,7 +555,9 @@ if Code.ensure_loaded?(Axon) do
 
           :train ->
             {x, _y} = ExBurn.Training.batch!(input, fun)
-            {fn m -> m |> ExBurn.Training.train_step(input, opts) |> elem(0) end, Spec.check_input!(model.input, x, fun)}
+
+            {fn m -> m |> ExBurn.Training.train_step(input, opts) |> elem(0) end,
+             Spec.check_input!(model.input, x, fun)}
 
           other ->
             raise ArgumentError, "#{fun}: unknown :mode #{inspect(other)} (modes: :predict, :train)"
@@ -516,11 +579,23 @@ if Code.ensure_loaded?(Axon) do
 
     defp time(step, model, warmup, iterations) do
       sync = fn -> ExCubecl.synchronize(device: model.device) end
-      model = Enum.reduce(1..warmup//1, model, fn _, m -> m = step.(m); sync.(); m end)
+
+      model =
+        Enum.reduce(1..warmup//1, model, fn _, m ->
+          m = step.(m)
+          sync.()
+          m
+        end)
 
       {times, _} =
         Enum.map_reduce(1..iterations, model, fn _, m ->
-          {us, m} = :timer.tc(fn -> m = step.(m); sync.(); m end)
+          {us, m} =
+            :timer.tc(fn ->
+              m = step.(m)
+              sync.()
+              m
+            end)
+
           {us / 1000, m}
         end)
 
@@ -532,11 +607,16 @@ if Code.ensure_loaded?(Axon) do
     @doc false
     # `opts` as a keyword list of known keys; raises ArgumentError naming `fun` otherwise.
     def options!(opts, allowed, fun) do
-      unless Keyword.keyword?(opts), do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
+      unless Keyword.keyword?(opts),
+        do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
 
       case Enum.uniq(Keyword.keys(opts)) -- allowed do
-        [] -> opts
-        unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{Enum.map_join(Enum.uniq(unknown), ", ", &inspect/1)} (options: #{Enum.map_join(allowed, ", ", &inspect/1)})"
+        [] ->
+          opts
+
+        unknown ->
+          raise ArgumentError,
+                "#{fun}: unknown option(s) #{Enum.map_join(Enum.uniq(unknown), ", ", &inspect/1)} (options: #{Enum.map_join(allowed, ", ", &inspect/1)})"
       end
     end
 
@@ -544,6 +624,7 @@ if Code.ensure_loaded?(Axon) do
       def inspect(model, _opts) do
         {count, _} = ExBurn.Model.Params.size(model.state.data)
         frozen = if model.frozen == [], do: "", else: ", frozen: #{Kernel.inspect(model.frozen)}"
+
         "#ExBurn.Model<parameters: #{count}, loss: #{Kernel.inspect(model.loss)}, optimizer: #{Kernel.inspect(model.optimizer)}, device: #{Kernel.inspect(model.device)}#{frozen}>"
       end
     end

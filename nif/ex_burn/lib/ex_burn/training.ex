@@ -54,7 +54,18 @@ if Code.ensure_loaded?(Axon) do
     alias ExBurn.Training.{Callbacks, Data, History, Optimizer, Step}
     alias Axon.ModelState
 
-    @fit_opts [:epochs, :batch_size, :shuffle, :seed, :drop_last, :validation_data, :metrics, :callbacks, :log, :optimizer]
+    @fit_opts [
+      :epochs,
+      :batch_size,
+      :shuffle,
+      :seed,
+      :drop_last,
+      :validation_data,
+      :metrics,
+      :callbacks,
+      :log,
+      :optimizer
+    ]
 
     ## Fitting
 
@@ -74,7 +85,10 @@ if Code.ensure_loaded?(Axon) do
     @spec fit_with_progress(Model.t(), term(), keyword()) :: {Model.t(), History.t()}
     def fit_with_progress(%Model{} = model, data, opts \\ []) do
       {to, opts} = Keyword.pop(opts, :to, self())
-      unless is_pid(to), do: raise(ArgumentError, "ExBurn.Training.fit_with_progress: :to must be a pid, got #{inspect(to)}")
+
+      unless is_pid(to),
+        do: raise(ArgumentError, "ExBurn.Training.fit_with_progress: :to must be a pid, got #{inspect(to)}")
+
       opts = Keyword.update(opts, :callbacks, [Callbacks.progress(to)], &(&1 ++ [Callbacks.progress(to)]))
       run_fit(model, data, opts, "ExBurn.Training.fit_with_progress")
     end
@@ -85,7 +99,15 @@ if Code.ensure_loaded?(Axon) do
       epochs = positive!(Keyword.get(fit_opts, :epochs, 1), :epochs, fun)
       spec = optimizer_spec(model, fit_opts[:optimizer], optimizer_opts, fun)
       backend = Model.backend(model)
-      train = Data.new(data, Keyword.take(fit_opts, [:batch_size, :shuffle, :drop_last]) ++ [seed: fit_opts[:seed] || model.seed], backend, fun)
+
+      train =
+        Data.new(
+          data,
+          Keyword.take(fit_opts, [:batch_size, :shuffle, :drop_last]) ++ [seed: fit_opts[:seed] || model.seed],
+          backend,
+          fun
+        )
+
       validation = validation(fit_opts[:validation_data], train, backend, fun)
       metrics = metrics!(Keyword.get(fit_opts, :metrics, []), model, fun)
       {x, y} = first = Data.first(train, fun)
@@ -97,7 +119,17 @@ if Code.ensure_loaded?(Axon) do
       monitors = [:loss | Enum.map(metrics, &elem(&1, 0))]
       monitors = if validation, do: monitors ++ Enum.map(monitors, &:"val_#{&1}"), else: monitors
 
-      ctx = %{model: model, built: built, epochs: epochs, steps: steps, validation: validation, eval: eval_fn(model, metrics), fun: fun, monitors: monitors}
+      ctx = %{
+        model: model,
+        built: built,
+        epochs: epochs,
+        steps: steps,
+        validation: validation,
+        eval: eval_fn(model, metrics),
+        fun: fun,
+        monitors: monitors
+      }
+
       callbacks = log_callbacks(Keyword.get(fit_opts, :log, true), fun) ++ List.wrap(fit_opts[:callbacks])
 
       loop =
@@ -109,16 +141,21 @@ if Code.ensure_loaded?(Axon) do
         |> Axon.Loop.handle_event(:epoch_completed, &summarize(&1, ctx, metrics))
         |> Callbacks.attach(callbacks, ctx)
 
-      final = Axon.Loop.run(loop, train.batches, state, [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model))
+      final =
+        Axon.Loop.run(loop, train.batches, state, [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model))
+
       {Step.model_after(model, built, final.step_state, steps(final, ctx)), history(final)}
     end
 
     defp log_callbacks(false, _fun), do: []
     defp log_callbacks(true, _fun), do: [Callbacks.logging()]
     defp log_callbacks(device, _fun) when is_atom(device) or is_pid(device), do: [Callbacks.logging(device: device)]
-    defp log_callbacks(other, fun), do: raise(ArgumentError, "#{fun}: :log must be a boolean or an IO device, got #{inspect(other)}")
 
-    defp add_metrics(loop, metrics), do: Enum.reduce(metrics, loop, fn {name, metric}, loop -> Axon.Loop.metric(loop, metric, "exburn_#{name}") end)
+    defp log_callbacks(other, fun),
+      do: raise(ArgumentError, "#{fun}: :log must be a boolean or an IO device, got #{inspect(other)}")
+
+    defp add_metrics(loop, metrics),
+      do: Enum.reduce(metrics, loop, fn {name, metric}, loop -> Axon.Loop.metric(loop, metric, "exburn_#{name}") end)
 
     defp count_samples(state) do
       n = [state.step_state.y_true] |> Nx.Defn.Composite.flatten_list() |> hd() |> Nx.axis_size(0)
@@ -131,7 +168,16 @@ if Code.ensure_loaded?(Axon) do
     # the time; kept in the loop state's handler metadata for the callbacks after it.
     defp summarize(state, ctx, metrics) do
       train = Map.new(state.metrics, fn {"exburn_" <> name, v} -> {String.to_existing_atom(name), Nx.to_number(v)} end)
-      val = if ctx.validation, do: ctx.model |> with_state(state) |> eval_batches(ctx.validation, ctx.eval, metrics) |> Map.new(fn {k, v} -> {:"val_#{k}", v} end), else: %{}
+
+      val =
+        if ctx.validation,
+          do:
+            ctx.model
+            |> with_state(state)
+            |> eval_batches(ctx.validation, ctx.eval, metrics)
+            |> Map.new(fn {k, v} -> {:"val_#{k}", v} end),
+          else: %{}
+
       samples = state.handler_metadata[:exburn_samples] || 0
       time_ms = Map.get(state.times, state.epoch, 0) / 1000
       multiplier = state.step_state.optimizer_state |> Step.multiplier() |> Nx.to_number()
@@ -139,7 +185,13 @@ if Code.ensure_loaded?(Axon) do
       lr = Optimizer.learning_rate(ctx.built.spec, updates) * multiplier
 
       entry =
-        %{epoch: state.epoch + 1, learning_rate: lr, samples: samples, time_ms: time_ms, samples_per_sec: if(time_ms > 0, do: samples / (time_ms / 1000))}
+        %{
+          epoch: state.epoch + 1,
+          learning_rate: lr,
+          samples: samples,
+          time_ms: time_ms,
+          samples_per_sec: if(time_ms > 0, do: samples / (time_ms / 1000))
+        }
         |> Map.merge(train)
         |> Map.merge(val)
 
@@ -164,7 +216,9 @@ if Code.ensure_loaded?(Axon) do
     def current_model(state, ctx), do: Step.model_after(ctx.model, ctx.built, state.step_state, steps(state, ctx))
 
     defp validation(nil, _train, _backend, _fun), do: nil
-    defp validation(data, train, backend, fun), do: Data.new(data, tensor_opts(data, batch_size: train.batch_size || 32, shuffle: false), backend, fun)
+
+    defp validation(data, train, backend, fun),
+      do: Data.new(data, tensor_opts(data, batch_size: train.batch_size || 32, shuffle: false), backend, fun)
 
     # Batching options for {x, y} tensors; batched data takes none.
     defp tensor_opts({_x, _y}, opts), do: opts
@@ -183,7 +237,12 @@ if Code.ensure_loaded?(Axon) do
       opts = Model.options!(opts, [:batch_size, :metrics], fun)
       require_loss!(model, fun)
       metrics = metrics!(Keyword.get(opts, :metrics, []), model, fun)
-      batching = if opts[:batch_size], do: [batch_size: opts[:batch_size], shuffle: false], else: tensor_opts(data, batch_size: 32, shuffle: false)
+
+      batching =
+        if opts[:batch_size],
+          do: [batch_size: opts[:batch_size], shuffle: false],
+          else: tensor_opts(data, batch_size: 32, shuffle: false)
+
       data = Data.new(data, batching, Model.backend(model), fun)
       {x, y} = Data.first(data, fun)
       check_batch!(model, x, y, fun)
@@ -198,7 +257,9 @@ if Code.ensure_loaded?(Axon) do
 
       fn state, x, y ->
         pred = predict.(state, x)
-        Map.new(metric_fns, fn {name, f} -> {Atom.to_string(name), f.(y, pred)} end) |> Map.put("loss", loss_fn.(y, pred))
+
+        Map.new(metric_fns, fn {name, f} -> {Atom.to_string(name), f.(y, pred)} end)
+        |> Map.put("loss", loss_fn.(y, pred))
       end
     end
 
@@ -252,7 +313,8 @@ if Code.ensure_loaded?(Axon) do
     parameter (`Nx.Defn.value_and_grad/2`, train-mode forward pass), in one compiled call:
     `{loss, %{"layer.param" => gradient}}`. Frozen parameters have no entry.
     """
-    @spec compute_gradients(Model.t(), {Nx.Tensor.t(), Nx.Tensor.t()}, keyword()) :: {Nx.Tensor.t(), %{String.t() => Nx.Tensor.t()}}
+    @spec compute_gradients(Model.t(), {Nx.Tensor.t(), Nx.Tensor.t()}, keyword()) ::
+            {Nx.Tensor.t(), %{String.t() => Nx.Tensor.t()}}
     def compute_gradients(%Model{} = model, batch, opts \\ []) do
       fun = "ExBurn.Training.compute_gradients"
       Model.options!(opts, [], fun)
@@ -286,11 +348,27 @@ if Code.ensure_loaded?(Axon) do
       {warmup, opts} = Keyword.pop(opts, :warmup, 1)
       {x, y} = batch!(batch, fun)
       sync = fn -> ExCubecl.synchronize(device: model.device) end
-      {first_us, {model, _loss}} = :timer.tc(fn -> result = train_step(model, {x, y}, opts); sync.(); result end)
+
+      {first_us, {model, _loss}} =
+        :timer.tc(fn ->
+          result = train_step(model, {x, y}, opts)
+          sync.()
+          result
+        end)
+
       bench = [iterations: iterations, warmup: warmup]
       step = Model.benchmark(model, {x, y}, [mode: :train] ++ bench ++ opts)
       forward = Model.benchmark(model, x, bench)
-      gradients = median_ms(fn -> compute_gradients(model, {x, y}); sync.() end, warmup, iterations)
+
+      gradients =
+        median_ms(
+          fn ->
+            compute_gradients(model, {x, y})
+            sync.()
+          end,
+          warmup,
+          iterations
+        )
 
       %{
         first_call_ms: first_us / 1000,
@@ -316,25 +394,41 @@ if Code.ensure_loaded?(Axon) do
     def batch!(other, fun), do: raise(ArgumentError, "#{fun}: expected a batch {x, y}, got #{inspect(other, limit: 3)}")
 
     defp split!(opts, fun) do
-      unless Keyword.keyword?(opts), do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
+      unless Keyword.keyword?(opts),
+        do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
+
       {fit_opts, optimizer_opts} = Keyword.split(opts, @fit_opts)
 
       case Keyword.keys(optimizer_opts) -- Optimizer.option_names() do
-        [] -> {fit_opts, optimizer_opts}
-        unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{Enum.map_join(unknown, ", ", &inspect/1)} (options: #{Enum.map_join(@fit_opts ++ Optimizer.option_names(), ", ", &inspect/1)})"
+        [] ->
+          {fit_opts, optimizer_opts}
+
+        unknown ->
+          raise ArgumentError,
+                "#{fun}: unknown option(s) #{Enum.map_join(unknown, ", ", &inspect/1)} (options: #{Enum.map_join(@fit_opts ++ Optimizer.option_names(), ", ", &inspect/1)})"
       end
     end
 
-    defp require_loss!(%Model{loss: nil}, fun), do: raise(ArgumentError, "#{fun}: the model has no loss; compile it with ExBurn.Model.compile(axon, loss: ...)")
+    defp require_loss!(%Model{loss: nil}, fun),
+      do: raise(ArgumentError, "#{fun}: the model has no loss; compile it with ExBurn.Model.compile(axon, loss: ...)")
+
     defp require_loss!(_model, _fun), do: :ok
 
     defp positive!(n, _key, _fun) when is_integer(n) and n > 0, do: n
-    defp positive!(n, key, fun), do: raise(ArgumentError, "#{fun}: #{inspect(key)} must be a positive integer, got #{inspect(n)}")
+
+    defp positive!(n, key, fun),
+      do: raise(ArgumentError, "#{fun}: #{inspect(key)} must be a positive integer, got #{inspect(n)}")
 
     # The optimizer spec: the model's, with `overrides`; another optimizer from its defaults.
-    defp optimizer_spec(model, nil, overrides, fun), do: Optimizer.validate!({model.optimizer, model.optimizer_opts}, overrides, fun)
-    defp optimizer_spec(model, {name, opts}, overrides, fun) when name == model.optimizer and is_list(opts), do: Optimizer.validate!({name, Keyword.merge(model.optimizer_opts, opts)}, overrides, fun)
-    defp optimizer_spec(model, name, overrides, fun) when name == model.optimizer, do: optimizer_spec(model, nil, overrides, fun)
+    defp optimizer_spec(model, nil, overrides, fun),
+      do: Optimizer.validate!({model.optimizer, model.optimizer_opts}, overrides, fun)
+
+    defp optimizer_spec(model, {name, opts}, overrides, fun) when name == model.optimizer and is_list(opts),
+      do: Optimizer.validate!({name, Keyword.merge(model.optimizer_opts, opts)}, overrides, fun)
+
+    defp optimizer_spec(model, name, overrides, fun) when name == model.optimizer,
+      do: optimizer_spec(model, nil, overrides, fun)
+
     defp optimizer_spec(_model, optimizer, overrides, fun), do: Optimizer.validate!(optimizer, overrides, fun)
 
     defp metrics!(metrics, model, fun) when is_list(metrics) do
@@ -346,14 +440,20 @@ if Code.ensure_loaded?(Axon) do
         name when is_atom(name) ->
           if function_exported?(Axon.Metrics, name, 2),
             do: {name, fn y_true, y_pred -> apply(Axon.Metrics, name, [y_true, y_pred]) end},
-            else: raise(ArgumentError, "#{fun}: unknown metric #{inspect(name)} (:accuracy, or a function of Axon.Metrics of (y_true, y_pred))")
+            else:
+              raise(
+                ArgumentError,
+                "#{fun}: unknown metric #{inspect(name)} (:accuracy, or a function of Axon.Metrics of (y_true, y_pred))"
+              )
 
         other ->
-          raise ArgumentError, "#{fun}: unknown metric #{inspect(other)} (:accuracy, or a function of Axon.Metrics of (y_true, y_pred))"
+          raise ArgumentError,
+                "#{fun}: unknown metric #{inspect(other)} (:accuracy, or a function of Axon.Metrics of (y_true, y_pred))"
       end)
     end
 
-    defp metrics!(other, _model, fun), do: raise(ArgumentError, "#{fun}: :metrics must be a list, got #{inspect(other)}")
+    defp metrics!(other, _model, fun),
+      do: raise(ArgumentError, "#{fun}: :metrics must be a list, got #{inspect(other)}")
 
     # The batch against the model: the input's shapes, and targets that fit the output.
     defp check_batch!(model, x, y, fun) do
@@ -371,13 +471,19 @@ if Code.ensure_loaded?(Axon) do
               true -> shape == want
             end
 
-          unless ok?, do: raise(ArgumentError, "#{fun}: targets of shape #{inspect(shape)} don't fit the model's output #{Spec.shape_string(out)} for a batch of #{n}")
+          unless ok?,
+            do:
+              raise(
+                ArgumentError,
+                "#{fun}: targets of shape #{inspect(shape)} don't fit the model's output #{Spec.shape_string(out)} for a batch of #{n}"
+              )
 
         {%Nx.Tensor{}, _} ->
           :ok
 
         {other, _} ->
-          unless is_map(other) or is_tuple(other), do: raise(ArgumentError, "#{fun}: targets must be tensors, got #{inspect(other, limit: 3)}")
+          unless is_map(other) or is_tuple(other),
+            do: raise(ArgumentError, "#{fun}: targets must be tensors, got #{inspect(other, limit: 3)}")
       end
     end
   end

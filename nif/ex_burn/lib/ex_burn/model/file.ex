@@ -52,14 +52,17 @@ defmodule ExBurn.Model.File do
 
     index = :erlang.term_to_binary(%{params: entries, meta: meta})
     payload = IO.iodata_to_binary([<<byte_size(index)::32>>, index | Enum.reverse(chunks)])
-    <<@magic, @version::16, Map.fetch!(@kinds, kind)::16, :erlang.crc32(payload)::32, byte_size(payload)::64, payload::binary>>
+
+    <<@magic, @version::16, Map.fetch!(@kinds, kind)::16, :erlang.crc32(payload)::32, byte_size(payload)::64,
+      payload::binary>>
   end
 
   @doc """
   `{:ok, {params, meta}}` from a binary of `encode/3` of `kind`, the tensors on
   `Nx.BinaryBackend`; or `{:error, %ExBurn.Error{}}` (op `fun`) saying what is wrong.
   """
-  @spec decode(binary(), :model | :params, String.t()) :: {:ok, {%{String.t() => Nx.Tensor.t()}, map()}} | {:error, ExBurn.Error.t()}
+  @spec decode(binary(), :model | :params, String.t()) ::
+          {:ok, {%{String.t() => Nx.Tensor.t()}, map()}} | {:error, ExBurn.Error.t()}
   def decode(binary, kind, fun) when is_binary(binary) do
     with {:ok, payload} <- header(binary, Map.fetch!(@kinds, kind)),
          {:ok, index, data} <- index(payload),
@@ -74,19 +77,33 @@ defmodule ExBurn.Model.File do
 
   defp header(<<@magic, version::16, kind::16, crc::32, length::64, payload::binary>>, want_kind) do
     cond do
-      version != @version -> {:error, "unsupported format version #{version}", "this ExBurn reads version #{@version}"}
-      kind != want_kind -> {:error, "the file holds #{kind_name(kind)}, not #{kind_name(want_kind)}", ""}
-      byte_size(payload) < length -> {:error, "the file is truncated", "payload of #{byte_size(payload)} bytes, the header says #{length}"}
-      byte_size(payload) > length -> {:error, "the file has #{byte_size(payload) - length} bytes after its payload", ""}
-      :erlang.crc32(payload) != crc -> {:error, "checksum mismatch: the file is corrupted", "CRC-32 #{:erlang.crc32(payload)}, the header says #{crc}"}
-      true -> {:ok, payload}
+      version != @version ->
+        {:error, "unsupported format version #{version}", "this ExBurn reads version #{@version}"}
+
+      kind != want_kind ->
+        {:error, "the file holds #{kind_name(kind)}, not #{kind_name(want_kind)}", ""}
+
+      byte_size(payload) < length ->
+        {:error, "the file is truncated", "payload of #{byte_size(payload)} bytes, the header says #{length}"}
+
+      byte_size(payload) > length ->
+        {:error, "the file has #{byte_size(payload) - length} bytes after its payload", ""}
+
+      :erlang.crc32(payload) != crc ->
+        {:error, "checksum mismatch: the file is corrupted", "CRC-32 #{:erlang.crc32(payload)}, the header says #{crc}"}
+
+      true ->
+        {:ok, payload}
     end
   end
 
   defp header(<<@magic, _::binary>> = bin, _kind) when byte_size(bin) < @header_size,
     do: {:error, "the file is truncated", "#{byte_size(bin)} bytes, shorter than the #{@header_size}-byte header"}
 
-  defp header(bin, _kind), do: {:error, "not an ExBurn model file", "it doesn't start with #{inspect(@magic)} (#{inspect(binary_part(bin, 0, min(8, byte_size(bin))))})"}
+  defp header(bin, _kind),
+    do:
+      {:error, "not an ExBurn model file",
+       "it doesn't start with #{inspect(@magic)} (#{inspect(binary_part(bin, 0, min(8, byte_size(bin))))})"}
 
   defp kind_name(1), do: "a model"
   defp kind_name(2), do: "parameters"
@@ -117,12 +134,20 @@ defmodule ExBurn.Model.File do
   end
 
   defp tensor(%{name: name, type: type, shape: shape, offset: offset, size: size}, data)
-       when is_binary(name) and is_tuple(shape) and is_integer(offset) and is_integer(size) and offset >= 0 and size >= 0 do
+       when is_binary(name) and is_tuple(shape) and is_integer(offset) and is_integer(size) and offset >= 0 and
+              size >= 0 do
     with {:ok, type} <- valid_type(type),
-         true <- Enum.all?(Tuple.to_list(shape), &(is_integer(&1) and &1 >= 0)) || {:error, "parameter #{inspect(name)} has an invalid shape", inspect(shape)},
-         true <- size == Enum.reduce(Tuple.to_list(shape), 1, &(&1 * &2)) * div(elem(type, 1), 8) || {:error, "parameter #{inspect(name)}: its size doesn't match its shape and type", "#{size} bytes for #{inspect(type)}#{inspect(shape)}"},
-         true <- offset + size <= byte_size(data) || {:error, "parameter #{inspect(name)} lies past the end of the data", ""} do
-      {:ok, name, data |> binary_part(offset, size) |> Nx.from_binary(type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)}
+         true <-
+           Enum.all?(Tuple.to_list(shape), &(is_integer(&1) and &1 >= 0)) ||
+             {:error, "parameter #{inspect(name)} has an invalid shape", inspect(shape)},
+         true <-
+           size == Enum.reduce(Tuple.to_list(shape), 1, &(&1 * &2)) * div(elem(type, 1), 8) ||
+             {:error, "parameter #{inspect(name)}: its size doesn't match its shape and type",
+              "#{size} bytes for #{inspect(type)}#{inspect(shape)}"},
+         true <-
+           offset + size <= byte_size(data) || {:error, "parameter #{inspect(name)} lies past the end of the data", ""} do
+      {:ok, name,
+       data |> binary_part(offset, size) |> Nx.from_binary(type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)}
     end
   end
 

@@ -12,7 +12,8 @@ if Code.ensure_loaded?(Axon) do
 
     @doc "The flat map `\"layer.param\" => tensor` of every tensor in `data` (parameters and layer state)."
     @spec flatten(map()) :: %{String.t() => Nx.Tensor.t()}
-    def flatten(data) when is_map(data), do: data |> paths() |> Map.new(fn {name, path} -> {name, get_in(data, path)} end)
+    def flatten(data) when is_map(data),
+      do: data |> paths() |> Map.new(fn {name, path} -> {name, get_in(data, path)} end)
 
     @doc "`{name, path}` for every tensor in `data`, sorted by name."
     @spec paths(map()) :: [{String.t(), [String.t()]}]
@@ -43,12 +44,17 @@ if Code.ensure_loaded?(Axon) do
 
       checked =
         for {name, tensor} <- updates do
-          path = Map.get(index, name) || raise ArgumentError, "#{fun}: unknown parameter #{inspect(name)} (parameters: #{Enum.map_join(Map.keys(index), ", ", &inspect/1)})"
+          path =
+            Map.get(index, name) ||
+              raise ArgumentError,
+                    "#{fun}: unknown parameter #{inspect(name)} (parameters: #{Enum.map_join(Map.keys(index), ", ", &inspect/1)})"
+
           current = get_in(data, path)
           tensor = to_tensor!(tensor, name, fun)
 
           if tensor.shape != current.shape do
-            raise ArgumentError, "#{fun}: parameter #{inspect(name)} has shape #{inspect(current.shape)}, got #{inspect(tensor.shape)}"
+            raise ArgumentError,
+                  "#{fun}: parameter #{inspect(name)} has shape #{inspect(current.shape)}, got #{inspect(tensor.shape)}"
           end
 
           {path, tensor |> Nx.as_type(current.type) |> on_backend(backend)}
@@ -76,18 +82,26 @@ if Code.ensure_loaded?(Axon) do
         else: updates |> nested!(fun) |> flatten()
     end
 
-    defp normalize(other, fun), do: raise(ArgumentError, "#{fun}: expected a map of \"layer.param\" => tensor, got #{inspect(other, limit: 5)}")
+    defp normalize(other, fun),
+      do: raise(ArgumentError, "#{fun}: expected a map of \"layer.param\" => tensor, got #{inspect(other, limit: 5)}")
 
     defp nested!(map, fun) do
       Map.new(map, fn
-        {k, %Nx.Tensor{} = t} -> {to_string(k), t}
-        {k, %{} = inner} when not is_struct(inner) -> {to_string(k), nested!(inner, fun)}
-        {k, other} -> raise ArgumentError, "#{fun}: parameter #{inspect(k)} is not a tensor: #{inspect(other, limit: 5)}"
+        {k, %Nx.Tensor{} = t} ->
+          {to_string(k), t}
+
+        {k, %{} = inner} when not is_struct(inner) ->
+          {to_string(k), nested!(inner, fun)}
+
+        {k, other} ->
+          raise ArgumentError, "#{fun}: parameter #{inspect(k)} is not a tensor: #{inspect(other, limit: 5)}"
       end)
     end
 
     defp to_tensor!(%Nx.Tensor{} = t, _name, _fun), do: t
-    defp to_tensor!(other, name, fun), do: raise(ArgumentError, "#{fun}: parameter #{inspect(name)} is not a tensor: #{inspect(other, limit: 5)}")
+
+    defp to_tensor!(other, name, fun),
+      do: raise(ArgumentError, "#{fun}: parameter #{inspect(name)} is not a tensor: #{inspect(other, limit: 5)}")
 
     @doc "`state` with every tensor mapped by `fun`."
     @spec map(ModelState.t(), (Nx.Tensor.t() -> Nx.Tensor.t())) :: ModelState.t()
@@ -100,7 +114,10 @@ if Code.ensure_loaded?(Axon) do
     @doc "The number of elements and bytes of the tensors in `data`: `{count, bytes}`."
     @spec size(map()) :: {non_neg_integer(), non_neg_integer()}
     def size(data) do
-      data |> flatten() |> Map.values() |> Enum.reduce({0, 0}, fn t, {n, b} -> {n + Nx.size(t), b + Nx.byte_size(t)} end)
+      data
+      |> flatten()
+      |> Map.values()
+      |> Enum.reduce({0, 0}, fn t, {n, b} -> {n + Nx.size(t), b + Nx.byte_size(t)} end)
     end
   end
 end

@@ -23,18 +23,29 @@ if Code.ensure_loaded?(Axon) do
       {_axon, allowed} = Map.fetch!(@losses, loss)
 
       case Enum.uniq(Keyword.keys(opts)) -- allowed do
-        [] -> :ok
-        unknown -> raise ArgumentError, "#{fun}: unknown loss option(s) #{inspect(unknown)} for #{inspect(loss)} (options: #{inspect(allowed)})"
+        [] ->
+          :ok
+
+        unknown ->
+          raise ArgumentError,
+                "#{fun}: unknown loss option(s) #{inspect(unknown)} for #{inspect(loss)} (options: #{inspect(allowed)})"
       end
 
-      for {key, value} <- opts, not is_boolean(value), do: raise(ArgumentError, "#{fun}: loss option #{inspect(key)} must be a boolean, got #{inspect(value)}")
+      for {key, value} <- opts,
+          not is_boolean(value),
+          do: raise(ArgumentError, "#{fun}: loss option #{inspect(key)} must be a boolean, got #{inspect(value)}")
+
       {loss, opts}
     end
 
     def loss!(loss, [], _fun) when is_function(loss, 2), do: {loss, []}
 
     def loss!(loss, _opts, fun),
-      do: raise(ArgumentError, "#{fun}: unknown loss #{inspect(loss)} (losses: #{Enum.map_join(losses(), ", ", &inspect/1)}, or a function of (y_true, y_pred))")
+      do:
+        raise(
+          ArgumentError,
+          "#{fun}: unknown loss #{inspect(loss)} (losses: #{Enum.map_join(losses(), ", ", &inspect/1)}, or a function of (y_true, y_pred))"
+        )
 
     @doc "The loss function `(y_true, y_pred) -> mean loss` of a checked loss."
     @spec loss_fn(atom() | function(), keyword()) :: (Nx.Tensor.t(), Nx.Tensor.t() -> Nx.Tensor.t())
@@ -64,8 +75,11 @@ if Code.ensure_loaded?(Axon) do
         inputs ->
           templates =
             Map.new(inputs, fn
-              {name, nil} -> raise ArgumentError, "#{fun}: the input #{inspect(name)} declares no shape; give the :input option"
-              {name, shape} -> {name, template!(shape, type, fun)}
+              {name, nil} ->
+                raise ArgumentError, "#{fun}: the input #{inspect(name)} declares no shape; give the :input option"
+
+              {name, shape} ->
+                {name, template!(shape, type, fun)}
             end)
 
           single(templates)
@@ -75,7 +89,14 @@ if Code.ensure_loaded?(Axon) do
     def input!(model, %{} = input, type, fun) when not is_struct(input) do
       names = model |> Axon.get_inputs() |> Map.keys() |> Enum.sort()
       given = input |> Map.keys() |> Enum.map(&to_string/1) |> Enum.sort()
-      if names != given, do: raise(ArgumentError, "#{fun}: the :input names #{inspect(given)} don't match the model's inputs #{inspect(names)}")
+
+      if names != given,
+        do:
+          raise(
+            ArgumentError,
+            "#{fun}: the :input names #{inspect(given)} don't match the model's inputs #{inspect(names)}"
+          )
+
       input |> Map.new(fn {k, v} -> {to_string(k), template!(v, type, fun)} end) |> single()
     end
 
@@ -94,7 +115,12 @@ if Code.ensure_loaded?(Axon) do
         else: raise(ArgumentError, "#{fun}: invalid input shape #{inspect(shape)}")
     end
 
-    defp template!(other, _type, fun), do: raise(ArgumentError, "#{fun}: invalid input #{inspect(other, limit: 5)} (a shape such as {nil, 784}, a tensor or a template)")
+    defp template!(other, _type, fun),
+      do:
+        raise(
+          ArgumentError,
+          "#{fun}: invalid input #{inspect(other, limit: 5)} (a shape such as {nil, 784}, a tensor or a template)"
+        )
 
     @doc """
     Checks `input` against the templates: a tensor for a tensor template, a map with the
@@ -102,15 +128,21 @@ if Code.ensure_loaded?(Axon) do
     Raises `ArgumentError` naming `fun`. Gives the batch size.
     """
     @spec check_input!(term(), term(), String.t()) :: non_neg_integer()
-    def check_input!(%Nx.Tensor{} = template, %Nx.Tensor{} = input, fun), do: check_tensor!(template, input, "input", fun)
+    def check_input!(%Nx.Tensor{} = template, %Nx.Tensor{} = input, fun),
+      do: check_tensor!(template, input, "input", fun)
 
-    def check_input!(%Nx.Tensor{} = template, number, fun) when is_number(number), do: check_input!(template, Nx.tensor(number), fun)
+    def check_input!(%Nx.Tensor{} = template, number, fun) when is_number(number),
+      do: check_input!(template, Nx.tensor(number), fun)
 
     def check_input!(%{} = templates, %{} = input, fun) when not is_struct(templates) and not is_struct(input) do
       input = Map.new(input, fn {k, v} -> {to_string(k), v} end)
 
       if Enum.sort(Map.keys(templates)) != Enum.sort(Map.keys(input)),
-        do: raise(ArgumentError, "#{fun}: the input names #{inspect(Map.keys(input))} don't match the model's inputs #{inspect(Map.keys(templates))}")
+        do:
+          raise(
+            ArgumentError,
+            "#{fun}: the input names #{inspect(Map.keys(input))} don't match the model's inputs #{inspect(Map.keys(templates))}"
+          )
 
       templates |> Enum.map(fn {name, t} -> check_tensor!(t, Nx.to_tensor(input[name]), inspect(name), fun) end) |> hd()
     end
@@ -120,7 +152,8 @@ if Code.ensure_loaded?(Axon) do
 
     defp check_tensor!(template, input, what, fun) do
       if Nx.rank(input) != Nx.rank(template) or tl(Tuple.to_list(input.shape)) != tl(Tuple.to_list(template.shape)) do
-        raise ArgumentError, "#{fun}: #{what} of shape #{inspect(input.shape)} doesn't match the model's input #{shape_string(template.shape)}"
+        raise ArgumentError,
+              "#{fun}: #{what} of shape #{inspect(input.shape)} doesn't match the model's input #{shape_string(template.shape)}"
       end
 
       elem(input.shape, 0)

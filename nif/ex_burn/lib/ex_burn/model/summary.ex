@@ -20,7 +20,16 @@ if Code.ensure_loaded?(Axon) do
         name = name_fn.(op, counts)
         {count, bytes} = state.data |> Map.get(name, %{}) |> layer_size()
         output = Axon.get_output_shape(%Axon{output: id, nodes: nodes}, input)
-        row = %{name: name, op: op, output_shape: output_shape(output), parameters: count, bytes: bytes, frozen: name in frozen}
+
+        row = %{
+          name: name,
+          op: op,
+          output_shape: output_shape(output),
+          parameters: count,
+          bytes: bytes,
+          frozen: name in frozen
+        }
+
         {[row | rows], Map.update(counts, op, 1, &(&1 + 1))}
       end)
       |> elem(0)
@@ -51,16 +60,39 @@ if Code.ensure_loaded?(Axon) do
     def table(%ExBurn.Model{} = model) do
       rows = rows(model)
       header = ["Layer", "Op", "Output shape", "Parameters", "Frozen"]
-      cells = Enum.map(rows, &[&1.name, to_string(&1.op), &1.output_shape, Integer.to_string(&1.parameters), if(&1.frozen, do: "yes", else: "")])
+
+      cells =
+        Enum.map(
+          rows,
+          &[
+            &1.name,
+            to_string(&1.op),
+            &1.output_shape,
+            Integer.to_string(&1.parameters),
+            if(&1.frozen, do: "yes", else: "")
+          ]
+        )
+
       widths = Enum.zip_with([header | cells], fn column -> column |> Enum.map(&String.length/1) |> Enum.max() end)
-      line = fn row -> row |> Enum.zip(widths) |> Enum.map_join(" | ", fn {cell, w} -> String.pad_trailing(cell, w) end) |> String.trim_trailing() end
+
+      line = fn row ->
+        row
+        |> Enum.zip(widths)
+        |> Enum.map_join(" | ", fn {cell, w} -> String.pad_trailing(cell, w) end)
+        |> String.trim_trailing()
+      end
+
       rule = Enum.map_join(widths, "-+-", &String.duplicate("-", &1))
       {total, bytes} = Params.size(model.state.data)
       frozen = rows |> Enum.filter(& &1.frozen) |> Enum.map(& &1.parameters) |> Enum.sum()
 
       Enum.join(
         [line.(header), rule | Enum.map(cells, line)] ++
-          [rule, "Total parameters: #{total} (#{bytes} bytes); trainable: #{total - frozen}; frozen: #{frozen}", "Loss: #{inspect(model.loss)}; optimizer: #{inspect(model.optimizer)}; device: #{model.device}"],
+          [
+            rule,
+            "Total parameters: #{total} (#{bytes} bytes); trainable: #{total - frozen}; frozen: #{frozen}",
+            "Loss: #{inspect(model.loss)}; optimizer: #{inspect(model.optimizer)}; device: #{model.device}"
+          ],
         "\n"
       ) <> "\n"
     end

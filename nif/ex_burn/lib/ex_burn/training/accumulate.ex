@@ -38,7 +38,9 @@ if Code.ensure_loaded?(Polaris) do
 
     # `fun` on the leaves of two containers of the same structure.
     defp zip(left, right, fun) do
-      {merged, []} = Composite.traverse(left, Composite.flatten_list([right]), fn x, [y | rest] -> {fun.(x, y), rest} end)
+      {merged, []} =
+        Composite.traverse(left, Composite.flatten_list([right]), fn x, [y | rest] -> {fun.(x, y), rest} end)
+
       merged
     end
   end

@@ -8,7 +8,11 @@ if Code.ensure_loaded?(Axon) do
     """
     defstruct [:name, :event, :handler]
 
-    @type t :: %__MODULE__{name: atom(), event: atom() | [atom()], handler: (Axon.Loop.State.t(), map() -> {atom(), Axon.Loop.State.t()})}
+    @type t :: %__MODULE__{
+            name: atom(),
+            event: atom() | [atom()],
+            handler: (Axon.Loop.State.t(), map() -> {atom(), Axon.Loop.State.t()})
+          }
   end
 
   defmodule ExBurn.Training.Callbacks do
@@ -63,7 +67,12 @@ if Code.ensure_loaded?(Axon) do
       eta = (epochs - entry.epoch) * entry.time_ms / 1000
       speed = if is_number(entry.samples_per_sec), do: ["#{round(entry.samples_per_sec)} samples/s"], else: []
 
-      Enum.join(["Epoch #{entry.epoch}/#{epochs}"] ++ metrics ++ ["lr: #{format(entry.learning_rate)}"] ++ speed ++ ["#{seconds(entry.time_ms / 1000)}", "ETA #{seconds(eta)}"], " - ")
+      Enum.join(
+        ["Epoch #{entry.epoch}/#{epochs}"] ++
+          metrics ++
+          ["lr: #{format(entry.learning_rate)}"] ++ speed ++ ["#{seconds(entry.time_ms / 1000)}", "ETA #{seconds(eta)}"],
+        " - "
+      )
     end
 
     defp format(v) when is_float(v) and (abs(v) >= 1.0e-3 or v == 0.0), do: :erlang.float_to_binary(v, decimals: 4)
@@ -99,7 +108,13 @@ if Code.ensure_loaded?(Axon) do
     """
     @spec reduce_lr_on_plateau(keyword()) :: Callback.t()
     def reduce_lr_on_plateau(opts \\ []) do
-      opts = check!(opts, [monitor: nil, factor: 0.1, patience: 3, min_delta: 0.0, min_lr: 0.0, mode: :min], "reduce_lr_on_plateau")
+      opts =
+        check!(
+          opts,
+          [monitor: nil, factor: 0.1, patience: 3, min_delta: 0.0, min_lr: 0.0, mode: :min],
+          "reduce_lr_on_plateau"
+        )
+
       key = {:reduce_lr, make_ref()}
 
       callback(:reduce_lr_on_plateau, :epoch_completed, fn state, ctx ->
@@ -144,7 +159,11 @@ if Code.ensure_loaded?(Axon) do
 
       if monitor in ctx.monitors,
         do: monitor,
-        else: raise(ArgumentError, "#{ctx.fun}: cannot monitor #{inspect(monitor)}; the epochs record #{inspect(ctx.monitors)}")
+        else:
+          raise(
+            ArgumentError,
+            "#{ctx.fun}: cannot monitor #{inspect(monitor)}; the epochs record #{inspect(ctx.monitors)}"
+          )
     end
 
     @doc """
@@ -155,13 +174,22 @@ if Code.ensure_loaded?(Axon) do
     @spec checkpoint(keyword()) :: Callback.t()
     def checkpoint(opts) do
       opts = check!(opts, [path: nil, every: 1], "checkpoint")
-      unless is_binary(opts[:path]), do: raise(ArgumentError, "ExBurn.Training.Callbacks.checkpoint: :path must be a string, got #{inspect(opts[:path])}")
+
+      unless is_binary(opts[:path]),
+        do:
+          raise(
+            ArgumentError,
+            "ExBurn.Training.Callbacks.checkpoint: :path must be a string, got #{inspect(opts[:path])}"
+          )
 
       callback(:checkpoint, :epoch_completed, fn state, ctx ->
         epoch = state.epoch + 1
 
         if rem(epoch, opts[:every]) == 0 or epoch == ctx.epochs do
-          path = if String.contains?(opts[:path], "{epoch}"), do: String.replace(opts[:path], "{epoch}", to_string(epoch)), else: Path.join(opts[:path], "epoch_#{epoch}.exburn")
+          path =
+            if String.contains?(opts[:path], "{epoch}"),
+              do: String.replace(opts[:path], "{epoch}", to_string(epoch)),
+              else: Path.join(opts[:path], "epoch_#{epoch}.exburn")
 
           case ExBurn.Model.save(ExBurn.Training.current_model(state, ctx), path) do
             :ok -> {:continue, state}
@@ -181,12 +209,21 @@ if Code.ensure_loaded?(Axon) do
     @spec warmup(keyword()) :: Callback.t()
     def warmup(opts) do
       opts = check!(opts, [epochs: nil], "warmup")
-      unless is_integer(opts[:epochs]) and opts[:epochs] > 0, do: raise(ArgumentError, "ExBurn.Training.Callbacks.warmup: :epochs must be a positive integer, got #{inspect(opts[:epochs])}")
+
+      unless is_integer(opts[:epochs]) and opts[:epochs] > 0,
+        do:
+          raise(
+            ArgumentError,
+            "ExBurn.Training.Callbacks.warmup: :epochs must be a positive integer, got #{inspect(opts[:epochs])}"
+          )
+
       n = opts[:epochs]
 
       callback(:warmup, :epoch_started, fn state, _ctx ->
         if state.epoch <= n,
-          do: {:continue, update_in(state.step_state.optimizer_state, &Step.put_multiplier(&1, min(state.epoch + 1, n) / n))},
+          do:
+            {:continue,
+             update_in(state.step_state.optimizer_state, &Step.put_multiplier(&1, min(state.epoch + 1, n) / n))},
           else: {:continue, state}
       end)
     end
@@ -215,22 +252,37 @@ if Code.ensure_loaded?(Axon) do
       allowed = [:started, :epoch_started, :iteration_started, :iteration_completed, :epoch_completed, :epoch_halted]
 
       case events -- allowed do
-        [] -> :ok
-        bad -> raise ArgumentError, "ExBurn.Training.Callbacks.on: unknown event(s) #{inspect(bad)} (events: #{inspect(allowed)})"
+        [] ->
+          :ok
+
+        bad ->
+          raise ArgumentError,
+                "ExBurn.Training.Callbacks.on: unknown event(s) #{inspect(bad)} (events: #{inspect(allowed)})"
       end
 
       callback(:custom, event, fn state, ctx ->
         result = if is_function(fun, 1), do: fun.(state), else: fun.(state, ctx)
 
         case result do
-          status when status in [:continue, :halt_epoch, :halt_loop] -> {status, state}
-          {status, %Axon.Loop.State{}} = result when status in [:continue, :halt_epoch, :halt_loop] -> result
-          other -> raise ArgumentError, "ExBurn.Training.Callbacks.on: the callback must return :continue, :halt_epoch, :halt_loop or {status, state}, got #{inspect(other, limit: 5)}"
+          status when status in [:continue, :halt_epoch, :halt_loop] ->
+            {status, state}
+
+          {status, %Axon.Loop.State{}} = result when status in [:continue, :halt_epoch, :halt_loop] ->
+            result
+
+          other ->
+            raise ArgumentError,
+                  "ExBurn.Training.Callbacks.on: the callback must return :continue, :halt_epoch, :halt_loop or {status, state}, got #{inspect(other, limit: 5)}"
         end
       end)
     end
 
-    def on(_event, fun), do: raise(ArgumentError, "ExBurn.Training.Callbacks.on: expected a function of 1 or 2 arguments, got #{inspect(fun)}")
+    def on(_event, fun),
+      do:
+        raise(
+          ArgumentError,
+          "ExBurn.Training.Callbacks.on: expected a function of 1 or 2 arguments, got #{inspect(fun)}"
+        )
 
     @doc "The history entry of the epoch that just completed (in `:epoch_completed` handlers)."
     @spec epoch(Axon.Loop.State.t()) :: map()
@@ -242,11 +294,17 @@ if Code.ensure_loaded?(Axon) do
 
     defp check!(opts, defaults, name) do
       fun = "ExBurn.Training.Callbacks.#{name}"
-      unless Keyword.keyword?(opts), do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
+
+      unless Keyword.keyword?(opts),
+        do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
 
       case Enum.uniq(Keyword.keys(opts)) -- Keyword.keys(defaults) do
-        [] -> :ok
-        unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{inspect(unknown)} (options: #{inspect(Keyword.keys(defaults))})"
+        [] ->
+          :ok
+
+        unknown ->
+          raise ArgumentError,
+                "#{fun}: unknown option(s) #{inspect(unknown)} (options: #{inspect(Keyword.keys(defaults))})"
       end
 
       opts = Keyword.merge(defaults, opts)
@@ -272,9 +330,15 @@ if Code.ensure_loaded?(Axon) do
     # `callbacks` (Callback structs, or {event, fun}) as handlers of `loop`, in order.
     def attach(loop, callbacks, ctx) do
       Enum.reduce(callbacks, loop, fn
-        %Callback{event: event, handler: handler}, loop -> Axon.Loop.handle_event(loop, event, &handler.(&1, ctx))
-        {event, fun}, loop when is_function(fun) -> attach(loop, [on(event, fun)], ctx)
-        other, _loop -> raise ArgumentError, "#{ctx.fun}: invalid callback #{inspect(other, limit: 5)} (a callback of ExBurn.Training.Callbacks, or {event, fun})"
+        %Callback{event: event, handler: handler}, loop ->
+          Axon.Loop.handle_event(loop, event, &handler.(&1, ctx))
+
+        {event, fun}, loop when is_function(fun) ->
+          attach(loop, [on(event, fun)], ctx)
+
+        other, _loop ->
+          raise ArgumentError,
+                "#{ctx.fun}: invalid callback #{inspect(other, limit: 5)} (a callback of ExBurn.Training.Callbacks, or {event, fun})"
       end)
     end
   end

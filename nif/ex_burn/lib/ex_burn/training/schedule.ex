@@ -21,7 +21,12 @@ if Code.ensure_loaded?(Polaris) do
     alias Polaris.Schedules
 
     @kinds [:constant, :step, :exponential, :cosine]
-    @kind_opts %{constant: [], step: [:step_size, :gamma], exponential: [:decay_rate, :transition_steps], cosine: [:decay_steps, :alpha]}
+    @kind_opts %{
+      constant: [],
+      step: [:step_size, :gamma],
+      exponential: [:decay_rate, :transition_steps],
+      cosine: [:decay_steps, :alpha]
+    }
 
     @doc "The schedule kinds."
     def kinds, do: @kinds
@@ -38,19 +43,29 @@ if Code.ensure_loaded?(Polaris) do
       allowed = Map.fetch!(@kind_opts, kind)
 
       case Enum.uniq(Keyword.keys(opts)) -- allowed do
-        [] -> :ok
-        unknown -> raise ArgumentError, "#{fun}: unknown option(s) #{inspect(unknown)} for the #{inspect(kind)} schedule (options: #{inspect(allowed)})"
+        [] ->
+          :ok
+
+        unknown ->
+          raise ArgumentError,
+                "#{fun}: unknown option(s) #{inspect(unknown)} for the #{inspect(kind)} schedule (options: #{inspect(allowed)})"
       end
 
-      for {key, value} <- opts, not (is_number(value) and value > 0) and not (key == :alpha and is_number(value) and value >= 0) do
-        raise ArgumentError, "#{fun}: the #{inspect(kind)} schedule's #{inspect(key)} must be a positive number, got #{inspect(value)}"
+      for {key, value} <- opts,
+          not (is_number(value) and value > 0) and not (key == :alpha and is_number(value) and value >= 0) do
+        raise ArgumentError,
+              "#{fun}: the #{inspect(kind)} schedule's #{inspect(key)} must be a positive number, got #{inspect(value)}"
       end
 
       {kind, opts}
     end
 
     def validate!(other, fun),
-      do: raise(ArgumentError, "#{fun}: unknown schedule #{inspect(other)} (schedules: #{Enum.map_join(@kinds, ", ", &inspect/1)}, or {kind, opts})")
+      do:
+        raise(
+          ArgumentError,
+          "#{fun}: unknown schedule #{inspect(other)} (schedules: #{Enum.map_join(@kinds, ", ", &inspect/1)}, or {kind, opts})"
+        )
 
     @doc "The schedule function of `lr` (a number) for a validated spec, with `warmup` steps (0: none)."
     @spec build(number(), {atom(), keyword()}, non_neg_integer()) :: (Nx.Tensor.t() -> Nx.Tensor.t())
@@ -62,12 +77,22 @@ if Code.ensure_loaded?(Polaris) do
     defp schedule(:constant, lr, _opts), do: Schedules.constant(lr)
 
     defp schedule(:step, lr, opts),
-      do: Schedules.exponential_decay(lr, decay_rate: opts[:gamma] || 0.1, transition_steps: opts[:step_size] || 10, staircase: true)
+      do:
+        Schedules.exponential_decay(lr,
+          decay_rate: opts[:gamma] || 0.1,
+          transition_steps: opts[:step_size] || 10,
+          staircase: true
+        )
 
     defp schedule(:exponential, lr, opts),
-      do: Schedules.exponential_decay(lr, decay_rate: opts[:decay_rate] || 0.95, transition_steps: opts[:transition_steps] || 10)
+      do:
+        Schedules.exponential_decay(lr,
+          decay_rate: opts[:decay_rate] || 0.95,
+          transition_steps: opts[:transition_steps] || 10
+        )
 
-    defp schedule(:cosine, lr, opts), do: Schedules.cosine_decay(lr, decay_steps: opts[:decay_steps] || 10, alpha: opts[:alpha] || 0.0)
+    defp schedule(:cosine, lr, opts),
+      do: Schedules.cosine_decay(lr, decay_steps: opts[:decay_steps] || 10, alpha: opts[:alpha] || 0.0)
 
     # Linear warm-up over `n` updates, then the schedule from its step 0.
     defp warmup(schedule, n) do

@@ -34,7 +34,13 @@ if Code.ensure_loaded?(Axon) do
     @doc "What an optimizer state belongs to: the spec, and the trainable parameters' names, shapes and types."
     @spec key(Model.t(), map()) :: term()
     def key(%Model{state: state}, spec) do
-      trainable = state |> ModelState.trainable_parameters() |> Params.flatten() |> Enum.map(fn {k, t} -> {k, t.shape, t.type} end) |> Enum.sort()
+      trainable =
+        state
+        |> ModelState.trainable_parameters()
+        |> Params.flatten()
+        |> Enum.map(fn {k, t} -> {k, t.shape, t.type} end)
+        |> Enum.sort()
+
       {spec, trainable}
     end
 
@@ -77,7 +83,11 @@ if Code.ensure_loaded?(Axon) do
     @doc "The model after a run whose last step state is `state`, keeping its optimizer state."
     @spec model_after(Model.t(), map(), map(), non_neg_integer()) :: Model.t()
     def model_after(%Model{} = model, built, state, updates) do
-      %{model | state: state.model_state, optimizer_state: %{key: built.key, state: state.optimizer_state, updates: updates}}
+      %{
+        model
+        | state: state.model_state,
+          optimizer_state: %{key: built.key, state: state.optimizer_state, updates: updates}
+      }
     end
 
     @doc "The learning-rate multiplier in an optimizer state (`Polaris.Updates.scale_by_state/2`, outermost)."
