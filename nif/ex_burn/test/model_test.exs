@@ -143,7 +143,7 @@ defmodule ExBurn.ModelTest do
                Enum.find_index(lines, &(&1 =~ ~r/^out\s+\| dense\s+\| \{nil, 2\}\s+\| 10\b/))
 
       assert summary =~ ~r/^x\s+\| input\s+\| \{nil, 3\}\s+\| 0/m
-      assert summary =~ "Total parameters: 26 (104 bytes); trainable: 26; frozen: 0"
+      assert summary =~ "Total parameters: 26; trainable: 26; frozen: 0; layer state: 0; 104 bytes"
     end
 
     test "info/1", %{model: model} do
@@ -164,6 +164,26 @@ defmodule ExBurn.ModelTest do
       assert info.optimizer_opts[:learning_rate] == 0.01
       assert info.op_counts == %{input: 1, dense: 2, tanh: 1, softmax: 1}
       assert inspect(model) =~ "#ExBurn.Model<parameters: 26, loss: :cross_entropy, optimizer: :adam"
+    end
+  end
+
+  describe "layer state" do
+    test "batch-norm statistics and dropout keys are state, initialised for training" do
+      model =
+        Axon.input("x", shape: {nil, 3})
+        |> Axon.dense(8, name: "d")
+        |> Axon.batch_norm(name: "bn")
+        |> Axon.dropout(rate: 0.5, name: "drop")
+        |> Model.compile(seed: 1)
+
+      assert %{parameters: 48, layer_state: 18, trainable_parameters: 48, bytes: 264} = Model.info(model)
+
+      assert model |> Model.parameters() |> Map.keys() |> Enum.sort() ==
+               ~w(bn.beta bn.gamma bn.mean bn.var d.bias d.kernel drop.key)
+
+      assert Model.summary(model) =~ ~r/^bn\s+\| batch_norm \| \{nil, 8\}\s+\| 16\s+\| 16/m
+      assert Model.summary(model) =~ ~r/^drop\s+\| dropout\s+\| \{nil, 8\}\s+\| 0\s+\| 2/m
+      assert Model.predict(model, x()).shape == {5, 8}
     end
   end
 

@@ -361,6 +361,23 @@ defmodule ExBurn.TrainingTest do
     assert Model.frozen_layers(trained) == ["hidden"]
   end
 
+  test "layers with state (batch norm, dropout) train, their state updated by the step" do
+    model =
+      Axon.input("x", shape: {nil, 2})
+      |> Axon.dense(4, name: "d")
+      |> Axon.batch_norm(name: "bn")
+      |> Axon.dropout(rate: 0.25, name: "drop")
+      |> Axon.dense(1, name: "out")
+      |> Model.compile(loss: :mse, optimizer: :sgd, learning_rate: 0.1, seed: 4)
+
+    {trained, history} = Training.fit(model, batches(), epochs: 2, log: false)
+    assert length(history.epochs) == 2
+    before = bytes(model)
+    after_ = bytes(trained)
+    for name <- ~w(bn.mean bn.var drop.key d.kernel out.kernel), do: refute(after_[name] == before[name], name)
+    assert Model.predict(trained, elem(hd(batches()), 0)).shape == {4, 1}
+  end
+
   ## Callbacks
 
   test "callbacks run in the order given, on their events" do

@@ -144,7 +144,7 @@ if Code.ensure_loaded?(Axon) do
     end
 
     defp init_state(%__MODULE__{model: axon, input: input, seed: seed} = model) do
-      {init, _predict} = Axon.build(axon, seed: seed)
+      {init, _predict} = Axon.build(axon, seed: seed, mode: :train)
       sample = Composite.traverse(input, &Nx.broadcast(Nx.tensor(0, type: &1.type, backend: backend(model)), &1.shape))
       Nx.Defn.jit(init, jit_opts(model)).(sample, ModelState.empty())
     end
@@ -215,21 +215,23 @@ if Code.ensure_loaded?(Axon) do
     def summary(%__MODULE__{} = model), do: Summary.table(model)
 
     @doc """
-    Facts about the model: `:parameters` (element count of parameters and layer state),
-    `:trainable_parameters`, `:frozen_parameters`, `:bytes`, `:layers` (those with
-    parameters), `:frozen_layers`, `:op_counts`, `:input_shape`, `:output_shape`, `:loss`,
+    Facts about the model: `:parameters` (element count), `:trainable_parameters`,
+    `:frozen_parameters`, `:layer_state` (elements of batch-norm statistics, dropout keys...),
+    `:bytes` (parameters and state), `:layers` (those with parameters or state), `:frozen_layers`, `:op_counts`, `:input_shape`, `:output_shape`, `:loss`,
     `:optimizer`, `:optimizer_opts`, `:device`, `:precision`, `:seed`.
     """
     @spec info(t()) :: map()
     def info(%__MODULE__{state: state} = model) do
-      {count, bytes} = Params.size(state.data)
+      {_all, bytes} = Params.size(state.data)
+      {count, _} = state |> Params.parameters() |> Params.size()
+      {layer_state, _} = state |> Params.layer_state() |> Params.size()
       {trainable, _} = state |> ModelState.trainable_parameters() |> Params.size()
-      {frozen, _} = state |> ModelState.frozen_parameters() |> Params.size()
 
       %{
         parameters: count,
         trainable_parameters: trainable,
-        frozen_parameters: frozen,
+        frozen_parameters: count - trainable,
+        layer_state: layer_state,
         bytes: bytes,
         layers: Params.layers(state.data),
         frozen_layers: model.frozen,
@@ -622,7 +624,7 @@ if Code.ensure_loaded?(Axon) do
 
     defimpl Inspect do
       def inspect(model, _opts) do
-        {count, _} = ExBurn.Model.Params.size(model.state.data)
+        {count, _} = model.state |> ExBurn.Model.Params.parameters() |> ExBurn.Model.Params.size()
         frozen = if model.frozen == [], do: "", else: ", frozen: #{Kernel.inspect(model.frozen)}"
 
         "#ExBurn.Model<parameters: #{count}, loss: #{Kernel.inspect(model.loss)}, optimizer: #{Kernel.inspect(model.optimizer)}, device: #{Kernel.inspect(model.device)}#{frozen}>"

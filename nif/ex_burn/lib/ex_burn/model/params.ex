@@ -111,6 +111,26 @@ if Code.ensure_loaded?(Axon) do
     defp map_data(%{__struct__: _} = other, _fun), do: other
     defp map_data(%{} = map, fun), do: Map.new(map, fn {k, v} -> {k, map_data(v, fun)} end)
 
+    @doc """
+    The parameters of `state` (trainable and frozen), without the layer state (batch-norm
+    statistics, dropout keys): a nested map as `data`.
+    """
+    @spec parameters(ModelState.t()) :: map()
+    def parameters(%ModelState{} = state),
+      do: deep_merge(ModelState.trainable_parameters(state), ModelState.frozen_parameters(state))
+
+    @doc "The layer state of `state` (trainable and frozen), without the parameters."
+    @spec layer_state(ModelState.t()) :: map()
+    def layer_state(%ModelState{} = state),
+      do: deep_merge(ModelState.trainable_state(state), ModelState.frozen_state(state))
+
+    defp deep_merge(a, b) do
+      Map.merge(a, b, fn
+        _k, %{} = x, %{} = y when not is_struct(x) and not is_struct(y) -> deep_merge(x, y)
+        _k, _x, y -> y
+      end)
+    end
+
     @doc "The number of elements and bytes of the tensors in `data`: `{count, bytes}`."
     @spec size(map()) :: {non_neg_integer(), non_neg_integer()}
     def size(data) do

@@ -7,18 +7,26 @@ if Code.ensure_loaded?(Axon) do
     needs the `table_rex` package; this needs nothing.
     """
 
+    alias Axon.ModelState
     alias ExBurn.Model.{Params, Spec}
 
-    @doc "One map per layer: `%{name, op, output_shape, parameters, bytes, frozen}`."
+    @doc """
+    One map per layer: `%{name, op, output_shape, parameters, state, bytes, frozen}`
+    (`parameters` and `state` are element counts; `bytes` covers both).
+    """
     @spec rows(ExBurn.Model.t()) :: [map()]
     def rows(%ExBurn.Model{model: %Axon{output: output, nodes: nodes}, input: input, state: state, frozen: frozen}) do
+      params = Params.parameters(state)
+      layer_state = Params.layer_state(state)
+
       output
       |> in_order(nodes, {MapSet.new(), []})
       |> elem(1)
       |> Enum.reverse()
       |> Enum.reduce({[], %{}}, fn %Axon.Node{id: id, op_name: op, name: name_fn}, {rows, counts} ->
         name = name_fn.(op, counts)
-        {count, bytes} = state.data |> Map.get(name, %{}) |> layer_size()
+        {count, param_bytes} = params |> Map.get(name, %{}) |> layer_size()
+        {state_count, state_bytes} = layer_state |> Map.get(name, %{}) |> layer_size()
         output = Axon.get_output_shape(%Axon{output: id, nodes: nodes}, input)
 
         row = %{
@@ -26,7 +34,8 @@ if Code.ensure_loaded?(Axon) do
           op: op,
           output_shape: output_shape(output),
           parameters: count,
-          bytes: bytes,
+          state: state_count,
+          bytes: param_bytes + state_bytes,
           frozen: name in frozen
         }
 
@@ -59,7 +68,7 @@ if Code.ensure_loaded?(Axon) do
     @spec table(ExBurn.Model.t()) :: String.t()
     def table(%ExBurn.Model{} = model) do
       rows = rows(model)
-      header = ["Layer", "Op", "Output shape", "Parameters", "Frozen"]
+      header = ["Layer", "Op", "Output shape", "Parameters", "State", "Frozen"]
 
       cells =
         Enum.map(
@@ -69,6 +78,7 @@ if Code.ensure_loaded?(Axon) do
             to_string(&1.op),
             &1.output_shape,
             Integer.to_string(&1.parameters),
+            Integer.to_string(&1.state),
             if(&1.frozen, do: "yes", else: "")
           ]
         )
@@ -83,14 +93,16 @@ if Code.ensure_loaded?(Axon) do
       end
 
       rule = Enum.map_join(widths, "-+-", &String.duplicate("-", &1))
-      {total, bytes} = Params.size(model.state.data)
-      frozen = rows |> Enum.filter(& &1.frozen) |> Enum.map(& &1.parameters) |> Enum.sum()
+      {_all, bytes} = Params.size(model.state.data)
+      {total, _} = Params.size(Params.parameters(model.state))
+      {trainable, _} = model.state |> ModelState.trainable_parameters() |> Params.size()
+      {state, _} = Params.size(Params.layer_state(model.state))
 
       Enum.join(
         [line.(header), rule | Enum.map(cells, line)] ++
           [
             rule,
-            "Total parameters: #{total} (#{bytes} bytes); trainable: #{total - frozen}; frozen: #{frozen}",
+            "Total parameters: #{total}; trainable: #{trainable}; frozen: #{total - trainable}; layer state: #{state}; #{bytes} bytes",
             "Loss: #{inspect(model.loss)}; optimizer: #{inspect(model.optimizer)}; device: #{model.device}"
           ],
         "\n"
