@@ -157,6 +157,12 @@ defmodule ExBurn.TrainingTest do
                     1.0e-6
 
     assert %{key: _, state: _, updates: 1} = model.optimizer_state
+
+    # the next step continues the optimizer state and replays the cached program
+    size = ExBurn.Defn.Compiler.cache_size()
+    {model, _loss} = Training.train_step(model, {x, y})
+    assert ExBurn.Defn.Compiler.cache_size() == size
+    assert model.optimizer_state.updates == 2
   end
 
   for {name, optimizer, lr} <- [
@@ -559,6 +565,10 @@ defmodule ExBurn.TrainingTest do
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: :batch_size must be a positive integer, got -2/, fn ->
       Training.fit(model, {x, y}, batch_size: -2)
+    end
+
+    assert_raise ArgumentError, ~r/ExBurn.Training.fit: :shuffle must be a boolean, got :yes/, fn ->
+      Training.fit(model, {x, y}, shuffle: :yes)
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: x has 4 samples but y has 3/, fn ->

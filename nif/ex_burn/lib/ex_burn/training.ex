@@ -112,7 +112,11 @@ if Code.ensure_loaded?(Axon) do
       metrics = metrics!(Keyword.get(fit_opts, :metrics, []), model, fun)
       {x, y} = first = Data.first(train, fun)
       check_batch!(model, x, y, fun)
-      if validation, do: (fn {vx, vy} -> check_batch!(model, vx, vy, fun) end).(Data.first(validation, fun))
+
+      if validation do
+        {vx, vy} = Data.first(validation, fun)
+        check_batch!(model, vx, vy, fun)
+      end
 
       built = Step.build(model, spec)
       {state, steps} = Step.initial_state(model, built, first)
@@ -131,20 +135,22 @@ if Code.ensure_loaded?(Axon) do
       }
 
       callbacks = log_callbacks(Keyword.get(fit_opts, :log, true), fun) ++ List.wrap(fit_opts[:callbacks])
-
-      loop =
-        Axon.Loop.loop(built.step, fn _batch, state -> state end, & &1)
-        |> Axon.Loop.metric(built.loss_fn, "exburn_loss")
-        |> add_metrics(metrics)
-        |> Axon.Loop.handle_event(:epoch_started, &{:continue, put_in(&1.handler_metadata[:exburn_samples], 0)})
-        |> Axon.Loop.handle_event(:iteration_completed, &{:continue, count_samples(&1)})
-        |> Axon.Loop.handle_event(:epoch_completed, &summarize(&1, ctx, metrics))
-        |> Callbacks.attach(callbacks, ctx)
-
-      final =
-        Axon.Loop.run(loop, train.batches, state, [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model))
-
+      run_opts = [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)
+      final = built |> loop(metrics, callbacks, ctx) |> Axon.Loop.run(train.batches, state, run_opts)
       {Step.model_after(model, built, final.step_state, steps(final, ctx)), history(final)}
+    end
+
+    # The Axon loop: the train step as given (its state starts as built by Step), the loss and
+    # the metrics as Axon's running averages, the samples counted, the epoch summarized, then
+    # the callbacks in order.
+    defp loop(built, metrics, callbacks, ctx) do
+      Axon.Loop.loop(built.step, fn _batch, state -> state end, & &1)
+      |> Axon.Loop.metric(built.loss_fn, "exburn_loss")
+      |> add_metrics(metrics)
+      |> Axon.Loop.handle_event(:epoch_started, &{:continue, put_in(&1.handler_metadata[:exburn_samples], 0)})
+      |> Axon.Loop.handle_event(:iteration_completed, &{:continue, count_samples(&1)})
+      |> Axon.Loop.handle_event(:epoch_completed, &summarize(&1, ctx, metrics))
+      |> Callbacks.attach(callbacks, ctx)
     end
 
     defp log_callbacks(false, _fun), do: []

@@ -42,9 +42,13 @@ if Code.ensure_loaded?(Axon) do
         do: raise(ArgumentError, "#{fun}: :batch_size must be a positive integer, got #{inspect(batch_size)}")
 
       batch_size = min(batch_size, n)
-      drop_last = Keyword.get(opts, :drop_last, false)
-      shuffle = Keyword.get(opts, :shuffle, true)
+      drop_last = boolean!(Keyword.get(opts, :drop_last, false), :drop_last, fun)
+      shuffle = boolean!(Keyword.get(opts, :shuffle, true), :shuffle, fun)
       seed = opts[:seed] || 0
+
+      unless is_integer(seed) and seed >= 0,
+        do: raise(ArgumentError, "#{fun}: :seed must be a non-negative integer, got #{inspect(seed)}")
+
       count = if drop_last, do: div(n, batch_size), else: div(n + batch_size - 1, batch_size)
       x = Composite.traverse(x, &ExBurn.Model.Params.on_backend(&1, backend))
       y = Composite.traverse(y, &ExBurn.Model.Params.on_backend(&1, backend))
@@ -91,6 +95,11 @@ if Code.ensure_loaded?(Axon) do
 
       %__MODULE__{batches: data, samples: nil, batch_size: nil, strict?: false}
     end
+
+    defp boolean!(value, _key, _fun) when is_boolean(value), do: value
+
+    defp boolean!(value, key, fun),
+      do: raise(ArgumentError, "#{fun}: #{inspect(key)} must be a boolean, got #{inspect(value)}")
 
     defp samples!(container, what, fun) do
       sizes =
