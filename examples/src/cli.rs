@@ -10,6 +10,7 @@ use burn_tensor::Tensor;
 use burn_tensor::backend::Backend;
 
 use crate::data::{Digits, Split};
+use crate::export::export_data;
 use crate::model::{Classifier, Cnn, Mlp, ModelKind};
 use crate::train::{AdamBackend, EpochStats, TrainConfig, accuracy, load, predict, save, train};
 
@@ -21,7 +22,7 @@ and reloads them for inference.
 
 usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N] [--lr X]
               [--seed N] [--test-fraction X] [--out DIR] [--backend ex-cubecl|burn-cubecl]
-              [--no-progress]
+              [--no-progress] [--export-data PATH]
 
   --device    the runtime (default: wgpu, or cuda in a build without wgpu; wgpu runs on
               Mesa's lavapipe where there is no GPU)
@@ -35,7 +36,10 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
   --out       folder for the saved models (default: the system's temporary folder)
   --backend   ex-cubecl (default), or burn-cubecl to time the same code on Burn's own
               CubeCL backend (builds with the `peer` feature only)
-  --no-progress  no progress bar (it is only drawn on a terminal anyway)";
+  --no-progress  no progress bar (it is only drawn on a terminal anyway)
+  --export-data  write the split that --seed and --test-fraction give (standardised images,
+              labels, per-pixel mean and std) to PATH as a Burn record (.mpk), for the
+              Elixir job's ExBurn.Record.load, and exit without training";
 
 /// A runtime the command can train on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,6 +114,8 @@ pub struct Options {
     pub out: PathBuf,
     /// Draw progress bars.
     pub progress: bool,
+    /// `--export-data`: write the split here ([`crate::export`]) instead of training.
+    pub export_data: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -125,6 +131,7 @@ impl Default for Options {
             test_fraction: 0.2,
             out: std::env::temp_dir(),
             progress: true,
+            export_data: None,
         }
     }
 }
@@ -209,6 +216,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, 
             "--test-fraction" => opts.test_fraction = number(&flag, value()?)?,
             "--out" => opts.out = PathBuf::from(value()?),
             "--no-progress" => opts.progress = false,
+            "--export-data" => opts.export_data = Some(PathBuf::from(value()?)),
             other => return Err(Failure::usage(format!("unknown argument `{other}`\n\n{USAGE}"))),
         }
     }
@@ -365,9 +373,24 @@ pub struct ModelReport {
 }
 
 /// Loads and splits the data, then trains, reports, saves and reloads every model of `opts`
-/// on backend `B`, printing as it goes.
+/// on backend `B`, printing as it goes; with `--export-data`, writes the split instead and
+/// trains nothing.
 pub fn run<B: AdamBackend>(opts: &Options, device: &B::Device) -> Result<Vec<ModelReport>, Failure> {
     let split = Split::new(&Digits::load(), opts.test_fraction, opts.seed);
+    if let Some(path) = &opts.export_data {
+        let written = export_data::<B>(&split, path, device)
+            .map_err(|e| Failure::run(format!("exporting the data to {}: {e}", path.display())))?;
+        println!(
+            "digits: wrote {} training and {} test images (seed {}, test fraction {}) to {} ({})",
+            split.train.len(),
+            split.test.len(),
+            opts.seed,
+            opts.test_fraction,
+            written.display(),
+            file_size(&written)
+        );
+        return Ok(Vec::new());
+    }
     println!(
         "digits: {} training and {} test images of 8x8 pixels, 10 classes; backend {} ({}), seed {}",
         split.train.len(),

@@ -74,6 +74,11 @@ pub struct Split {
     pub train: Digits,
     /// Held-out images, only evaluated.
     pub test: Digits,
+    /// Per-pixel mean of the training images before standardisation.
+    pub mean: Vec<f32>,
+    /// Per-pixel standard deviation of the training images before standardisation (1 for
+    /// pixels that never vary).
+    pub std: Vec<f32>,
 }
 
 impl Split {
@@ -88,16 +93,16 @@ impl Split {
         Rng::new(seed).shuffle(&mut order);
         let n_test = (data.len() as f64 * test_fraction).round() as usize;
         let (test, train) = order.split_at(n_test);
-        let mut split = Self { train: data.select(train), test: data.select(test) };
-        let (mean, std) = pixel_statistics(&split.train);
-        for set in [&mut split.train, &mut split.test] {
+        let (mut train, mut test) = (data.select(train), data.select(test));
+        let (mean, std) = pixel_statistics(&train);
+        for set in [&mut train, &mut test] {
             for image in set.images.chunks_mut(PIXELS) {
                 for ((x, m), s) in image.iter_mut().zip(&mean).zip(&std) {
                     *x = (*x - m) / s;
                 }
             }
         }
-        split
+        Self { train, test, mean, std }
     }
 }
 

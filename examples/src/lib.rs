@@ -11,6 +11,7 @@
 //! - [`data`]: loading, seeded shuffle and split, standardisation, batches.
 //! - [`model`]: [`model::Mlp`] and [`model::Cnn`].
 //! - [`train`]: the training loop, evaluation, save and load.
+//! - [`export`]: `--export-data`, the split written as a record for the Elixir job.
 //! - [`cli`]: the command line, the device listing and the run.
 #![warn(missing_docs)]
 
@@ -19,5 +20,6 @@ extern crate burn_core as burn;
 
 pub mod cli;
 pub mod data;
+pub mod export;
 pub mod model;
 pub mod train;

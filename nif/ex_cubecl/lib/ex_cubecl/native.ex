@@ -11,7 +11,8 @@ defmodule ExCubecl.Native do
   `backward/2`) run
   on dirty CPU schedulers, those that wait for the device (`read/1`, `synchronize/1`,
   `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`,
-  `program_abort/1`) on dirty IO
+  `program_abort/1`, and `record_load/2` and `record_save/3`, which read and write Burn's
+  record files) on dirty IO
   schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`,
   `kernels/0`, `runtimes/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
   `program_info/1`)
@@ -59,4 +60,6 @@ defmodule ExCubecl.Native do
   def program_submit(_program, _inputs), do: err()
   def program_abort(_session), do: err()
   def program_info(_program), do: err()
+  def record_load(_path, _device), do: err()
+  def record_save(_path, _metadata, _params), do: err()
 end

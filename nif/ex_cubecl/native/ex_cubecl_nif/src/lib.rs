@@ -16,6 +16,7 @@ mod ops;
 mod opts;
 mod pipeline;
 mod program;
+mod record;
 mod stack;
 mod tensor;
 
