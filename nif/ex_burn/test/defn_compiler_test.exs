@@ -248,19 +248,39 @@ defmodule ExBurn.Defn.CompilerTest do
     assert calls == [{:program_run, 1}]
   end
 
+  defn long_chain(x), do: x |> Nx.sin() |> Nx.multiply(2) |> Nx.cos() |> Nx.add(1) |> Nx.exp() |> Nx.subtract(3) |> Nx.abs() |> Nx.sqrt()
+
+  defn chain_loop(x) do
+    {_i, acc} = while {i = 0, acc = x}, i < 3, do: {i + 1, long_chain(acc)}
+    acc
+  end
+
+  # {segments, captured, direct, launches} of the one cached program after `fun`'s calls.
+  defp program_info! do
+    [{_key, %{ref: ref}}] = :ets.tab2list(ExBurn.Defn.Cache)
+    {:ok, info} = ExCubecl.Native.program_info(ref)
+    info
+  end
+
   test "the first call captures the program's segments, later calls replay them" do
     @compiler.clear_cache()
-    fun = cjit(&count_to/1)
+    fun = cjit(&chain_loop/1)
     first = fun.(Nx.tensor([1.0, 2.0]))
-    [{_key, %{ref: ref}}] = :ets.tab2list(ExBurn.Defn.Cache)
-    {:ok, {segments, captured, direct, launches}} = ExCubecl.Native.program_info(ref)
-    # the main block is the while alone; its predicate block and its body block are a
-    # segment each: `i < 5` and `{i + 1, acc * 2}`
-    assert {segments, captured, direct} == {2, 2, 0}
-    assert launches >= 3
+    # the main block is the while alone; its predicate block (`i < 3`: one launch on two
+    # values, cheaper run directly) and its body (8 launches on 2 values: replayed)
+    {segments, captured, direct, launches} = program_info!()
+    assert {segments, captured, direct} == {2, 1, 1}
+    assert launches >= 8
     compare(fun.(Nx.tensor([1.0, 2.0])), first, [])
-    compare(fun.(Nx.tensor([3.0, 4.0])), reference(&count_to/1, [Nx.tensor([3.0, 4.0])]), [])
-    assert {:ok, {^segments, ^captured, 0, ^launches}} = ExCubecl.Native.program_info(ref)
+    compare(fun.(Nx.tensor([3.0, 4.0])), reference(&chain_loop/1, [Nx.tensor([3.0, 4.0])]), [])
+    assert program_info!() == {segments, captured, direct, launches}
+  end
+
+  test "a segment of a few launches on many values runs its ops rather than a replay" do
+    @compiler.clear_cache()
+    add = cjit(&Nx.add/2)
+    for i <- 1..3, do: compare(add.(Nx.tensor([i, 2.0]), Nx.tensor([1.0, i])), Nx.add(Nx.tensor([i, 2.0], backend: Nx.BinaryBackend), Nx.tensor([1.0, i], backend: Nx.BinaryBackend)), [])
+    assert program_info!() == {1, 0, 1, 0}
   end
 
   test "clear_cache/0 empties the cache" do
@@ -274,6 +294,16 @@ defmodule ExBurn.Defn.CompilerTest do
 
   test "an unknown option raises naming it" do
     assert_raise ExBurn.Error, ~r/unknown option\(s\) :bogus/, fn -> cjit(&add_scaled/2, bogus: 1).(Nx.tensor(1.0), Nx.tensor(1.0)) end
+  end
+
+  test "options that Nx.Serving and Axon.build pass on are accepted" do
+    assert Nx.to_number(cjit(&add_scaled/2, batch_keys: [:default], mode: :inference, seed: 1).(Nx.tensor(1.0), Nx.tensor(2.0))) == 5.0
+  end
+
+  test "a template argument the function never reads runs; one it reads raises naming it" do
+    unused = cjit(fn _x, y -> Nx.add(y, 1) end)
+    assert Nx.to_number(unused.(Nx.template({2}, :f32), Nx.tensor(1.0))) == 2.0
+    assert_raise ExBurn.Error, ~r/argument 0 is a template/, fn -> cjit(&Nx.add(&1, 1)).(Nx.template({2}, :f32)) end
   end
 
   test "an unsupported construct raises naming it" do

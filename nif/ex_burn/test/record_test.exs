@@ -255,6 +255,27 @@ defmodule ExBurn.RecordTest do
       assert first["conv1.weight"].shape == {3, 3, 1, 8}
     end
 
+    test "ExBurn.Model imports a Burn record and exports one Burn reads back the same", %{tmp_dir: dir} do
+      model = ExBurn.Model.compile(axon_mlp(), seed: 3)
+      {:ok, imported} = ExBurn.Model.import_params(model, @fixture)
+      burn = Record.load!(@fixture)
+
+      for {{path, _shape}, i} <- Enum.with_index(@mlp) do
+        layer = "dense_#{i}"
+        assert bits(imported.state.data[layer]["kernel"]) == bits(burn[path <> ".weight"])
+        assert bits(imported.state.data[layer]["bias"]) == bits(burn[path <> ".bias"])
+      end
+
+      x = Nx.iota({2, 64}, type: :f32) |> Nx.divide(64)
+      path = Path.join(dir, "exported.mpk")
+      mapping = for {{burn, _}, i} <- Enum.with_index(@mlp), do: {burn, "dense_#{i}"}
+      assert :ok = ExBurn.Model.export(imported, path, mapping)
+      assert Map.new(Record.load!(path), fn {k, v} -> {k, bits(v)} end) == Map.new(burn, fn {k, v} -> {k, bits(v)} end)
+      {:ok, again} = ExBurn.Model.import_params(ExBurn.Model.compile(axon_mlp(), seed: 4), path, mapping)
+      assert bits(ExBurn.Model.predict(again, x)) == bits(ExBurn.Model.predict(imported, x))
+      assert {:error, %ExBurn.Error{}} = ExBurn.Model.import_params(model, Path.join(dir, "missing.mpk"))
+    end
+
     test "a shape that doesn't fit names both sides" do
       {:ok, burn} = Record.load(@fixture)
 

@@ -268,6 +268,31 @@ if Code.ensure_loaded?(Axon) do
       %{model | state: Params.put(model.state, params, backend(model), "ExBurn.Model.update_params")}
     end
 
+    ## Burn's record files (one set of weights for Rust and Elixir)
+
+    @doc """
+    Writes the model's parameters to `path` as a Burn record (`NamedMpkFileRecorder` at full
+    precision, as the Rust digits job saves), which Burn's `Module::load_file` loads into
+    the equivalent Rust module. `mapping` pairs Burn module paths with Axon layer names
+    (`ExBurn.Record.Axon`; `:auto` names each Burn layer as its Axon layer).
+    """
+    @spec export(t(), Path.t(), ExBurn.Record.Axon.mapping()) :: :ok | {:error, ExBurn.Error.t()}
+    def export(%__MODULE__{} = model, path, mapping \\ :auto),
+      do: ExBurn.Record.save(path, ExBurn.Record.Axon.from_model_state(model.state, mapping))
+
+    @doc """
+    The model with the parameters of the Burn record at `path` (e.g. a model the Rust job
+    trained and saved), converted to Axon's layouts by `mapping` (`:auto` pairs the layers
+    by kind in the file's order): `{:ok, model}` or `{:error, %ExBurn.Error{}}`. A shape that
+    doesn't fit raises `ExBurn.Error` naming both sides.
+    """
+    @spec import_params(t(), Path.t(), ExBurn.Record.Axon.mapping()) :: {:ok, t()} | {:error, ExBurn.Error.t()}
+    def import_params(%__MODULE__{} = model, path, mapping \\ :auto) do
+      with {:ok, %{params: params}} <- ExBurn.Record.read(path, device: model.device) do
+        {:ok, %{model | state: ExBurn.Record.Axon.to_model_state(params, model.state, mapping)}}
+      end
+    end
+
     ## Files
 
     @doc "Writes the model to `path` (the format of the moduledoc): `:ok` or `{:error, %ExBurn.Error{}}`."

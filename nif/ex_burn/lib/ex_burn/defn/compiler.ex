@@ -37,6 +37,13 @@ defmodule ExBurn.Defn.Compiler do
     * `:max_concurrency` - the partitions of an `Nx.Serving` (default 1).
     * `:lazy_transfers` and `:debug` - EXLA's; accepted so that EXLA code runs unchanged, with
       no effect: inputs always transfer at the call.
+    * `:batch_keys` (which `Nx.Serving` adds) and `Axon.build/2`'s `:mode`, `:seed`,
+      `:print_values`, `:raise_on_none` and `:global_layer_options` (which Axon passes on to
+      the compiler): accepted, with no effect here.
+
+  An argument given as a template (`Nx.template/2`) is fine where the function never reads it
+  (as in Axon's `init_fn.(Nx.template(...), state)`); where it does, the call raises
+  `ExBurn.Error` naming the argument.
 
   Any other option raises `ExBurn.Error` naming it.
 
@@ -51,7 +58,8 @@ defmodule ExBurn.Defn.Compiler do
   alias ExBurn.Defn.{Cache, Lower}
   alias ExCubecl.Native
 
-  @options [:device, :hooks, :cache, :client, :device_id, :max_concurrency, :lazy_transfers, :debug]
+  @options [:device, :hooks, :cache, :client, :device_id, :max_concurrency, :lazy_transfers, :debug] ++
+             [:batch_keys, :mode, :seed, :print_values, :raise_on_none, :global_layer_options]
   @on_queue {__MODULE__, :on_queue}
 
   @doc "Drops every cached program (each is freed once no caller holds it)."
@@ -96,12 +104,20 @@ defmodule ExBurn.Defn.Compiler do
     case Native.program_new(blocks, consts, specs, dev) do
       {:ok, ref} ->
         result = Composite.traverse(expr, &Nx.to_template/1)
-        %{ref: ref, dev: dev, result: result, output: Enum.reverse(output), positions: positions, hooks: List.to_tuple(hooks), calls: List.to_tuple(calls)}
+        %{ref: ref, dev: dev, result: result, output: Enum.reverse(output), positions: positions, hooks: List.to_tuple(hooks), calls: List.to_tuple(calls), read: read_params(blocks)}
 
       {:error, e} ->
         raise ExBurn.Error.from("ExBurn.Defn.Compiler", e)
     end
   end
+
+  # The indices of the parameters that the main block reads (nested blocks get theirs from it).
+  defp read_params([{_n, instrs, outputs} | _]), do: params_in({instrs, outputs}, MapSet.new())
+
+  defp params_in({:param, i}, acc) when is_integer(i), do: MapSet.put(acc, i)
+  defp params_in(list, acc) when is_list(list), do: Enum.reduce(list, acc, &params_in/2)
+  defp params_in(tuple, acc) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> params_in(acc)
+  defp params_in(_other, acc), do: acc
 
   defp templates(vars), do: Enum.map(vars, &Composite.traverse(&1, fn t -> Nx.to_template(t) end))
 
@@ -128,7 +144,7 @@ defmodule ExBurn.Defn.Compiler do
   ## Running
 
   defp run(program, args, runtime_hooks) do
-    inputs = Enum.map(args, &input(&1.(), program.dev))
+    inputs = args |> Enum.with_index() |> Enum.map(fn {arg, i} -> param_input(arg.(), i, program) end)
 
     if Process.get(@on_queue) && tuple_size(program.calls) == 0,
       do: on_queue(program, inputs, runtime_hooks),
@@ -185,6 +201,17 @@ defmodule ExBurn.Defn.Compiler do
 
     for t <- Composite.flatten_list([result]), do: input(Nx.to_tensor(t), dev)
   end
+
+  # A template argument that the program never reads stands for zeros of its shape.
+  defp param_input(%T{data: %Nx.TemplateBackend{}} = t, i, program) do
+    if MapSet.member?(program.read, i) do
+      raise ExBurn.Error.new("ExBurn.Defn.Compiler", "argument #{i} is a template (#{inspect(Nx.to_template(t))}) but the function reads it", "pass a tensor with data")
+    end
+
+    input(Nx.broadcast(Nx.tensor(0, type: t.type, backend: Nx.BinaryBackend), t.shape), program.dev)
+  end
+
+  defp param_input(t, _i, program), do: input(t, program.dev)
 
   defp input(%T{} = t, dev) do
     t = Nx.devectorize(t)
