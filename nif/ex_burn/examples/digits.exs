@@ -5,7 +5,7 @@
 # scripts/run_elixir.sh does the set-up and runs it:
 #
 #     mix run examples/digits.exs --data DIGITS.mpk [--rust-mlp MLP.mpk] [--model mlp|cnn|all]
-#                                 [--epochs N] [--batch N] [--lr X] [--out DIR]
+#                                 [--rust-hits N] [--epochs N] [--batch N] [--lr X] [--out DIR]
 defmodule Digits do
   @classes 10
   # The Rust job's module paths and the Axon layers they pair with (ExBurn.Record.Axon).
@@ -43,9 +43,11 @@ defmodule Digits do
     )
   end
 
-  def accuracy(model, x, labels) do
+  def accuracy(model, x, labels), do: hits(model, x, labels) / elem(Nx.shape(labels), 0)
+
+  def hits(model, x, labels) do
     predicted = model |> ExBurn.Model.predict(x) |> Nx.argmax(axis: 1) |> Nx.as_type(:s32)
-    predicted |> Nx.equal(labels) |> Nx.mean() |> Nx.to_number()
+    predicted |> Nx.equal(labels) |> Nx.sum() |> Nx.to_number()
   end
 
   def train(name, axon, data, opts) do
@@ -78,11 +80,16 @@ defmodule Digits do
     acc
   end
 
+  # The Rust job's saved MLP in the Axon MLP; with `--rust-hits N` (the test images the Rust
+  # job classified right, as it printed), fails unless Elixir gets the same count.
   def rust_mlp(path, data, opts) do
     {:ok, model} = ExBurn.Model.import_params(compile(mlp(), opts), path, @rust_mlp)
-    acc = accuracy(model, data.x_test, data.labels_test)
-    IO.puts("\nRust job's MLP (#{path}) in the Axon MLP: test accuracy #{pct(acc)}")
-    acc
+    hits = hits(model, data.x_test, data.labels_test)
+    n = elem(Nx.shape(data.labels_test), 0)
+    IO.puts("\nRust job's MLP (#{path}) in the Axon MLP: test accuracy #{pct(hits / n)} (#{hits}/#{n})")
+
+    if (want = opts[:rust_hits]) && want != hits,
+      do: raise("digits.exs: the Rust job classified #{want} test images right, its weights in Elixir #{hits}")
   end
 
   def pct(x), do: "#{:erlang.float_to_binary(100 * x, decimals: 2)}%"
@@ -96,7 +103,7 @@ end
 
 {opts, _, _} =
   OptionParser.parse(System.argv(),
-    strict: [data: :string, rust_mlp: :string, model: :string, epochs: :integer, batch: :integer, lr: :float, seed: :integer, out: :string]
+    strict: [data: :string, rust_mlp: :string, rust_hits: :integer, model: :string, epochs: :integer, batch: :integer, lr: :float, seed: :integer, out: :string]
   )
 
 opts = Keyword.merge([model: "all", batch: 32, lr: 3.0e-3, seed: 42, out: System.tmp_dir!()], opts)
