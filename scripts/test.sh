@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+digits="$(mktemp -d)"
+trap 'rm -rf "$log" "$digits"' EXIT
 cargo test --locked -- --nocapture --test-threads 2 2>&1 | grep -v "XDG_RUNTIME_DIR" | tee "$log"
 sed -n 's/^conformance\[.*\]: \([0-9]*\) op x dtype x case combinations checked, \([0-9]*\) failed$/\1 \2/p' "$log" |
     awk '{ total += $1; failed += $2 }
@@ -31,6 +32,16 @@ if [ -z "$EXBURN_NX_MISSING" ] && ! (cd nif/ex_burn && MIX_ENV=test mix deps.get
     EXBURN_NX_MISSING="Nx 0.13 doesn't resolve (no offline folder, and Hex is unreachable)"
 fi
 if [ -z "$EXBURN_NX_MISSING" ]; then
+    # The Elixir digits job (scripts/run_elixir.sh's, here on the debug builds): the Rust job
+    # exports its split and trains and saves its MLP; the Elixir job trains the Axon MLP to
+    # at least 95% test accuracy, saves and reloads it, and loads the Rust MLP, which must
+    # classify as many test images right in Elixir as the Rust job printed.
+    "$CARGO_TARGET_DIR/debug/digits" --export-data "$digits/digits.mpk" 2>&1 | grep -v "XDG_RUNTIME_DIR"
+    "$CARGO_TARGET_DIR/debug/digits" --model mlp --epochs 3 --out "$digits" --no-progress 2>&1 | grep -v "XDG_RUNTIME_DIR" | tee "$log"
+    hits="$(sed -n 's|^mlp: final test accuracy .* (\([0-9]*\)/[0-9]*);.*|\1|p' "$log")"
+    (cd nif/ex_burn && MIX_ENV=test mix run examples/digits.exs --model mlp --epochs 5 --data "$digits/digits.mpk" \
+        --rust-mlp "$digits/ex_cubecl_digits_mlp_ex-cubecl.mpk" --rust-hits "${hits:?no accuracy line from the Rust digits job}" \
+        --out "$digits" 2>&1 | grep -v "XDG_RUNTIME_DIR")
     # ExUnit's summary stays the last lines of the run (CI counts them).
     (cd nif/ex_burn && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 else

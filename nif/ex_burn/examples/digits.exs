@@ -20,12 +20,11 @@ defmodule Digits do
   end
 
   # The Rust job's Cnn in Axon's channels-last layout: two 3x3 convolutions (8 and 16
-  # channels, same padding) with ReLU, each followed by a 2x2 max pool, then 64 -> 10.
+  # channels, same padding) with ReLU, a 2x2 max pool (8x8 -> 4x4), then 256 -> 64 -> 10.
   def cnn do
     Axon.input("x", shape: {nil, 64})
     |> Axon.reshape({:batch, 8, 8, 1})
     |> Axon.conv(8, kernel_size: 3, padding: :same, activation: :relu)
-    |> Axon.max_pool(kernel_size: 2, strides: 2)
     |> Axon.conv(16, kernel_size: 3, padding: :same, activation: :relu)
     |> Axon.max_pool(kernel_size: 2, strides: 2)
     |> Axon.flatten()

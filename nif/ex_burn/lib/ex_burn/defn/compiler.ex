@@ -42,8 +42,9 @@ defmodule ExBurn.Defn.Compiler do
       the compiler): accepted, with no effect here.
 
   An argument given as a template (`Nx.template/2`) is fine where the function never reads it
-  (as in Axon's `init_fn.(Nx.template(...), state)`); where it does, the call raises
-  `ExBurn.Error` naming the argument.
+  (as in Axon's `init_fn.(Nx.template(...), state)`); where it does, the call raises Nx's
+  `RuntimeError` ("cannot perform operations on a Nx.TemplateBackend tensor"), as with
+  `Nx.Defn.Evaluator`.
 
   Any other option raises `ExBurn.Error` naming it.
 
@@ -202,13 +203,12 @@ defmodule ExBurn.Defn.Compiler do
     for t <- Composite.flatten_list([result]), do: input(Nx.to_tensor(t), dev)
   end
 
-  # A template argument that the program never reads stands for zeros of its shape.
+  # A template argument that the program never reads stands for zeros of its shape; one it
+  # reads raises Nx's own error (as Nx.Defn.Evaluator does) when its data is asked for.
   defp param_input(%T{data: %Nx.TemplateBackend{}} = t, i, program) do
-    if MapSet.member?(program.read, i) do
-      raise ExBurn.Error.new("ExBurn.Defn.Compiler", "argument #{i} is a template (#{inspect(Nx.to_template(t))}) but the function reads it", "pass a tensor with data")
-    end
-
-    input(Nx.broadcast(Nx.tensor(0, type: t.type, backend: Nx.BinaryBackend), t.shape), program.dev)
+    if MapSet.member?(program.read, i),
+      do: input(t, program.dev),
+      else: input(Nx.broadcast(Nx.tensor(0, type: t.type, backend: Nx.BinaryBackend), t.shape), program.dev)
   end
 
   defp param_input(t, _i, program), do: input(t, program.dev)

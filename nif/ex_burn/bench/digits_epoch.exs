@@ -1,0 +1,64 @@
+# Epoch time of the digits MLP (the Rust job's 64-128-64-10, batch 32, Adam) from Elixir, on
+# the split that `digits --export-data PATH` writes; compare with the Rust job's "time per
+# epoch" on the same device (`digits --model mlp`):
+#   * ExBurn.Training.fit (Axon's loop, one compiled call per step), median of 3 epochs;
+#   * plain Axon.Loop.trainer |> Axon.Loop.run with ExBurn.Defn.Compiler;
+#   * 45 ExBurn.Training.train_step calls on one batch (the steps alone, loss read back);
+#   * the same Axon loop on Nx.BinaryBackend with Nx.Defn.Evaluator (one epoch).
+#
+#     cd nif/ex_burn
+#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk
+defmodule Bench.Digits do
+  def mlp do
+    Axon.input("x", shape: {nil, 64})
+    |> Axon.dense(128, activation: :relu)
+    |> Axon.dense(64, activation: :relu)
+    |> Axon.dense(10)
+  end
+
+  def ms(fun) do
+    {us, result} = :timer.tc(fun)
+    {us / 1000, result}
+  end
+
+  def batches(x, y, backend) do
+    x = Nx.backend_copy(x, backend)
+    y = Nx.backend_copy(y, backend)
+    Enum.zip(Nx.to_batched(x, 32, leftover: :discard), Nx.to_batched(y, 32, leftover: :discard))
+  end
+
+  def axon_epoch(batches, compiler) do
+    loop = Axon.Loop.trainer(mlp(), &Axon.Losses.categorical_cross_entropy(&1, &2, from_logits: true, reduction: :mean), Polaris.Optimizers.adam(learning_rate: 3.0e-3), log: 0)
+    state = Axon.Loop.run(loop, Enum.take(batches, 1), Axon.ModelState.empty(), epochs: 1, compiler: compiler)
+    elem(ms(fn -> Axon.Loop.run(loop, batches, state, epochs: 1, compiler: compiler) end), 0)
+  end
+end
+
+{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string])
+Logger.configure(level: :info)
+Nx.global_default_backend(ExBurn.Backend)
+d = ExBurn.Record.load!(opts[:data] || raise("digits_epoch.exs: --data DIGITS.mpk is required"))
+x = d["train.images"]
+y = ExBurn.Dataset.one_hot(d["train.labels"], 10)
+IO.puts("device: #{ExBurn.default_device()}; #{elem(Nx.shape(x), 0)} training images, batch 32, ms per epoch\n")
+
+model =
+  ExBurn.Model.compile(Bench.Digits.mlp(), loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 3.0e-3, seed: 42)
+
+fit = fn model -> ExBurn.Training.fit(model, {x, y}, epochs: 1, batch_size: 32, log: false) end
+{model, _} = fit.(model)
+epochs = for _ <- 1..3, do: elem(Bench.Digits.ms(fn -> fit.(model) end), 0)
+IO.puts("| ExBurn.Training.fit | #{Enum.at(Enum.sort(epochs), 1)} |")
+
+xb = Nx.slice_along_axis(x, 0, 32)
+yb = Nx.slice_along_axis(y, 0, 32)
+{m, _} = ExBurn.Training.train_step(model, {xb, yb})
+steps = fn -> Enum.reduce(1..45, m, fn _, m -> {m, loss} = ExBurn.Training.train_step(m, {xb, yb}); Nx.to_number(loss); m end) end
+IO.puts("| 45 ExBurn.Training.train_step calls | #{elem(Bench.Digits.ms(steps), 0)} |")
+
+ex_batches = Bench.Digits.batches(x, y, ExBurn.Backend)
+IO.puts("| Axon.Loop.trainer + run, ExBurn.Defn.Compiler | #{Bench.Digits.axon_epoch(ex_batches, ExBurn.Defn.Compiler)} |")
+
+Nx.global_default_backend(Nx.BinaryBackend)
+bin_batches = Bench.Digits.batches(x, y, Nx.BinaryBackend)
+IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend | #{Bench.Digits.axon_epoch(bin_batches, Nx.Defn.Evaluator)} |")
