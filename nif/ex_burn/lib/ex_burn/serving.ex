@@ -425,20 +425,5 @@ defmodule ExBurn.Serving do
     end)
   end
 
-  defp options!(op, opts, defaults) do
-    unless Keyword.keyword?(opts),
-      do: raise(ExBurn.Error.new(op, "options must be a keyword list", "got #{inspect(opts)}"))
-
-    case Keyword.keys(opts) -- Keyword.keys(defaults) do
-      [] ->
-        Keyword.merge(defaults, opts)
-
-      unknown ->
-        raise ExBurn.Error.new(
-                op,
-                "unknown option(s) #{Enum.map_join(unknown, ", ", &inspect/1)}",
-                "options: #{Enum.map_join(Keyword.keys(defaults), ", ", &inspect/1)}"
-              )
-    end
-  end
+  defp options!(op, opts, defaults), do: ExBurn.Options.validate!(op, opts, defaults)
 end
