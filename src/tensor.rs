@@ -3,7 +3,7 @@
 use burn_backend::quantization::{QuantLevel, QuantScheme};
 use burn_backend::{DType, QTensorPrimitive, Shape, TensorMetadata};
 use cubecl::Runtime;
-use cubecl::prelude::{ComputeClient, TensorArg};
+use cubecl::prelude::{ArrayArg, ComputeClient, TensorArg};
 use cubecl::server::Handle;
 use cubecl::zspace::{Strides, Shape as ZShape};
 
@@ -111,6 +111,16 @@ impl<R: Runtime> CubeTensor<R> {
         // SAFETY: the layout stays inside the buffer (checked when views are made), and the
         // kernels guard every access with the iteration size.
         unsafe { TensorArg::from_raw_parts(self.handle.clone(), Strides::new(&strides), ZShape::from(shape)) }
+    }
+
+    /// The kernel argument for this tensor's whole buffer, as an array: kernels get a view's
+    /// offset and strides besides it (see `ex_cubecl_kernels::strided::seq_offset`), which
+    /// spares the metadata upload that a tensor argument costs every launch.
+    pub fn buffer_arg(&self) -> ArrayArg<R> {
+        let len = self.handle.size_in_used() as usize / elem_size(self.dtype);
+        // SAFETY: the length is the buffer's, and kernels guard their accesses with the
+        // iteration size.
+        unsafe { ArrayArg::from_raw_parts(self.handle.clone(), len) }
     }
 
     /// Whether this tensor is the only user of its buffer, so that a kernel may write into it.

@@ -1,10 +1,14 @@
 //! Elementwise binary kernels with broadcasting, and their scalar forms.
 //!
 //! Both operands are strided views over the output's shape (broadcast dimensions have stride
-//! 0). When `rhs_scalar` is set, the right operand is the scalar argument and `rhs` is unused.
+//! 0), given as their buffers (`Array`s), offsets, and strides over the iteration shape
+//! `shape` (comptime-length sequences, empty when both operands are contiguous: see
+//! [`seq_offset`](crate::strided::seq_offset)). When `rhs_scalar` is set, the right operand is
+//! the scalar argument and `rhs` is unused.
 use cubecl::prelude::*;
+use cubecl::std::FastDivmod;
 
-use crate::strided::read_view;
+use crate::strided::read_at;
 
 /// A binary operation on float dtypes.
 #[allow(missing_docs)]
@@ -56,11 +60,14 @@ pub struct BinaryLayout {
 /// `out = op(lhs, rhs)` for float dtypes.
 #[cube(launch_unchecked)]
 pub fn binary_float<F: Float>(
-    lhs: &Tensor<F>,
-    rhs: &Tensor<F>,
-    output: &mut Tensor<F>,
+    lhs: &Array<F>,
+    rhs: &Array<F>,
+    output: &mut Array<F>,
     lhs_offset: usize,
     rhs_offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    lhs_strides: Sequence<usize>,
+    rhs_strides: Sequence<usize>,
     scalar: InputScalar,
     #[comptime] op: BinaryFloatOp,
     #[comptime] layout: BinaryLayout,
@@ -69,11 +76,11 @@ pub fn binary_float<F: Float>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let a = read_view::<F>(lhs, lhs_offset, ABSOLUTE_POS, layout.lhs_linear);
+    let a = read_at::<F>(lhs, lhs_offset, ABSOLUTE_POS, &shape, &lhs_strides, layout.lhs_linear);
     let b = if layout.rhs_scalar {
         scalar.get::<F>()
     } else {
-        read_view::<F>(rhs, rhs_offset, ABSOLUTE_POS, layout.rhs_linear)
+        read_at::<F>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear)
     };
     output[ABSOLUTE_POS] = apply_binary_float::<F>(a, b, op);
 }
@@ -83,9 +90,9 @@ pub fn binary_float<F: Float>(
 /// stored whole, the op runs per lane. Offsets and `vectors` are counted in vectors.
 #[cube(launch_unchecked)]
 pub fn binary_float_vec<F: Float, N: Size>(
-    lhs: &Tensor<Vector<F, N>>,
-    rhs: &Tensor<Vector<F, N>>,
-    output: &mut Tensor<Vector<F, N>>,
+    lhs: &Array<Vector<F, N>>,
+    rhs: &Array<Vector<F, N>>,
+    output: &mut Array<Vector<F, N>>,
     lhs_offset: usize,
     rhs_offset: usize,
     vectors: usize,
@@ -114,11 +121,14 @@ pub fn binary_float_vec<F: Float, N: Size>(
 /// `out = op(lhs, rhs)` for integer dtypes.
 #[cube(launch_unchecked)]
 pub fn binary_int<I: Int>(
-    lhs: &Tensor<I>,
-    rhs: &Tensor<I>,
-    output: &mut Tensor<I>,
+    lhs: &Array<I>,
+    rhs: &Array<I>,
+    output: &mut Array<I>,
     lhs_offset: usize,
     rhs_offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    lhs_strides: Sequence<usize>,
+    rhs_strides: Sequence<usize>,
     scalar: InputScalar,
     #[comptime] op: BinaryIntOp,
     #[comptime] layout: BinaryLayout,
@@ -127,11 +137,11 @@ pub fn binary_int<I: Int>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let a = read_view::<I>(lhs, lhs_offset, ABSOLUTE_POS, layout.lhs_linear);
+    let a = read_at::<I>(lhs, lhs_offset, ABSOLUTE_POS, &shape, &lhs_strides, layout.lhs_linear);
     let b = if layout.rhs_scalar {
         scalar.get::<I>()
     } else {
-        read_view::<I>(rhs, rhs_offset, ABSOLUTE_POS, layout.rhs_linear)
+        read_at::<I>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear)
     };
     output[ABSOLUTE_POS] = apply_binary_int::<I>(a, b, op);
 }

@@ -2,7 +2,9 @@
 use cubecl::prelude::*;
 
 use crate::binary::BinaryLayout;
-use crate::strided::read_view;
+use cubecl::std::FastDivmod;
+
+use crate::strided::read_at;
 
 /// A comparison.
 #[allow(missing_docs)]
@@ -27,11 +29,14 @@ pub enum PredicateOp {
 /// `out = lhs op rhs` as 0 / 1 of the bool storage type `B`.
 #[cube(launch_unchecked)]
 pub fn compare<T: Numeric, B: Numeric>(
-    lhs: &Tensor<T>,
-    rhs: &Tensor<T>,
-    output: &mut Tensor<B>,
+    lhs: &Array<T>,
+    rhs: &Array<T>,
+    output: &mut Array<B>,
     lhs_offset: usize,
     rhs_offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    lhs_strides: Sequence<usize>,
+    rhs_strides: Sequence<usize>,
     scalar: InputScalar,
     #[comptime] op: CompareOp,
     #[comptime] layout: BinaryLayout,
@@ -40,11 +45,11 @@ pub fn compare<T: Numeric, B: Numeric>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let a = read_view::<T>(lhs, lhs_offset, ABSOLUTE_POS, layout.lhs_linear);
+    let a = read_at::<T>(lhs, lhs_offset, ABSOLUTE_POS, &shape, &lhs_strides, layout.lhs_linear);
     let b = if layout.rhs_scalar {
         scalar.get::<T>()
     } else {
-        read_view::<T>(rhs, rhs_offset, ABSOLUTE_POS, layout.rhs_linear)
+        read_at::<T>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear)
     };
     let result = match op {
         CompareOp::Equal => a == b,
@@ -60,9 +65,11 @@ pub fn compare<T: Numeric, B: Numeric>(
 /// `out = predicate(input)` as 0 / 1 of the bool storage type `B`.
 #[cube(launch_unchecked)]
 pub fn float_predicate<F: Float, B: Numeric>(
-    input: &Tensor<F>,
-    output: &mut Tensor<B>,
+    input: &Array<F>,
+    output: &mut Array<B>,
     offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    strides: Sequence<usize>,
     #[comptime] op: PredicateOp,
     #[comptime] linear: bool,
     #[define(F, B)] _dtypes: [StorageType; 2],
@@ -70,7 +77,7 @@ pub fn float_predicate<F: Float, B: Numeric>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let x = read_view::<F>(input, offset, ABSOLUTE_POS, linear);
+    let x = read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear);
     let result = match op {
         PredicateOp::IsNan => !(x == x),
         PredicateOp::IsInf => crate::unary::is_inf::<F>(x),

@@ -4,7 +4,7 @@ use cubecl::prelude::*;
 
 use cubecl::std::FastDivmod;
 
-use crate::strided::{strided_offset, strided_offset_flipped};
+use crate::strided::{seq_offset, seq_offset_flipped};
 
 /// How the copy converts each element.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -15,16 +15,21 @@ pub enum CopyConvert {
     ToBool,
 }
 
-/// `output[view pos] = convert(input[view pos])`, `pos` running over the iteration shape,
-/// which both views share. `flip_mask` mirrors input coordinates of the flagged dimensions.
+/// `output[view pos] = convert(input[view pos])`, `pos` running over the iteration shape
+/// `shape`, which both views share (their buffers, offsets and strides: see [`seq_offset`]).
+/// The input coordinate of every dimension whose `in_last` entry is not 0 is mirrored
+/// (`in_last` holds its size minus one there).
 #[cube(launch_unchecked)]
 pub fn copy_view<I: Numeric, O: Numeric>(
-    input: &Tensor<I>,
-    output: &mut Tensor<O>,
+    input: &Array<I>,
+    output: &mut Array<O>,
     in_offset: usize,
     out_offset: usize,
     num_elems: usize,
-    flip_mask: u32,
+    shape: Sequence<FastDivmod<usize>>,
+    in_strides: Sequence<usize>,
+    out_strides: Sequence<usize>,
+    in_last: Sequence<usize>,
     #[comptime] convert: CopyConvert,
     #[comptime] out_linear: bool,
     #[define(I, O)] _dtypes: [StorageType; 2],
@@ -32,7 +37,7 @@ pub fn copy_view<I: Numeric, O: Numeric>(
     if ABSOLUTE_POS >= num_elems {
         terminate!();
     }
-    let x = input[in_offset + strided_offset_flipped::<I>(input, ABSOLUTE_POS, flip_mask)];
+    let x = input[in_offset + seq_offset_flipped(ABSOLUTE_POS, &shape, &in_strides, &in_last)];
     let y = match convert {
         CopyConvert::Cast => O::cast_from(x),
         CopyConvert::ToBool => O::cast_from(!(x == I::cast_from(0u32))),
@@ -40,7 +45,7 @@ pub fn copy_view<I: Numeric, O: Numeric>(
     if out_linear {
         output[out_offset + ABSOLUTE_POS] = y;
     } else {
-        output[out_offset + strided_offset::<O>(output, ABSOLUTE_POS)] = y;
+        output[out_offset + seq_offset(ABSOLUTE_POS, &shape, &out_strides)] = y;
     }
 }
 
@@ -50,8 +55,8 @@ pub fn copy_view<I: Numeric, O: Numeric>(
 /// `cols` count vectors; `vectors` is `rows * cols`.
 #[cube(launch_unchecked)]
 pub fn copy_rows<T: Numeric, N: Size>(
-    input: &Tensor<Vector<T, N>>,
-    output: &mut Tensor<Vector<T, N>>,
+    input: &Array<Vector<T, N>>,
+    output: &mut Array<Vector<T, N>>,
     in_offset: usize,
     in_stride: usize,
     out_offset: usize,
@@ -69,7 +74,7 @@ pub fn copy_rows<T: Numeric, N: Size>(
 
 /// Fills a contiguous buffer with one value.
 #[cube(launch_unchecked)]
-pub fn fill<T: Numeric>(output: &mut Tensor<T>, value: InputScalar, #[define(T)] _dtype: StorageType) {
+pub fn fill<T: Numeric>(output: &mut Array<T>, value: InputScalar, #[define(T)] _dtype: StorageType) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }

@@ -1,13 +1,16 @@
 //! Reductions along one dimension.
 //!
 //! The input view is `[outer.., dim, inner..]`; the output is contiguous with `dim` of size 1.
+//! Line `l` (numbered row-major over every dimension but `dim`) starts at
+//! `offset + seq_offset(l, lines, line_strides)` and has `len` elements `stride` apart.
 //! Two strategies share one accumulation routine: one unit per output element (short reduced
 //! dimensions, many outputs) and one cube per output element with a shared-memory tree
 //! (long reduced dimensions, few outputs). Elements are folded in an accumulator type `A`
 //! (f32 for f16 and bf16 inputs, so that sums and means of many elements don't overflow).
 use cubecl::prelude::*;
+use cubecl::std::FastDivmod;
 
-use crate::strided::line_offset;
+use crate::strided::seq_offset;
 
 /// A reduction.
 #[allow(missing_docs)]
@@ -182,11 +185,14 @@ fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: Re
 /// to `indices` (otherwise `indices` is unused).
 #[cube(launch_unchecked)]
 pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
-    input: &Tensor<T>,
-    output: &mut Tensor<O>,
-    indices: &mut Tensor<I>,
+    input: &Array<T>,
+    output: &mut Array<O>,
+    indices: &mut Array<I>,
     offset: usize,
-    dim: usize,
+    lines: Sequence<FastDivmod<usize>>,
+    line_strides: Sequence<usize>,
+    len: usize,
+    stride: usize,
     #[comptime] op: ReduceOp,
     #[comptime] with_indices: bool,
     #[define(T, A, O, I)] _dtypes: [StorageType; 4],
@@ -194,9 +200,7 @@ pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let start = offset + line_offset::<T>(input, ABSOLUTE_POS, dim);
-    let len = input.shape(dim);
-    let stride = input.stride(dim);
+    let start = offset + seq_offset(ABSOLUTE_POS, &lines, &line_strides);
     let mut acc = acc_init::<A>(op);
     for k in 0..len {
         acc_push::<A>(&mut acc, A::cast_from(input[start + k * stride]), k as u32, k == 0, op);
@@ -212,7 +216,7 @@ pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
 /// `lo < hi` for every cube (uniform), so the total is always valid.
 #[cube]
 fn cube_fold<T: Numeric, A: Numeric>(
-    input: &Tensor<T>,
+    input: &Array<T>,
     start: usize,
     stride: usize,
     lo: usize,
@@ -275,11 +279,14 @@ fn cube_fold<T: Numeric, A: Numeric>(
 /// shared-memory tree.
 #[cube(launch_unchecked)]
 pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
-    input: &Tensor<T>,
-    output: &mut Tensor<O>,
-    indices: &mut Tensor<I>,
+    input: &Array<T>,
+    output: &mut Array<O>,
+    indices: &mut Array<I>,
     offset: usize,
-    dim: usize,
+    lines: Sequence<FastDivmod<usize>>,
+    line_strides: Sequence<usize>,
+    len: usize,
+    stride: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
     #[comptime] with_indices: bool,
@@ -290,9 +297,8 @@ pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     if out_pos >= output.len() {
         terminate!();
     }
-    let start = offset + line_offset::<T>(input, out_pos, dim);
-    let len = input.shape(dim);
-    let total = cube_fold::<T, A>(input, start, input.stride(dim), 0, len, op, cube_size);
+    let start = offset + seq_offset(out_pos, &lines, &line_strides);
+    let total = cube_fold::<T, A>(input, start, stride, 0, len, op, cube_size);
     if UNIT_POS == 0 {
         output[out_pos] = acc_write::<A, O>(total, len, op, with_indices);
         if with_indices {
@@ -306,11 +312,14 @@ pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
 /// `CUBE_POS / splits` and writes its partial value and index at `CUBE_POS`.
 #[cube(launch_unchecked)]
 pub fn reduce_split<T: Numeric, A: Numeric>(
-    input: &Tensor<T>,
-    partial_values: &mut Tensor<A>,
-    partial_indices: &mut Tensor<u32>,
+    input: &Array<T>,
+    partial_values: &mut Array<A>,
+    partial_indices: &mut Array<u32>,
     offset: usize,
-    dim: usize,
+    lines: Sequence<FastDivmod<usize>>,
+    line_strides: Sequence<usize>,
+    len: usize,
+    stride: usize,
     splits: usize,
     chunk: usize,
     #[comptime] op: ReduceOp,
@@ -324,10 +333,9 @@ pub fn reduce_split<T: Numeric, A: Numeric>(
     }
     let line = pos / splits;
     let lo = (pos % splits) * chunk;
-    let len = input.shape(dim);
     let hi = select(lo + chunk < len, lo + chunk, len);
-    let start = offset + line_offset::<T>(input, line, dim);
-    let total = cube_fold::<T, A>(input, start, input.stride(dim), lo, hi, op, cube_size);
+    let start = offset + seq_offset(line, &lines, &line_strides);
+    let total = cube_fold::<T, A>(input, start, stride, lo, hi, op, cube_size);
     if UNIT_POS == 0 {
         partial_values[pos] = total.value;
         partial_indices[pos] = total.index;
@@ -338,10 +346,10 @@ pub fn reduce_split<T: Numeric, A: Numeric>(
 /// results in order. `len` is the length of the reduced dimension (for `Mean`).
 #[cube(launch_unchecked)]
 pub fn reduce_split_merge<A: Numeric, O: Numeric, I: Numeric>(
-    partial_values: &Tensor<A>,
-    partial_indices: &Tensor<u32>,
-    output: &mut Tensor<O>,
-    indices: &mut Tensor<I>,
+    partial_values: &Array<A>,
+    partial_indices: &Array<u32>,
+    output: &mut Array<O>,
+    indices: &mut Array<I>,
     splits: usize,
     len: usize,
     #[comptime] op: ReduceOp,

@@ -1,8 +1,9 @@
 //! Elementwise unary kernels: one for float dtypes, one for integer (and bool-storage) dtypes.
 use cubecl::prelude::*;
+use cubecl::std::FastDivmod;
 
 use crate::math;
-use crate::strided::read_view;
+use crate::strided::read_at;
 
 /// A unary float operation. `a` and `b` are the kernel's scalar parameters.
 #[allow(missing_docs)]
@@ -77,9 +78,11 @@ pub enum UnaryIntOp {
 /// math functions are coarse on some devices; `F` otherwise). `a` and `b` are of type `A`.
 #[cube(launch_unchecked)]
 pub fn unary_float<F: Float, A: Float>(
-    input: &Tensor<F>,
-    output: &mut Tensor<F>,
+    input: &Array<F>,
+    output: &mut Array<F>,
     offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    strides: Sequence<usize>,
     a: InputScalar,
     b: InputScalar,
     #[comptime] op: UnaryFloatOp,
@@ -89,7 +92,7 @@ pub fn unary_float<F: Float, A: Float>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let x = A::cast_from(read_view::<F>(input, offset, ABSOLUTE_POS, linear));
+    let x = A::cast_from(read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear));
     output[ABSOLUTE_POS] = F::cast_from(apply_unary_float::<A>(x, a.get::<A>(), b.get::<A>(), op));
 }
 
@@ -98,8 +101,8 @@ pub fn unary_float<F: Float, A: Float>(
 /// `offset` and `vectors` are counted in vectors.
 #[cube(launch_unchecked)]
 pub fn unary_float_vec<F: Float, A: Float, N: Size>(
-    input: &Tensor<Vector<F, N>>,
-    output: &mut Tensor<Vector<F, N>>,
+    input: &Array<Vector<F, N>>,
+    output: &mut Array<Vector<F, N>>,
     offset: usize,
     vectors: usize,
     a: InputScalar,
@@ -123,9 +126,11 @@ pub fn unary_float_vec<F: Float, A: Float, N: Size>(
 /// `out[i] = op(input[i])` for integer dtypes.
 #[cube(launch_unchecked)]
 pub fn unary_int<I: Int>(
-    input: &Tensor<I>,
-    output: &mut Tensor<I>,
+    input: &Array<I>,
+    output: &mut Array<I>,
     offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    strides: Sequence<usize>,
     a: InputScalar,
     b: InputScalar,
     #[comptime] op: UnaryIntOp,
@@ -135,7 +140,7 @@ pub fn unary_int<I: Int>(
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let x = read_view::<I>(input, offset, ABSOLUTE_POS, linear);
+    let x = read_at::<I>(input, offset, ABSOLUTE_POS, &shape, &strides, linear);
     output[ABSOLUTE_POS] = apply_unary_int::<I>(x, a.get::<I>(), b.get::<I>(), op);
 }
 

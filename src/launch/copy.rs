@@ -4,6 +4,7 @@ use cubecl::Runtime;
 use ex_cubecl_kernels::copy::{CopyConvert, copy_rows, copy_view, fill as fill_kernel};
 
 use super::scalar_arg;
+use super::views::Views;
 use crate::runtime::{Geometry, Layout, coalesce, launch};
 use crate::tensor::CubeTensor;
 
@@ -27,7 +28,18 @@ pub(crate) fn copy_into<R: Runtime>(
     };
     let n = in_view.num_elements();
     let client = &output.client;
-    let (input, in_view, output, out_view) = (input.clone(), in_view.clone(), output.clone(), out_view.clone());
+    let out_linear = out_view.is_contiguous();
+    let strides: [&[usize]; 2] = [&in_view.strides, &out_view.strides];
+    // Mirrored dimensions stay apart; `last` gives their size minus one (0 elsewhere).
+    let views = match flip_mask {
+        0 => Views::new(&in_view.shape, &strides, false),
+        _ => Views::uncoalesced(&in_view.shape, &strides),
+    };
+    let last: Vec<usize> = match flip_mask {
+        0 => vec![0; views.rank()],
+        mask => in_view.shape.iter().enumerate().map(|(d, &n)| if mask >> d & 1 == 1 { n - 1 } else { 0 }).collect(),
+    };
+    let (input, in_offset, output, out_offset) = (input.clone(), in_view.offset, output.clone(), out_view.offset);
     launch(client, "copy", Geometry::Units(n), move |client, count, dim| {
         // SAFETY: both views lie inside their buffers and the kernel guards `pos < n`.
         unsafe {
@@ -35,14 +47,17 @@ pub(crate) fn copy_into<R: Runtime>(
                 client,
                 count,
                 dim,
-                input.view_arg(&in_view),
-                output.view_arg(&out_view),
-                in_view.offset,
-                out_view.offset,
+                input.buffer_arg(),
+                output.buffer_arg(),
+                in_offset,
+                out_offset,
                 n,
-                flip_mask,
+                views.shape(),
+                views.strides(0),
+                views.strides(1),
+                super::usizes(&last),
                 convert,
-                out_view.is_contiguous(),
+                out_linear,
                 [input.storage(), output.storage()],
             )
         }
@@ -75,7 +90,7 @@ fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &Cu
         // kernel guards `pos < vectors`; `v` divides every offset, stride and the row length.
         unsafe {
             copy_rows::launch_unchecked::<R>(
-                client, count, dim, v, input.as_arg(), output.as_arg(), in_offset, in_stride, out_offset, out_stride,
+                client, count, dim, v, input.buffer_arg(), output.buffer_arg(), in_offset, in_stride, out_offset, out_stride,
                 cols, vectors, input.storage(),
             )
         }
@@ -142,7 +157,7 @@ pub fn full<R: Runtime>(device: &R::Device, shape: Shape, value: Scalar, dtype: 
     let o = out.clone();
     launch(&client, "full", Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`.
-        unsafe { fill_kernel::launch_unchecked::<R>(client, count, dim, o.as_arg(), value, o.storage()) }
+        unsafe { fill_kernel::launch_unchecked::<R>(client, count, dim, o.buffer_arg(), value, o.storage()) }
     });
     out
 }

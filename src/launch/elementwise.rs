@@ -6,6 +6,7 @@ use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary
 use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
 use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
+use super::views::Views;
 use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -62,13 +63,15 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
             // elements from offsets that `v` divides.
             unsafe {
                 unary_float_vec::launch_unchecked::<R>(
-                    client, count, dim, v, tensor.as_arg(), o.as_arg(), offset / v, n / v, a, b, op,
+                    client, count, dim, v, tensor.buffer_arg(), o.buffer_arg(), offset / v, n / v, a, b, op,
                     dtypes,
                 )
             }
         });
         return out;
     }
+    let linear = tensor.layout.is_contiguous();
+    let views = Views::new(&tensor.layout.shape, &[&tensor.layout.strides], linear);
     launch(&out.client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
@@ -76,13 +79,15 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
                 client,
                 count,
                 dim,
-                tensor.as_arg(),
-                o.as_arg(),
+                tensor.buffer_arg(),
+                o.buffer_arg(),
                 tensor.layout.offset,
+                views.shape(),
+                views.strides(0),
                 a,
                 b,
                 op,
-                tensor.layout.is_contiguous(),
+                linear,
                 dtypes,
             )
         }
@@ -97,6 +102,8 @@ pub fn unary_int_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryIntOp, a: Scalar
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let (a, b) = (scalar_arg(&name, a, tensor.dtype), scalar_arg(&name, b, tensor.dtype));
     let o = out.clone();
+    let linear = tensor.layout.is_contiguous();
+    let views = Views::new(&tensor.layout.shape, &[&tensor.layout.strides], linear);
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
@@ -104,13 +111,15 @@ pub fn unary_int_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryIntOp, a: Scalar
                 client,
                 count,
                 dim,
-                tensor.as_arg(),
-                o.as_arg(),
+                tensor.buffer_arg(),
+                o.buffer_arg(),
                 tensor.layout.offset,
+                views.shape(),
+                views.strides(0),
                 a,
                 b,
                 op,
-                tensor.layout.is_contiguous(),
+                linear,
                 tensor.storage(),
             )
         }
@@ -126,6 +135,13 @@ struct BinaryPlan<R: Runtime> {
     scalar: InputScalar,
     layout: BinaryLayout,
     out: CubeTensor<R>,
+    /// The two views as kernel arguments (none when both are read linearly).
+    views: Views,
+}
+
+/// The [`Views`] of a binary launch's operands.
+fn binary_views(lhs: &Layout, rhs: &Layout, layout: BinaryLayout) -> Views {
+    Views::new(&lhs.shape, &[&lhs.strides, &rhs.strides], layout.lhs_linear && layout.rhs_linear)
 }
 
 fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DType) -> BinaryPlan<R> {
@@ -142,7 +158,8 @@ fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DTy
             };
             let out = CubeTensor::empty(&lhs.client, &lhs.device, shape, out_dtype);
             let scalar = InputScalar::new(0, storage_type(lhs.dtype));
-            BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out }
+            let views = binary_views(&lhs_view, &rhs_view, layout);
+            BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views }
         }
         Rhs::Scalar(value) => {
             let layout = BinaryLayout {
@@ -158,6 +175,7 @@ fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DTy
                 scalar: scalar_arg(name, value, lhs.dtype),
                 layout,
                 out,
+                views: binary_views(&lhs.layout, &lhs.layout, layout),
             }
         }
     }
@@ -167,7 +185,7 @@ fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DTy
 pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
     let name = format!("float {op:?}");
     check_float(&name, &lhs);
-    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, lhs.dtype);
+    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, lhs.dtype);
     let n = out.num_elements();
     let o = out.clone();
     let (lo, ro) = (lhs_view.offset, rhs_view.offset);
@@ -181,8 +199,8 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
             // contiguous elements from offsets that `v` divides.
             unsafe {
                 binary_float_vec::launch_unchecked::<R>(
-                    client, count, dim, v, lhs.view_arg(&lhs_view), rhs.view_arg(&rhs_view), o.as_arg(), lo / v,
-                    ro / v, n / v, scalar, op, layout.rhs_scalar, lhs.storage(),
+                    client, count, dim, v, lhs.buffer_arg(), rhs.buffer_arg(), o.buffer_arg(), lo / v, ro / v,
+                    n / v, scalar, op, layout.rhs_scalar, lhs.storage(),
                 )
             }
         });
@@ -195,11 +213,14 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
                 client,
                 count,
                 dim,
-                lhs.view_arg(&lhs_view),
-                rhs.view_arg(&rhs_view),
-                o.as_arg(),
+                lhs.buffer_arg(),
+                rhs.buffer_arg(),
+                o.buffer_arg(),
                 lhs_view.offset,
                 rhs_view.offset,
+                views.shape(),
+                views.strides(0),
+                views.strides(1),
                 scalar,
                 op,
                 layout,
@@ -214,7 +235,7 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
 pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntOp) -> CubeTensor<R> {
     let name = format!("int {op:?}");
     check_int(&name, &lhs);
-    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, lhs.dtype);
+    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, lhs.dtype);
     let o = out.clone();
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
@@ -223,11 +244,14 @@ pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntO
                 client,
                 count,
                 dim,
-                lhs.view_arg(&lhs_view),
-                rhs.view_arg(&rhs_view),
-                o.as_arg(),
+                lhs.buffer_arg(),
+                rhs.buffer_arg(),
+                o.buffer_arg(),
                 lhs_view.offset,
                 rhs_view.offset,
+                views.shape(),
+                views.strides(0),
+                views.strides(1),
                 scalar,
                 op,
                 layout,
@@ -241,7 +265,7 @@ pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntO
 /// `lhs op rhs` as a bool tensor stored as `store`.
 pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store: BoolStore) -> CubeTensor<R> {
     let name = format!("compare {op:?}");
-    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out } = plan(&name, &lhs, rhs, DType::Bool(store));
+    let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, DType::Bool(store));
     let o = out.clone();
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
@@ -250,11 +274,14 @@ pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store
                 client,
                 count,
                 dim,
-                lhs.view_arg(&lhs_view),
-                rhs.view_arg(&rhs_view),
-                o.as_arg(),
+                lhs.buffer_arg(),
+                rhs.buffer_arg(),
+                o.buffer_arg(),
                 lhs_view.offset,
                 rhs_view.offset,
+                views.shape(),
+                views.strides(0),
+                views.strides(1),
                 scalar,
                 op,
                 layout,
@@ -271,6 +298,8 @@ pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: Bool
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::Bool(store));
     let o = out.clone();
+    let linear = tensor.layout.is_contiguous();
+    let views = Views::new(&tensor.layout.shape, &[&tensor.layout.strides], linear);
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; the input view lies inside its buffer.
         unsafe {
@@ -278,11 +307,13 @@ pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: Bool
                 client,
                 count,
                 dim,
-                tensor.as_arg(),
-                o.as_arg(),
+                tensor.buffer_arg(),
+                o.buffer_arg(),
                 tensor.layout.offset,
+                views.shape(),
+                views.strides(0),
                 op,
-                tensor.layout.is_contiguous(),
+                linear,
                 [tensor.storage(), o.storage()],
             )
         }

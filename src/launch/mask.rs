@@ -4,6 +4,7 @@ use cubecl::Runtime;
 use cubecl::prelude::InputScalar;
 use ex_cubecl_kernels::mask::mask_where as mask_kernel;
 
+use super::views::Views;
 use super::{broadcast_shape, check_same_dtype, scalar_arg};
 use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -39,6 +40,7 @@ pub fn mask_where<R: Runtime>(
     let (tv, mv, vv) = (bcast(&tensor), bcast(&mask), if value_scalar { bcast(&tensor) } else { bcast(&value) });
     let out = CubeTensor::empty(&tensor.client, &tensor.device, shape.clone(), tensor.dtype);
     let o = out.clone();
+    let views = Views::new(&shape, &[&tv.strides, &mv.strides, &vv.strides], false);
     launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; all views lie inside their buffers.
         unsafe {
@@ -46,13 +48,17 @@ pub fn mask_where<R: Runtime>(
                 client,
                 count,
                 dim,
-                tensor.view_arg(&tv),
-                mask.view_arg(&mv),
-                value.view_arg(&vv),
-                o.as_arg(),
+                tensor.buffer_arg(),
+                mask.buffer_arg(),
+                value.buffer_arg(),
+                o.buffer_arg(),
                 tv.offset,
                 mv.offset,
                 vv.offset,
+                views.shape(),
+                views.strides(0),
+                views.strides(1),
+                views.strides(2),
                 scalar,
                 value_scalar,
                 [tensor.storage(), mask.storage()],

@@ -27,6 +27,7 @@ pub mod reduce;
 pub mod softmax;
 pub mod sort;
 pub mod view;
+mod views;
 
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;

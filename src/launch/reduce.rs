@@ -4,6 +4,7 @@ use cubecl::prelude::CubeDim;
 use cubecl::Runtime;
 use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit, reduce_split, reduce_split_merge};
 
+use super::views::Views;
 use super::{accumulator_dtype, check_dim};
 use super::copy::into_contiguous;
 use crate::runtime::{Geometry, launch, storage_type};
@@ -57,13 +58,14 @@ fn launch_reduce<R: Runtime>(
         None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![1]), DType::U32),
     };
     let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
+    let lines = Lines::of(&tensor, dim);
     // One cube per line when lines are long and either few (not enough lines for a unit each)
     // or contiguous (a cube reads a line coalesced; a unit per line would not).
     let contiguous = tensor.layout.strides[dim] == 1;
     if len >= 2 * CUBE_SIZE && (outputs < 8192 || contiguous) {
         let splits = (SPLIT_CUBES.div_ceil(outputs)).min(len / (CUBE_SIZE * SPLIT_MIN_PER_UNIT));
         if splits > 1 {
-            launch_split(&name, &tensor, &out, &indices, dim, op, splits, with_indices);
+            launch_split(&name, &tensor, &out, &indices, lines, op, splits, with_indices);
         } else {
             let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
             let (o, idx) = (out.clone(), indices.clone());
@@ -71,8 +73,9 @@ fn launch_reduce<R: Runtime>(
                 // SAFETY: cubes past the output leave before any access; every read is inside the line.
                 unsafe {
                     reduce_per_cube::launch_unchecked::<R>(
-                        client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
-                        tensor.layout.offset, dim, op, CUBE_SIZE, with_indices, dtypes,
+                        client, count, cube_dim, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
+                        tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, op,
+                        CUBE_SIZE, with_indices, dtypes,
                     )
                 }
             });
@@ -83,13 +86,33 @@ fn launch_reduce<R: Runtime>(
             // SAFETY: the kernel guards `pos < outputs`; every read is inside the line.
             unsafe {
                 reduce_per_unit::launch_unchecked::<R>(
-                    client, count, cube_dim, tensor.as_arg(), o.as_arg(), idx.as_arg(),
-                    tensor.layout.offset, dim, op, with_indices, dtypes,
+                    client, count, cube_dim, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
+                    tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, op,
+                    with_indices, dtypes,
                 )
             }
         });
     }
     (out, with_indices.then_some(indices))
+}
+
+/// The lines of a tensor along a dimension, as the kernels take them.
+struct Lines {
+    /// Where each line starts: a view over every other dimension.
+    views: Views,
+    /// The length of a line.
+    len: usize,
+    /// The distance between a line's elements.
+    stride: usize,
+}
+
+impl Lines {
+    fn of<R: Runtime>(tensor: &CubeTensor<R>, dim: usize) -> Self {
+        let others = |v: &[usize]| v.iter().enumerate().filter(|&(d, _)| d != dim).map(|(_, &x)| x).collect::<Vec<_>>();
+        let (shape, strides) = (others(&tensor.layout.shape), others(&tensor.layout.strides));
+        let views = Views::new(&shape, &[&strides], false);
+        Self { views, len: tensor.layout.shape[dim], stride: tensor.layout.strides[dim] }
+    }
 }
 
 /// Reduces the whole tensor to shape `[1]`.
@@ -116,39 +139,40 @@ fn launch_split<R: Runtime>(
     tensor: &CubeTensor<R>,
     out: &CubeTensor<R>,
     indices: &CubeTensor<R>,
-    dim: usize,
+    lines: Lines,
     op: ReduceOp,
     splits: usize,
     with_indices: bool,
 ) {
-    let len = tensor.dims()[dim];
+    let len = lines.len;
     let chunk = len.div_ceil(splits);
     // With `chunk` rounded up, fewer chunks may cover the line; none is empty.
     let splits = len.div_ceil(chunk);
-    let lines = out.num_elements();
+    let count = out.num_elements();
     let (client, device) = (&tensor.client, &tensor.device);
     let acc = accumulator_dtype(tensor.dtype);
-    let partial_values = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), acc);
-    let partial_indices = CubeTensor::empty(client, device, Shape::from(vec![lines * splits]), DType::U32);
-    let geometry = Geometry::Cubes { count: lines * splits, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
+    let partial_values = CubeTensor::empty(client, device, Shape::from(vec![count * splits]), acc);
+    let partial_indices = CubeTensor::empty(client, device, Shape::from(vec![count * splits]), DType::U32);
+    let geometry = Geometry::Cubes { count: count * splits, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
     let (t, pv, pi) = (tensor.clone(), partial_values.clone(), partial_indices.clone());
     launch(client, name, geometry, move |client, count, cube_dim| {
         // SAFETY: cubes past the partials leave before any access; chunks lie inside the line.
         unsafe {
             reduce_split::launch_unchecked::<R>(
-                client, count, cube_dim, t.as_arg(), pv.as_arg(), pi.as_arg(),
-                t.layout.offset, dim, splits, chunk, op, CUBE_SIZE, [t.storage(), storage_type(acc)],
+                client, count, cube_dim, t.buffer_arg(), pv.buffer_arg(), pi.buffer_arg(), t.layout.offset,
+                lines.views.shape(), lines.views.strides(0), len, lines.stride, splits, chunk, op, CUBE_SIZE,
+                [t.storage(), storage_type(acc)],
             )
         }
     });
     let dtypes = [storage_type(acc), out.storage(), indices.storage()];
     let (o, idx) = (out.clone(), indices.clone());
-    launch(client, name, Geometry::Units(lines), move |client, count, cube_dim| {
-        // SAFETY: the kernel guards `pos < lines`; it reads the line's `splits` partials.
+    launch(client, name, Geometry::Units(count), move |client, count, cube_dim| {
+        // SAFETY: the kernel guards `pos < count`; it reads the line's `splits` partials.
         unsafe {
             reduce_split_merge::launch_unchecked::<R>(
-                client, count, cube_dim, partial_values.as_arg(), partial_indices.as_arg(), o.as_arg(),
-                idx.as_arg(), splits, len, op, with_indices, dtypes,
+                client, count, cube_dim, partial_values.buffer_arg(), partial_indices.buffer_arg(), o.buffer_arg(),
+                idx.buffer_arg(), splits, len, op, with_indices, dtypes,
             )
         }
     });

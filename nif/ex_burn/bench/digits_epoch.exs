@@ -7,7 +7,9 @@
 #   * the same Axon loop on Nx.BinaryBackend with Nx.Defn.Evaluator (one epoch).
 #
 #     cd nif/ex_burn
-#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk
+#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary]
+#
+# `--no-binary` leaves out the BinaryBackend epoch (about a minute).
 defmodule Bench.Digits do
   def mlp do
     Axon.input("x", shape: {nil, 64})
@@ -34,7 +36,7 @@ defmodule Bench.Digits do
   end
 end
 
-{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string])
+{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string, binary: :boolean])
 Logger.configure(level: :info)
 Nx.global_default_backend(ExBurn.Backend)
 d = ExBurn.Record.load!(opts[:data] || raise("digits_epoch.exs: --data DIGITS.mpk is required"))
@@ -59,6 +61,8 @@ IO.puts("| 45 ExBurn.Training.train_step calls | #{elem(Bench.Digits.ms(steps), 
 ex_batches = Bench.Digits.batches(x, y, ExBurn.Backend)
 IO.puts("| Axon.Loop.trainer + run, ExBurn.Defn.Compiler | #{Bench.Digits.axon_epoch(ex_batches, ExBurn.Defn.Compiler)} |")
 
-Nx.global_default_backend(Nx.BinaryBackend)
-bin_batches = Bench.Digits.batches(x, y, Nx.BinaryBackend)
-IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend | #{Bench.Digits.axon_epoch(bin_batches, Nx.Defn.Evaluator)} |")
+if Keyword.get(opts, :binary, true) do
+  Nx.global_default_backend(Nx.BinaryBackend)
+  bin_batches = Bench.Digits.batches(x, y, Nx.BinaryBackend)
+  IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend | #{Bench.Digits.axon_epoch(bin_batches, Nx.Defn.Evaluator)} |")
+end

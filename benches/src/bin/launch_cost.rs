@@ -1,0 +1,179 @@
+//! Where a kernel launch's host time goes: the same tiny kernel (16 f32 elements, one cube)
+//! launched through cubecl's client in several ways, and through our backend, each many times
+//! back to back then synced, so that the time per launch is the throughput of the whole launch
+//! path (our closure, cubecl's client and channel, its device thread, the driver); the device
+//! finishes each tiny kernel in a few microseconds. Prints a markdown table.
+//!
+//! ```text
+//! launch_cost [--launches N] [--reps N]
+//! ```
+//! Rows:
+//! - `a + b`, tensor arguments: cubecl uploads every launch's shapes and strides (its
+//!   "dynamic metadata") into a small device buffer before launching;
+//! - the same kernel on array arguments: lengths only, passed with the launch, no upload;
+//! - one array argument, and eight: the cost of a binding;
+//! - a kernel whose compile-time settings make its cache key larger (the key is hashed on
+//!   every launch);
+//! - our backend's `add` (eager: op logic, allocation, our launcher) and a pipeline replay of
+//!   a chain of adds (our recorded closures);
+//! - the latency of one launch + sync.
+use std::time::{Duration, Instant};
+
+use burn_tensor::Tensor as BurnTensor;
+use cubecl::Runtime as _;
+use cubecl::prelude::*;
+use ex_cubecl::runtime::{Pipeline, from_cube, to_cube};
+use ex_cubecl_benches::{Ours, Runtime};
+
+#[cube(launch_unchecked)]
+fn add_tensor(a: &Tensor<f32>, b: &Tensor<f32>, out: &mut Tensor<f32>) {
+    if ABSOLUTE_POS < out.len() {
+        out[ABSOLUTE_POS] = a[ABSOLUTE_POS] + b[ABSOLUTE_POS];
+    }
+}
+
+#[cube(launch_unchecked)]
+fn add_array(a: &Array<f32>, b: &Array<f32>, out: &mut Array<f32>) {
+    if ABSOLUTE_POS < out.len() {
+        out[ABSOLUTE_POS] = a[ABSOLUTE_POS] + b[ABSOLUTE_POS];
+    }
+}
+
+#[cube(launch_unchecked)]
+fn touch_array(out: &mut Array<f32>) {
+    if ABSOLUTE_POS < out.len() {
+        out[ABSOLUTE_POS] += 1.0;
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[cube(launch_unchecked)]
+fn sum8_array(
+    a: &Array<f32>,
+    b: &Array<f32>,
+    c: &Array<f32>,
+    d: &Array<f32>,
+    e: &Array<f32>,
+    f: &Array<f32>,
+    g: &Array<f32>,
+    out: &mut Array<f32>,
+) {
+    if ABSOLUTE_POS < out.len() {
+        out[ABSOLUTE_POS] = a[ABSOLUTE_POS] + b[ABSOLUTE_POS] + c[ABSOLUTE_POS] + d[ABSOLUTE_POS] + e[ABSOLUTE_POS] + f[ABSOLUTE_POS] + g[ABSOLUTE_POS];
+    }
+}
+
+/// Compile-time settings like those of our elementwise kernels (an op, a layout).
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Settings {
+    pub op: u32,
+    pub lhs_linear: bool,
+    pub rhs_linear: bool,
+    pub rhs_scalar: bool,
+    pub a: u32,
+    pub b: u32,
+    pub c: u32,
+    pub d: u32,
+}
+
+#[cube(launch_unchecked)]
+fn add_array_settings(a: &Array<f32>, b: &Array<f32>, out: &mut Array<f32>, #[comptime] s: Settings) {
+    if ABSOLUTE_POS < out.len() {
+        out[ABSOLUTE_POS] = a[ABSOLUTE_POS] + b[ABSOLUTE_POS] * f32::cast_from(s.op);
+    }
+}
+
+const N: usize = 16;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let flag = |name: &str, default: usize| {
+        args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).map_or(default, |v| v.parse().expect("a number"))
+    };
+    let launches = flag("--launches", 4000);
+    let reps = flag("--reps", 7);
+
+    let device = Default::default();
+    let client = Runtime::client(&device);
+    let buf = |v: f32| client.create_from_slice(f32::as_bytes(&[v; N]));
+    let (a, b, out) = (buf(1.0), buf(2.0), buf(0.0));
+    let extra: Vec<_> = (0..5).map(|i| buf(i as f32)).collect();
+    let (count, dim) = (CubeCount::Static(1, 1, 1), CubeDim::new_1d(32));
+    let sync = || cubecl::future::block_on(client.sync()).expect("sync");
+    let tensor = |h: &cubecl::server::Handle| unsafe { TensorArg::<Runtime>::from_raw_parts(h.clone(), [1].into(), [N].into()) };
+    let array = |h: &cubecl::server::Handle| unsafe { ArrayArg::<Runtime>::from_raw_parts(h.clone(), N) };
+    let settings = Settings { op: 1, lhs_linear: true, rhs_linear: true, rhs_scalar: false, a: 7, b: 8, c: 9, d: 10 };
+
+    let ours_a = BurnTensor::<Ours, 1>::ones([N], &device);
+    let ours_b = BurnTensor::<Ours, 1>::ones([N], &device);
+    let chain = |inputs: Vec<ex_cubecl::tensor::CubeTensor<Runtime>>| {
+        let (mut t, b) = (from_cube::<Runtime, 1, burn_tensor::Float>(inputs[0].clone()), from_cube::<Runtime, 1, burn_tensor::Float>(inputs[1].clone()));
+        for _ in 0..100 {
+            t = t + b.clone();
+        }
+        vec![to_cube(t)]
+    };
+    let pipeline = Pipeline::capture(&device, &[to_cube(ours_a.clone()), to_cube(ours_b.clone())], chain).expect("capture");
+
+    type Row<'a> = (&'a str, usize, Box<dyn Fn() + 'a>);
+    let rows: Vec<Row> = vec![
+        ("a + b, tensor arguments (shapes and strides uploaded)", 1, Box::new(|| unsafe {
+            add_tensor::launch_unchecked::<Runtime>(&client, count.clone(), dim, tensor(&a), tensor(&b), tensor(&out));
+        })),
+        ("a + b, array arguments", 1, Box::new(|| unsafe {
+            add_array::launch_unchecked::<Runtime>(&client, count.clone(), dim, array(&a), array(&b), array(&out));
+        })),
+        ("one array argument", 1, Box::new(|| unsafe {
+            touch_array::launch_unchecked::<Runtime>(&client, count.clone(), dim, array(&out));
+        })),
+        ("eight array arguments", 1, Box::new(|| unsafe {
+            sum8_array::launch_unchecked::<Runtime>(
+                &client, count.clone(), dim, array(&a), array(&b), array(&extra[0]), array(&extra[1]), array(&extra[2]),
+                array(&extra[3]), array(&extra[4]), array(&out),
+            );
+        })),
+        ("a + b, array arguments, larger compile-time key", 1, Box::new(|| unsafe {
+            add_array_settings::launch_unchecked::<Runtime>(&client, count.clone(), dim, array(&a), array(&b), array(&out), settings);
+        })),
+        ("our backend's add, eager", 1, Box::new(|| drop(ours_a.clone() + ours_b.clone()))),
+        ("pipeline replay of 100 adds (+ 2 input copies, 1 output copy)", 103, Box::new(|| {
+            drop(pipeline.run(&[to_cube(ours_a.clone()), to_cube(ours_b.clone())]).expect("replay"));
+        })),
+    ];
+
+    println!("{launches} launches back to back then one sync, medians of {reps}; µs per launch\n");
+    println!("| launch | µs per launch | one launch + sync, µs |");
+    println!("|---|---|---|");
+    for (name, per_call, run) in &rows {
+        let calls = launches / per_call;
+        for _ in 0..calls.min(200) {
+            run();
+        }
+        sync();
+        let throughput = median((0..reps).map(|_| {
+            let start = Instant::now();
+            for _ in 0..calls {
+                run();
+            }
+            sync();
+            start.elapsed() / (calls * per_call) as u32
+        }));
+        let latency = median((0..200).map(|_| {
+            let start = Instant::now();
+            run();
+            sync();
+            start.elapsed()
+        }));
+        println!("| {name} | {:.2} | {:.1} |", us(throughput), us(latency));
+    }
+}
+
+fn median(times: impl Iterator<Item = Duration>) -> Duration {
+    let mut times: Vec<Duration> = times.collect();
+    times.sort();
+    times[times.len() / 2]
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
