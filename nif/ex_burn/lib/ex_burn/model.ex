@@ -50,7 +50,7 @@ if Code.ensure_loaded?(Axon) do
 
     alias Axon.ModelState
     alias Nx.Defn.Composite
-    alias ExBurn.Model.{Params, Spec, Summary}
+    alias ExBurn.Model.{Benchmark, Params, Spec, Store, Summary}
     alias ExBurn.Training.Optimizer
 
     @compiler ExBurn.Defn.Compiler
@@ -187,7 +187,8 @@ if Code.ensure_loaded?(Axon) do
       end
     end
 
-    defp run_predict(model, input), do: Nx.Defn.jit(model.predict_fn, jit_opts(model)).(model.state, input)
+    @doc false
+    def run_predict(model, input), do: Nx.Defn.jit(model.predict_fn, jit_opts(model)).(model.state, input)
 
     defp slice(%Nx.Tensor{} = t, start, len), do: Nx.slice_along_axis(t, start, len, axis: 0)
     defp slice(%{} = inputs, start, len), do: Map.new(inputs, fn {k, v} -> {k, slice(v, start, len)} end)
@@ -297,40 +298,7 @@ if Code.ensure_loaded?(Axon) do
 
     @doc "Writes the model to `path` (the format of the moduledoc): `:ok` or `{:error, %ExBurn.Error{}}`."
     @spec save(t(), Path.t()) :: :ok | {:error, ExBurn.Error.t()}
-    def save(%__MODULE__{} = model, path) do
-      binary = ExBurn.Model.File.encode(parameters(model), meta(model), :model)
-      tmp = "#{path}.tmp#{System.unique_integer([:positive])}"
-
-      with :ok <- File.mkdir_p(Path.dirname(path)),
-           :ok <- File.write(tmp, binary),
-           :ok <- File.rename(tmp, path) do
-        :ok
-      else
-        {:error, reason} ->
-          File.rm(tmp)
-          {:error, ExBurn.Error.new("ExBurn.Model.save", "cannot write #{path}", :file.format_error(reason))}
-      end
-    end
-
-    defp meta(model) do
-      %{
-        exburn: ExBurn.version(),
-        loss: if(is_atom(model.loss), do: model.loss),
-        loss_opts: model.loss_opts,
-        optimizer: model.optimizer,
-        optimizer_opts: model.optimizer_opts,
-        input: input_meta(model.input),
-        frozen: model.frozen,
-        precision: model.precision,
-        seed: model.seed
-      }
-    end
-
-    defp input_meta(%Nx.Tensor{shape: shape, type: type}), do: {shape, type}
-    defp input_meta(%{} = inputs), do: Map.new(inputs, fn {k, v} -> {k, input_meta(v)} end)
-
-    defp input_template({shape, type}), do: Nx.template(shape, type)
-    defp input_template(%{} = inputs), do: Map.new(inputs, fn {k, v} -> {k, input_template(v)} end)
+    def save(%__MODULE__{} = model, path), do: Store.save(model, path)
 
     @doc """
     Reads a model file. `target` is the Axon graph the file was saved from (the model is
@@ -340,14 +308,7 @@ if Code.ensure_loaded?(Axon) do
     parameters that don't match the model's.
     """
     @spec load(Path.t(), Axon.t() | t()) :: {:ok, t()} | {:error, ExBurn.Error.t()}
-    def load(path, target) do
-      fun = "ExBurn.Model.load"
-
-      with {:ok, binary} <- read(path, fun),
-           {:ok, {params, meta}} <- ExBurn.Model.File.decode(binary, :model, fun) do
-        into(target, params, meta, fun)
-      end
-    end
+    def load(path, target), do: Store.load(path, target)
 
     @doc "As `load/2`, raising `ExBurn.Error`."
     @spec load!(Path.t(), Axon.t() | t()) :: t()
@@ -357,49 +318,6 @@ if Code.ensure_loaded?(Axon) do
         {:error, e} -> raise e
       end
     end
-
-    defp read(path, fun) do
-      case File.read(path) do
-        {:ok, binary} -> {:ok, binary}
-        {:error, reason} -> {:error, ExBurn.Error.new(fun, "cannot read #{path}", :file.format_error(reason))}
-      end
-    end
-
-    defp into(target, params, meta, fun) do
-      model = target_model(target, meta)
-      names = model |> parameters() |> Map.keys() |> Enum.sort()
-
-      case {names -- Map.keys(params), Map.keys(params) -- names} do
-        {[], []} ->
-          {:ok, update_params(model, params)}
-
-        {missing, extra} ->
-          {:error,
-           ExBurn.Error.new(
-             fun,
-             "the file's parameters don't match the model's",
-             "missing: #{inspect(missing)}, unknown: #{inspect(extra)}"
-           )}
-      end
-    rescue
-      # A file of the right format whose contents don't fit: no model comes out of it.
-      e -> {:error, ExBurn.Error.new(fun, Exception.message(e))}
-    end
-
-    defp target_model(%__MODULE__{} = model, _meta), do: model
-
-    defp target_model(%Axon{} = axon, meta) do
-      opts =
-        [optimizer: {meta.optimizer, meta.optimizer_opts}, input: input_template(meta.input), seed: meta.seed] ++
-          if(meta.loss, do: [loss: meta.loss, loss_opts: meta.loss_opts], else: [])
-
-      model = compile(axon, opts)
-      model = if meta.precision, do: quantize(model, meta.precision), else: model
-      freeze(model, meta.frozen)
-    end
-
-    defp target_model(other, _meta),
-      do: raise(ArgumentError, "expected an %Axon{} graph or an %ExBurn.Model{}, got #{inspect(other, limit: 5)}")
 
     @doc "The model's tensors as a binary (the file format, kind 2: parameters only)."
     @spec serialize_params(t()) :: binary()
@@ -560,74 +478,7 @@ if Code.ensure_loaded?(Axon) do
     options of `ExBurn.Training.train_step/3` too.
     """
     @spec benchmark(t(), term(), keyword()) :: map()
-    def benchmark(%__MODULE__{} = model, input, opts \\ []) do
-      fun = "ExBurn.Model.benchmark"
-      {mode, opts} = Keyword.pop(opts, :mode, :predict)
-      {iterations, opts} = Keyword.pop(opts, :iterations, 10)
-      {warmup, opts} = Keyword.pop(opts, :warmup, 2)
-
-      unless is_integer(iterations) and iterations > 0 and is_integer(warmup) and warmup >= 0,
-        do:
-          raise(
-            ArgumentError,
-            "#{fun}: :iterations must be a positive integer and :warmup a non-negative one, got #{inspect(iterations)} and #{inspect(warmup)}"
-          )
-
-      {step, batch} =
-        case mode do
-          :predict ->
-            options!(opts, [], fun)
-            batch = Spec.check_input!(model.input, input, fun)
-            {fn m -> run_predict(m, input) && m end, batch}
-
-          :train ->
-            {x, _y} = ExBurn.Training.batch!(input, fun)
-
-            {fn m -> m |> ExBurn.Training.train_step(input, opts) |> elem(0) end,
-             Spec.check_input!(model.input, x, fun)}
-
-          other ->
-            raise ArgumentError, "#{fun}: unknown :mode #{inspect(other)} (modes: :predict, :train)"
-        end
-
-      times = time(step, model, warmup, iterations)
-      median = times |> Enum.sort() |> Enum.at(div(iterations, 2))
-
-      %{
-        mode: mode,
-        iterations: iterations,
-        batch_size: batch,
-        median_ms: median,
-        min_ms: Enum.min(times),
-        mean_ms: Enum.sum(times) / iterations,
-        samples_per_sec: if(median > 0, do: batch / (median / 1000), else: :infinity)
-      }
-    end
-
-    defp time(step, model, warmup, iterations) do
-      sync = fn -> ExCubecl.synchronize(device: model.device) end
-
-      model =
-        Enum.reduce(1..warmup//1, model, fn _, m ->
-          m = step.(m)
-          sync.()
-          m
-        end)
-
-      {times, _} =
-        Enum.map_reduce(1..iterations, model, fn _, m ->
-          {us, m} =
-            :timer.tc(fn ->
-              m = step.(m)
-              sync.()
-              m
-            end)
-
-          {us / 1000, m}
-        end)
-
-      times
-    end
+    def benchmark(%__MODULE__{} = model, input, opts \\ []), do: Benchmark.run(model, input, opts)
 
     ## Options
 

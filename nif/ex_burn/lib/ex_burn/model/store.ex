@@ -1,0 +1,97 @@
+if Code.ensure_loaded?(Axon) do
+  defmodule ExBurn.Model.Store do
+    @moduledoc false
+    # ExBurn.Model.save/2 and load/2: a model's parameters and metadata in the format of
+    # ExBurn.Model.File, written atomically (a temporary file renamed), and read back into the
+    # Axon graph the file was saved from or into a compiled model, checked name by name.
+
+    alias ExBurn.Model
+
+    def save(%Model{} = model, path) do
+      binary = ExBurn.Model.File.encode(Model.parameters(model), meta(model), :model)
+      tmp = "#{path}.tmp#{System.unique_integer([:positive])}"
+
+      with :ok <- File.mkdir_p(Path.dirname(path)),
+           :ok <- File.write(tmp, binary),
+           :ok <- File.rename(tmp, path) do
+        :ok
+      else
+        {:error, reason} ->
+          File.rm(tmp)
+          {:error, ExBurn.Error.new("ExBurn.Model.save", "cannot write #{path}", :file.format_error(reason))}
+      end
+    end
+
+    defp meta(model) do
+      %{
+        exburn: ExBurn.version(),
+        loss: if(is_atom(model.loss), do: model.loss),
+        loss_opts: model.loss_opts,
+        optimizer: model.optimizer,
+        optimizer_opts: model.optimizer_opts,
+        input: input_meta(model.input),
+        frozen: model.frozen,
+        precision: model.precision,
+        seed: model.seed
+      }
+    end
+
+    defp input_meta(%Nx.Tensor{shape: shape, type: type}), do: {shape, type}
+    defp input_meta(%{} = inputs), do: Map.new(inputs, fn {k, v} -> {k, input_meta(v)} end)
+
+    defp input_template({shape, type}), do: Nx.template(shape, type)
+    defp input_template(%{} = inputs), do: Map.new(inputs, fn {k, v} -> {k, input_template(v)} end)
+
+    def load(path, target) do
+      fun = "ExBurn.Model.load"
+
+      with {:ok, binary} <- read(path, fun),
+           {:ok, {params, meta}} <- ExBurn.Model.File.decode(binary, :model, fun) do
+        into(target, params, meta, fun)
+      end
+    end
+
+    defp read(path, fun) do
+      case File.read(path) do
+        {:ok, binary} -> {:ok, binary}
+        {:error, reason} -> {:error, ExBurn.Error.new(fun, "cannot read #{path}", :file.format_error(reason))}
+      end
+    end
+
+    defp into(target, params, meta, fun) do
+      model = target_model(target, meta)
+      names = model |> Model.parameters() |> Map.keys() |> Enum.sort()
+
+      case {names -- Map.keys(params), Map.keys(params) -- names} do
+        {[], []} ->
+          {:ok, Model.update_params(model, params)}
+
+        {missing, extra} ->
+          {:error,
+           ExBurn.Error.new(
+             fun,
+             "the file's parameters don't match the model's",
+             "missing: #{inspect(missing)}, unknown: #{inspect(extra)}"
+           )}
+      end
+    rescue
+      # A file of the right format whose contents don't fit: no model comes out of it.
+      e -> {:error, ExBurn.Error.new(fun, Exception.message(e))}
+    end
+
+    defp target_model(%Model{} = model, _meta), do: model
+
+    defp target_model(%Axon{} = axon, meta) do
+      opts =
+        [optimizer: {meta.optimizer, meta.optimizer_opts}, input: input_template(meta.input), seed: meta.seed] ++
+          if(meta.loss, do: [loss: meta.loss, loss_opts: meta.loss_opts], else: [])
+
+      model = Model.compile(axon, opts)
+      model = if meta.precision, do: Model.quantize(model, meta.precision), else: model
+      Model.freeze(model, meta.frozen)
+    end
+
+    defp target_model(other, _meta),
+      do: raise(ArgumentError, "expected an %Axon{} graph or an %ExBurn.Model{}, got #{inspect(other, limit: 5)}")
+  end
+end
