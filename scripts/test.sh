@@ -42,6 +42,10 @@ if [ -z "$EXBURN_NX_MISSING" ]; then
     (cd nif/ex_burn && MIX_ENV=test mix run examples/digits.exs --model mlp --epochs 5 --data "$digits/digits.mpk" \
         --rust-mlp "$digits/ex_cubecl_digits_mlp_ex-cubecl.mpk" --rust-hits "${hits:?no accuracy line from the Rust digits job}" \
         --out "$digits" 2>&1 | grep -v "XDG_RUNTIME_DIR")
+    # The Rust job's CNN in Axon (two convolutions, a max pool, two dense layers): 4 epochs
+    # to at least 95% test accuracy (97% on lavapipe), saved and reloaded.
+    (cd nif/ex_burn && MIX_ENV=test mix run examples/digits.exs --model cnn --epochs 4 --data "$digits/digits.mpk" \
+        --out "$digits" 2>&1 | grep -v "XDG_RUNTIME_DIR")
     # ExUnit's summary stays the last lines of the run (CI counts them).
     (cd nif/ex_burn && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 else
