@@ -147,7 +147,7 @@ pub fn binary_int<I: Int>(
 }
 
 #[cube]
-fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F {
+pub(crate) fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFloatOp) -> F {
     match op {
         BinaryFloatOp::Add => a + b,
         BinaryFloatOp::Sub => a - b,

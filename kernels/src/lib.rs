@@ -37,6 +37,8 @@ pub mod conv_weight_gemm;
 #[allow(missing_docs)]
 pub mod flash_attention;
 #[allow(missing_docs)]
+pub mod fused;
+#[allow(missing_docs)]
 pub mod copy;
 #[allow(missing_docs)]
 pub mod ctc;

@@ -145,7 +145,7 @@ pub fn unary_int<I: Int>(
 }
 
 #[cube]
-fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -> F {
+pub(crate) fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: UnaryFloatOp) -> F {
     let zero = F::new(0.0);
     let one = F::new(1.0);
     match op {

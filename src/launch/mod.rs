@@ -12,6 +12,7 @@ pub mod data;
 pub mod deform_conv;
 pub mod elementwise;
 pub mod fft;
+pub mod fused;
 pub mod index;
 pub mod index_nd;
 pub mod interpolate;

@@ -1,12 +1,13 @@
 //! Ops beyond Burn's traits that our kernels have, for callers that know the backend's type
 //! (the NIF's Nx entries).
-use burn_backend::DType;
+use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use ex_cubecl_kernels::unary::UnaryFloatOp;
 
 use crate::backend::ExCubeclBackend;
 use crate::launch::copy::into_contiguous;
 use crate::launch::elementwise::unary_float_op;
+use crate::launch::fused::{FusedOp, fused};
 use crate::runtime::elem_size;
 use crate::tensor::CubeTensor;
 
@@ -14,6 +15,14 @@ impl<R: Runtime> ExCubeclBackend<R> {
     /// `1 - erf(x)`, which for f64 keeps its relative precision where `erf(x)` rounds to 1.
     pub fn float_erfc(tensor: CubeTensor<R>) -> CubeTensor<R> {
         unary_float_op(tensor, UnaryFloatOp::Erfc, 0.0, 0.0)
+    }
+
+    /// The outputs of a chain of elementwise float ops over `shape` in one launch (see
+    /// [`fused`]): register `k` is input `k`, broadcast to `shape`; op `i` writes register
+    /// `inputs.len() + i`; output `j` is register `outputs[j]`. Each op gives the bits its own
+    /// launch gives.
+    pub fn float_fused(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<CubeTensor<R>> {
+        fused(inputs, shape, ops, outputs)
     }
 
     /// `tensor`'s bits read as `dtype`, which must have the same width: the same buffer with

@@ -5,6 +5,7 @@
 #   * plain Axon.Loop.trainer |> Axon.Loop.run with ExBurn.Defn.Compiler;
 #   * 45 ExBurn.Training.train_step calls on one batch (the steps alone, loss read back);
 #   * the same Axon loop on Nx.BinaryBackend with Nx.Defn.Evaluator (one epoch).
+# The ExBurn rows run fused and unfused (ExBurn.Defn.Compiler's :fuse), alternated twice.
 #
 #     cd nif/ex_burn
 #     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary]
@@ -48,18 +49,26 @@ model =
   ExBurn.Model.compile(Bench.Digits.mlp(), loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 3.0e-3, seed: 42)
 
 fit = fn model -> ExBurn.Training.fit(model, {x, y}, epochs: 1, batch_size: 32, log: false) end
-{model, _} = fit.(model)
-epochs = for _ <- 1..3, do: elem(Bench.Digits.ms(fn -> fit.(model) end), 0)
-IO.puts("| ExBurn.Training.fit | #{Enum.at(Enum.sort(epochs), 1)} |")
-
 xb = Nx.slice_along_axis(x, 0, 32)
 yb = Nx.slice_along_axis(y, 0, 32)
-{m, _} = ExBurn.Training.train_step(model, {xb, yb})
-steps = fn -> Enum.reduce(1..45, m, fn _, m -> {m, loss} = ExBurn.Training.train_step(m, {xb, yb}); Nx.to_number(loss); m end) end
-IO.puts("| 45 ExBurn.Training.train_step calls | #{elem(Bench.Digits.ms(steps), 0)} |")
-
 ex_batches = Bench.Digits.batches(x, y, ExBurn.Backend)
-IO.puts("| Axon.Loop.trainer + run, ExBurn.Defn.Compiler | #{Bench.Digits.axon_epoch(ex_batches, ExBurn.Defn.Compiler)} |")
+
+# Fused and unfused programs (ExBurn.Defn.Compiler's :fuse), alternated.
+for fuse <- [true, false, true, false] do
+  Application.put_env(:ex_burn, :defn_fuse, fuse)
+  ExBurn.Defn.Compiler.clear_cache()
+  tag = if fuse, do: "fused", else: "unfused"
+  {model, _} = fit.(model)
+  epochs = for _ <- 1..3, do: elem(Bench.Digits.ms(fn -> fit.(model) end), 0)
+  IO.puts("| ExBurn.Training.fit, #{tag} | #{Enum.at(Enum.sort(epochs), 1)} |")
+  {m, _} = ExBurn.Training.train_step(model, {xb, yb})
+  steps = fn -> Enum.reduce(1..45, m, fn _, m -> {m, loss} = ExBurn.Training.train_step(m, {xb, yb}); Nx.to_number(loss); m end) end
+  steps.()
+  IO.puts("| 45 ExBurn.Training.train_step calls, #{tag} | #{elem(Bench.Digits.ms(steps), 0)} |")
+  IO.puts("| Axon.Loop.trainer + run, ExBurn.Defn.Compiler, #{tag} | #{Bench.Digits.axon_epoch(ex_batches, ExBurn.Defn.Compiler)} |")
+end
+
+Application.delete_env(:ex_burn, :defn_fuse)
 
 if Keyword.get(opts, :binary, true) do
   Nx.global_default_backend(Nx.BinaryBackend)

@@ -264,7 +264,8 @@ defmodule ExBurn.Defn.CompilerTest do
 
   test "the first call captures the program's segments, later calls replay them" do
     @compiler.clear_cache()
-    fun = cjit(&chain_loop/1)
+    # unfused, so that the body is 8 launches (fused, it is one: ExBurn.Defn.FuseTest)
+    fun = cjit(&chain_loop/1, fuse: false)
     first = fun.(Nx.tensor([1.0, 2.0]))
     # the main block is the while alone; its predicate block (`i < 3`: one launch on two
     # values, cheaper run directly) and its body (8 launches on 2 values: replayed)

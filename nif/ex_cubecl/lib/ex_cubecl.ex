@@ -433,6 +433,19 @@ defmodule ExCubecl do
   @spec available_backends() :: [atom()]
   def available_backends, do: Enum.map(Native.runtimes(), &String.to_atom/1)
 
+  @doc """
+  How many kernels this process has launched so far, on every device, replayed launches
+  included: the difference across a call is the launches it made.
+
+      iex> x = ExCubecl.buffer!([1.0, 2.0], [2], :f32)
+      iex> before = ExCubecl.launch_count()
+      iex> [_y] = ExCubecl.run_kernel!(:exp, [x])
+      iex> ExCubecl.launch_count() - before >= 1
+      true
+  """
+  @spec launch_count() :: non_neg_integer()
+  def launch_count, do: Native.launch_count()
+
   @doc "Whether a CUDA GPU is usable. `ExCubecl.cuda_available?()`"
   @spec cuda_available?() :: boolean()
   def cuda_available?, do: Enum.any?(devices(), &(&1.api == "cuda"))

@@ -14,7 +14,7 @@ defmodule ExCubecl.Native do
   `program_abort/1`, and `record_load/2` and `record_save/3`, which read and write Burn's
   record files) on dirty IO
   schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`,
-  `kernels/0`, `runtimes/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
+  `kernels/0`, `runtimes/0`, `launch_count/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
   `program_info/1`)
   and the submissions (`submit_*`, which queue and return) stay on normal schedulers:
   `bench/call_overhead.exs` measures them in microseconds (8 µs for `shape/1` in a debug
@@ -33,6 +33,7 @@ defmodule ExCubecl.Native do
   def devices, do: err()
   def default_device, do: err()
   def runtimes, do: err()
+  def launch_count, do: err()
   def buffer(_data, _shape, _dtype, _device), do: err()
   def read(_tensor), do: err()
   def shape(_tensor), do: err()

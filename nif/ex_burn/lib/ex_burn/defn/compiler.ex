@@ -32,6 +32,11 @@ defmodule ExBurn.Defn.Compiler do
     * `:hooks` - a map of hook name to function, overriding named hooks at call time (as in
       `Nx.Defn.Evaluator`), without recompiling.
     * `:cache` - `false` compiles on every call and caches nothing (default `true`).
+    * `:fuse` - `false` runs every elementwise op as a launch of its own. By default (the
+      application env `:defn_fuse` of `:ex_burn`, default `true`) each chain of elementwise
+      float ops of one type and shape (`add`, `multiply`, `exp`, `tanh`, `max`, ...: an
+      optimizer's update, an activation and its gradient) runs as one fused kernel, which
+      gives the very bits the separate launches give.
     * `:client` and `:device_id` - EXLA's way of naming a device: `client: :cuda,
       device_id: 1` is `"cuda:1"`, `client: :host` is Mesa's lavapipe (`"wgpu:cpu"`).
     * `:max_concurrency` - the partitions of an `Nx.Serving` (default 1).
@@ -56,10 +61,10 @@ defmodule ExBurn.Defn.Compiler do
 
   alias Nx.Defn.Composite
   alias Nx.Tensor, as: T
-  alias ExBurn.Defn.{Cache, Lower}
+  alias ExBurn.Defn.{Cache, Fuse, Lower}
   alias ExCubecl.Native
 
-  @options [:device, :hooks, :cache, :client, :device_id, :max_concurrency, :lazy_transfers, :debug] ++
+  @options [:device, :hooks, :cache, :fuse, :client, :device_id, :max_concurrency, :lazy_transfers, :debug] ++
              [:batch_keys, :mode, :seed, :print_values, :raise_on_none, :global_layer_options]
   @on_queue {__MODULE__, :on_queue}
 
@@ -78,8 +83,9 @@ defmodule ExBurn.Defn.Compiler do
   def __compile__(key, vars, fun, opts) do
     opts = options!(opts)
     dev = device(opts)
-    compile = fn -> compile(vars, fun, dev) end
-    program = if Keyword.get(opts, :cache, true), do: Cache.fetch({compact(key), templates(vars), dev}, compile), else: compile.()
+    fuse = Keyword.get_lazy(opts, :fuse, fn -> Application.get_env(:ex_burn, :defn_fuse, true) end)
+    compile = fn -> compile(vars, fun, dev, fuse) end
+    program = if Keyword.get(opts, :cache, true), do: Cache.fetch({compact(key), templates(vars), dev, fuse}, compile), else: compile.()
     hooks = Keyword.get(opts, :hooks, %{})
     fn args_list -> Enum.map(args_list, &run(program, &1, hooks)) end
   end
@@ -96,10 +102,11 @@ defmodule ExBurn.Defn.Compiler do
 
   ## Compilation
 
-  defp compile(vars, fun, dev) do
+  defp compile(vars, fun, dev, fuse) do
     {expr, output} = vars |> fun.() |> Composite.traverse([], &{Nx.devectorize(&1), [Nx.to_template(&1) | &2]})
     params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
     {blocks, consts, hooks, calls, positions} = Lower.program(expr, length(params), dev)
+    blocks = if fuse, do: Fuse.blocks(blocks), else: blocks
     specs = Enum.map(params, &{stored_shape(&1), stored_type(&1)})
 
     case Native.program_new(blocks, consts, specs, dev) do

@@ -250,6 +250,13 @@ fn supported_dtypes(device: String) -> NifResult<Vec<&'static str>> {
     })
 }
 
+/// How many kernels this process has launched so far, on every device (replayed launches
+/// included).
+#[rustler::nif]
+fn launch_count() -> u64 {
+    ex_cubecl::runtime::launch_count()
+}
+
 /// The runtimes compiled into this build.
 #[rustler::nif]
 fn runtimes() -> Vec<&'static str> {

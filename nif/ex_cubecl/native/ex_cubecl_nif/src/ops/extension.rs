@@ -5,7 +5,8 @@
 use burn_autodiff::Autodiff;
 use burn_backend::ops::FloatTensorOps;
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps};
+use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps, Shape};
+use ex_cubecl::launch::fused::FusedOp;
 use ex_cubecl::ExCubeclBackend;
 use ex_cubecl::cubecl::Runtime;
 
@@ -14,6 +15,10 @@ use crate::tensor::Prim;
 pub trait Extension: Backend {
     /// `1 - erf(x)`, to full relative precision in f64.
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// A chain of elementwise float ops over `shape` in one launch (`ExCubeclBackend::float_fused`);
+    /// not tracked for gradients (defn programs differentiate before they run).
+    fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>>;
 
     /// The bits of a float or int tensor read as `dtype` (of the same width), on the device:
     /// a float primitive for a float `dtype`, an int one otherwise.
@@ -31,6 +36,10 @@ where
 {
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         ExCubeclBackend::<R>::float_erfc(tensor)
+    }
+
+    fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
+        ExCubeclBackend::<R>::float_fused(inputs, shape, ops, outputs)
     }
 
     fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {
@@ -56,6 +65,11 @@ where
         } else {
             Self::from_inner(ExCubeclBackend::<R>::float_erfc(Self::inner(tensor)))
         }
+    }
+
+    fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
+        let inner = inputs.into_iter().map(Self::inner).collect();
+        ExCubeclBackend::<R>::float_fused(inner, shape, ops, outputs).into_iter().map(Self::from_inner).collect()
     }
 
     fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {

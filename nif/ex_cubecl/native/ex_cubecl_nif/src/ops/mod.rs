@@ -199,6 +199,7 @@ kernels! {
         "nx_logical_and" ("a, b (Nx broadcasting)"; "type, shape, compute"),
         "nx_logical_or" ("a, b (Nx broadcasting)"; "type, shape, compute"),
         "nx_logical_xor" ("a, b (Nx broadcasting)"; "type, shape, compute"),
+        "nx_fused" ("x, ... (broadcast to shape)"; "type, shape, ops ([{name, [register, ...]}]: Nx's elementwise float ops), outputs (registers)"),
         "nx_reshape" ("x"; "type, shape"),
         "nx_broadcast" ("x"; "type, shape, axes"),
         "nx_transpose" ("x"; "type, shape, axes"),

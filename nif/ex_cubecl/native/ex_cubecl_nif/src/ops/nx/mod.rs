@@ -19,6 +19,7 @@ mod complex;
 mod create;
 mod decompose;
 mod elementwise;
+mod fused;
 mod index;
 mod linalg;
 mod reduce;
@@ -80,6 +81,7 @@ pub fn dispatch<B: Extension>(callback: &str, inputs: Vec<Prim<B>>, out: &Out, o
     Ok(match callback {
         "constant" | "eye" | "iota" => vec![create::run::<B>(callback, out, opts, device)?],
         "to_batched" => shape::to_batched::<B>(inputs, out, opts)?,
+        "fused" => fused::run::<B>(inputs, out, opts)?,
         "top_k" => index::top_k::<B>(inputs, out, opts)?,
         c if decompose::NAMES.contains(&c) => decompose::run::<B>(c, inputs, out, opts)?,
         c if shape::NAMES.contains(&c) => vec![shape::run::<B>(c, inputs, out, opts)?],

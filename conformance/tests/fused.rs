@@ -1,0 +1,210 @@
+//! Fused elementwise launches (`ExCubeclBackend::float_fused`): random programs over inputs
+//! of every layout (contiguous, transposed, stepped, reversed, broadcast, scalar), each
+//! compared bit for bit with the same ops run one launch at a time, and a fixed chain
+//! compared with burn-ndarray.
+use burn_backend::ops::*;
+use burn_backend::{DType, Shape, TensorData, TensorMetadata};
+use ex_cubecl::launch::elementwise::{Rhs, binary_float_op, unary_float_op};
+use ex_cubecl::launch::fused::{BinaryFloatOp, FusedOp, UnaryFloatOp};
+use ex_cubecl_conformance::*;
+
+type T = ex_cubecl::CubeTensor<Rt>;
+
+const UNARY: [UnaryFloatOp; 9] = [
+    UnaryFloatOp::Exp,
+    UnaryFloatOp::Log,
+    UnaryFloatOp::Sqrt,
+    UnaryFloatOp::Neg,
+    UnaryFloatOp::Abs,
+    UnaryFloatOp::Tanh,
+    UnaryFloatOp::Sigmoid,
+    UnaryFloatOp::Erf,
+    UnaryFloatOp::Recip,
+];
+const BINARY: [BinaryFloatOp; 6] =
+    [BinaryFloatOp::Add, BinaryFloatOp::Sub, BinaryFloatOp::Mul, BinaryFloatOp::Div, BinaryFloatOp::Powf, BinaryFloatOp::Max];
+
+/// An input of `shape` laid out as `layout` says (0 contiguous, 1 transposed, 2 stepped,
+/// 3 reversed, 4 broadcast from its first row).
+fn input(rng: &mut Rng, shape: &[usize], dtype: DType, layout: u64) -> T {
+    let rank = shape.len();
+    let data = |s: &[usize], rng: &mut Rng| f::<Ex>(&float_data(rng, s, dtype, -2.0, 2.0));
+    match layout {
+        1 if rank >= 2 => {
+            let mut s = shape.to_vec();
+            s.swap(0, rank - 1);
+            Ex::float_swap_dims(data(&s, rng), 0, rank - 1)
+        }
+        2 if rank >= 1 => {
+            let mut s = shape.to_vec();
+            s[rank - 1] *= 2;
+            float_view::<Ex>(data(&s, rng), View::Stepped)
+        }
+        3 if rank >= 1 => float_view::<Ex>(data(shape, rng), View::Reversed),
+        4 if rank >= 1 => float_view::<Ex>(data(shape, rng), View::Expanded),
+        _ => data(shape, rng),
+    }
+}
+
+/// A shape that broadcasts to `shape`: itself, some dimensions 1, a suffix, or a scalar.
+fn broadcast_from(rng: &mut Rng, shape: &[usize]) -> Vec<usize> {
+    match rng.int(0, 4) {
+        0 => shape.to_vec(),
+        1 => shape.iter().map(|&n| if rng.int(0, 2) == 0 { 1 } else { n }).collect(),
+        2 => shape[rng.int(0, shape.len() as i64 + 1) as usize..].to_vec(),
+        _ => Vec::new(),
+    }
+}
+
+/// Nx's max or min (NaN where either is NaN) in separate launches.
+fn nan_pick(a: T, b: T, larger: bool) -> T {
+    let store = burn_backend::BoolStore::Native;
+    let pick = if larger { Ex::float_greater(a.clone(), b.clone(), store) } else { Ex::float_lower(a.clone(), b.clone(), store) };
+    let nan = Ex::bool_or(Ex::float_is_nan(a.clone(), store), Ex::float_is_nan(b.clone(), store));
+    let sum = Ex::float_add(a.clone(), b.clone());
+    Ex::float_mask_where(Ex::float_mask_where(b, pick, a), nan, sum)
+}
+
+/// The program's registers computed one launch per op.
+fn unfused(inputs: &[T], ops: &[FusedOp]) -> Vec<T> {
+    let mut regs = inputs.to_vec();
+    for op in ops {
+        let r = match *op {
+            FusedOp::Unary(u, x) => unary_float_op(regs[x].clone(), u, 0.0, 0.0),
+            FusedOp::Binary(b, x, y) => binary_float_op(regs[x].clone(), Rhs::Tensor(regs[y].clone()), b),
+            FusedOp::NanMax(x, y) => nan_pick(regs[x].clone(), regs[y].clone(), true),
+            FusedOp::NanMin(x, y) => nan_pick(regs[x].clone(), regs[y].clone(), false),
+        };
+        regs.push(r);
+    }
+    regs
+}
+
+fn random_op(rng: &mut Rng, registers: usize) -> FusedOp {
+    let mut reg = || rng.int(0, registers as i64) as usize;
+    let (x, y) = (reg(), reg());
+    match rng.int(0, 8) {
+        0 | 1 => FusedOp::Unary(UNARY[rng.int(0, UNARY.len() as i64) as usize], x),
+        2 => FusedOp::NanMax(x, y),
+        3 => FusedOp::NanMin(x, y),
+        _ => FusedOp::Binary(BINARY[rng.int(0, BINARY.len() as i64) as usize], x, y),
+    }
+}
+
+#[test]
+fn fused_programs_match_their_ops_bit_for_bit() {
+    let mut suite = Suite::new("fused");
+    for dtype in float_dtypes() {
+        for seed in 0..24u64 {
+            let mut rng = Rng::new(900 + seed);
+            let rank = rng.int(0, 5) as usize;
+            let shape = rng.shape(rank, 6);
+            let count = rng.int(1, 5) as usize;
+            let inputs: Vec<T> = (0..count)
+                .map(|k| {
+                    // The first input has the full shape, so that every program covers it.
+                    let s = if k == 0 { shape.clone() } else { broadcast_from(&mut rng, &shape) };
+                    let layout = rng.int(0, 5) as u64;
+                    input(&mut rng, &s, dtype, layout)
+                })
+                .collect();
+            let nops = rng.int(1, 14) as usize;
+            let ops: Vec<FusedOp> = (0..nops).map(|i| random_op(&mut rng, count + i)).collect();
+            let registers = count + nops;
+            let outputs: Vec<usize> = (0..rng.int(1, 4)).map(|_| rng.int(count as i64, registers as i64) as usize).collect();
+            let case = format!("{dtype:?} shape {shape:?} inputs {:?} ops {ops:?} outputs {outputs:?} (seed {})", inputs.iter().map(|t| t.shape()).collect::<Vec<_>>(), 900 + seed);
+            let fused = catch(|| Ex::float_fused(inputs.clone(), Shape::from(shape.clone()), ops.clone(), outputs.clone()));
+            let regs = unfused(&inputs, &ops);
+            for (j, &r) in outputs.iter().enumerate() {
+                let expected = rf::<Ex>(Ex::float_expand(regs[r].clone(), Shape::from(shape.clone())));
+                let ours = fused.as_ref().map(|outs| rf::<Ex>(outs[j].clone())).map_err(Clone::clone);
+                suite.check(format!("{case} output {j}"), Tol::EXACT, (ours, expected));
+            }
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn programs_with_more_buffers_than_a_kernel_binds_give_the_same_bits() {
+    // 40 inputs and 2 outputs: one launch on CUDA (1024 bindings), one launch per op on
+    // lavapipe (31).
+    let mut suite = Suite::new("fused, many inputs");
+    let mut rng = Rng::new(4040);
+    let shape = vec![3, 5];
+    let inputs: Vec<T> = (0..40)
+        .map(|k| {
+            let s = if k == 0 { shape.clone() } else { broadcast_from(&mut rng, &shape) };
+            let layout = rng.int(0, 5) as u64;
+            input(&mut rng, &s, DType::F32, layout)
+        })
+        .collect();
+    let mut ops = vec![FusedOp::NanMax(0, 1)];
+    for k in 2..40 {
+        let op = [BinaryFloatOp::Add, BinaryFloatOp::Mul, BinaryFloatOp::Sub][k % 3];
+        ops.push(FusedOp::Binary(op, 40 + k - 2, k));
+    }
+    ops.push(FusedOp::Unary(UnaryFloatOp::Tanh, 40 + 38));
+    let outputs = vec![40, 40 + 39];
+    let fused = catch(|| Ex::float_fused(inputs.clone(), Shape::from(shape.clone()), ops.clone(), outputs.clone()));
+    let regs = unfused(&inputs, &ops);
+    for (j, &r) in outputs.iter().enumerate() {
+        let expected = rf::<Ex>(Ex::float_expand(regs[r].clone(), Shape::from(shape.clone())));
+        let ours = fused.as_ref().map(|outs| rf::<Ex>(outs[j].clone())).map_err(Clone::clone);
+        suite.check(format!("40 inputs, output {j}"), Tol::EXACT, (ours, expected));
+    }
+    suite.finish();
+}
+
+#[test]
+fn a_fused_chain_matches_ndarray() {
+    let mut suite = Suite::new("fused chain");
+    let mut rng = Rng::new(77);
+    for dtype in float_dtypes() {
+        let (a, b, c) = (
+            float_data(&mut rng, &[5, 7], dtype, 0.1, 2.0),
+            float_data(&mut rng, &[7], dtype, -1.0, 1.0),
+            float_data(&mut rng, &[], dtype, 0.5, 1.5),
+        );
+        // y = tanh(a * b + c) / sqrt(a), z = exp(-y)
+        let ops = vec![
+            FusedOp::Binary(BinaryFloatOp::Mul, 0, 1),
+            FusedOp::Binary(BinaryFloatOp::Add, 3, 2),
+            FusedOp::Unary(UnaryFloatOp::Tanh, 4),
+            FusedOp::Unary(UnaryFloatOp::Sqrt, 0),
+            FusedOp::Binary(BinaryFloatOp::Div, 5, 6),
+            FusedOp::Unary(UnaryFloatOp::Neg, 7),
+            FusedOp::Unary(UnaryFloatOp::Exp, 8),
+        ];
+        let ours = catch(|| Ex::float_fused(vec![f::<Ex>(&a), f::<Ex>(&b), f::<Ex>(&c)], Shape::from(vec![5, 7]), ops.clone(), vec![7, 9]));
+        let reference = |out: usize| {
+            type B = Ref;
+            let (a, b, c) = (f::<B>(&a), f::<B>(&b), f::<B>(&c));
+            let b = B::float_expand(B::float_reshape(b, Shape::from(vec![1, 7])), Shape::from(vec![5, 7]));
+            let c = B::float_expand(B::float_reshape(c, Shape::from(vec![1, 1])), Shape::from(vec![5, 7]));
+            let y = B::float_div(B::float_tanh(B::float_add(B::float_mul(a.clone(), b), c)), B::float_sqrt(a));
+            if out == 0 { rf::<B>(y) } else { rf::<B>(B::float_exp(B::float_neg(y))) }
+        };
+        for j in 0..2 {
+            let got = ours.as_ref().map(|outs| rf::<Ex>(outs[j].clone())).map_err(Clone::clone);
+            suite.check(format!("{dtype:?} chain output {j}"), Tol::of(1e-5).for_dtype(dtype), (got, reference(j)));
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn bad_programs_are_refused_with_the_reason() {
+    let mut suite = Suite::new("fused errors");
+    let x = || f::<Ex>(&TensorData::new(vec![1.0f32, 2.0], vec![2]));
+    let shape = || Shape::from(vec![2]);
+    let case = |ins: Vec<T>, s: Shape, ops: Vec<FusedOp>, outs: Vec<usize>| catch(|| rf::<Ex>(Ex::float_fused(ins, s, ops, outs).remove(0)));
+    suite.check_panics("register not yet written", "reads register 2", case(vec![x()], shape(), vec![FusedOp::Unary(UnaryFloatOp::Exp, 2)], vec![1]));
+    suite.check_panics("output out of range", "outputs [5]", case(vec![x()], shape(), vec![FusedOp::Unary(UnaryFloatOp::Exp, 0)], vec![5]));
+    suite.check_panics("no broadcast", "doesn't broadcast to [3]", case(vec![x()], Shape::from(vec![3]), vec![FusedOp::Unary(UnaryFloatOp::Exp, 0)], vec![1]));
+    if let Some(&other) = float_dtypes().iter().find(|&&d| d != DType::F32) {
+        let mixed = vec![x(), Ex::float_cast(x(), other.into())];
+        suite.check_panics("mixed dtypes", "share one float dtype", case(mixed, shape(), vec![FusedOp::Binary(BinaryFloatOp::Add, 0, 1)], vec![2]));
+    }
+    suite.finish();
+}

@@ -1,0 +1,189 @@
+defmodule ExBurn.Defn.Fuse do
+  @moduledoc false
+  # Fuses a lowered program's chains of elementwise float ops into `nx_fused` instructions,
+  # one launch each (the entry is documented in native/ex_cubecl_nif/src/ops/nx/fused.rs).
+  #
+  # Within a block, an elementwise float op (`nx_add`, `nx_exp`, ...) joins the groups of the
+  # fusable ops it reads that have its type and shape, merging them. A group whose value is
+  # read by an instruction outside it (or by the block's outputs) before the group is complete
+  # is closed: nothing joins it afterwards, so a group is computed at the place of its last
+  # member and everything it reads is computed before that place. A group of two or more ops
+  # becomes one instruction there, giving the values that outside instructions read. Each op
+  # in the kernel gives the very bits its own entry gives: fusing changes launches, not
+  # results.
+
+  @unary ~w(exp log log1p sigmoid cos sin tan cosh sinh tanh acos asin atan acosh asinh atanh sqrt rsqrt erf abs ceil floor negate sign)
+  @binary ~w(add subtract multiply divide pow atan2 max min)
+  @float_types ~w(f16 bf16 f32 f64)
+
+  @doc false
+  # The blocks of a program (`{nparams, instructions, outputs}`) with their chains fused.
+  def blocks(blocks), do: Enum.map(blocks, &block/1)
+
+  defp block({nparams, instrs, outputs}) do
+    instrs = List.to_tuple(instrs)
+    n = tuple_size(instrs)
+    groups = group(instrs, n, outputs)
+    {new_instrs, map} = emit(instrs, n, outputs, groups)
+    {nparams, new_instrs, Enum.map(outputs, &rename(&1, map))}
+  end
+
+  ## Grouping
+
+  # `%{member => group}` with each group's `%{members: [i, ...] (in order), closed: bool}`:
+  # the fusable instructions that share a group.
+  defp group(instrs, n, outputs) do
+    st = %{of: %{}, groups: %{}}
+
+    st =
+      Enum.reduce(0..(n - 1)//1, st, fn i, st ->
+        instr = elem(instrs, i)
+
+        case fusable(instr) do
+          {:ok, key} -> join(st, i, key, instr)
+          :error -> close_read(st, slots(instr))
+        end
+      end)
+
+    close_read(st, outputs)
+  end
+
+  # Instruction `i` (fusable, of `key` = {type, shape}) joins the open groups of the same key
+  # among those it reads (merging them); the others it reads are closed.
+  defp join(st, i, key, {:op, _, inputs, _, _}) do
+    read = inputs |> Enum.flat_map(&group_read(st, &1)) |> Enum.uniq()
+    {joined, other} = Enum.split_with(read, fn g -> st.groups[g].key == key and not st.groups[g].closed end)
+    st = Enum.reduce(other, st, &close/2)
+    members = joined |> Enum.flat_map(&st.groups[&1].members) |> Enum.sort()
+    members = members ++ [i]
+    groups = Map.drop(st.groups, joined) |> Map.put(i, %{key: key, members: members, closed: false})
+    %{st | groups: groups, of: Enum.reduce(members, st.of, &Map.put(&2, &1, i))}
+  end
+
+  defp group_read(st, {:value, j, _}), do: List.wrap(st.of[j])
+  defp group_read(_st, _slot), do: []
+
+  defp close_read(st, slots), do: slots |> Enum.flat_map(&group_read(st, &1)) |> Enum.reduce(st, &close/2)
+
+  defp close(g, st), do: put_in(st.groups[g].closed, true)
+
+  # `{:ok, {type, shape}}` for an elementwise float op that the fused kernel computes exactly
+  # as its own entry does.
+  defp fusable({:op, "nx_" <> name, inputs, opts, _label}) do
+    type = to_string(opts[:type])
+    arity = length(inputs)
+
+    ok =
+      type in @float_types and not Keyword.has_key?(opts, :complex) and
+        ((arity == 1 and name in @unary) or (arity == 2 and name in @binary and to_string(opts[:compute]) == type))
+
+    if ok, do: {:ok, {type, opts[:shape]}}, else: :error
+  end
+
+  defp fusable(_instr), do: :error
+
+  # Every slot an instruction reads.
+  defp slots({:op, _, inputs, _, _}), do: inputs
+  defp slots({:cond, inputs, _, _}), do: inputs
+  defp slots({:while, initial, _, _}), do: initial
+  defp slots({:hook, _, inputs}), do: inputs
+  defp slots({:call, _, inputs, _}), do: inputs
+
+  ## Emitting
+
+  # The new instruction list and the map from old instruction indices to where their values
+  # went: `{:moved, new}` for an instruction kept, `{:fused, new, k}` for a group member that
+  # is output `k` of fused instruction `new`.
+  defp emit(instrs, n, outputs, %{groups: groups}) do
+    multi = for {_, %{members: [_, _ | _]} = g} <- groups, do: g
+    last = Map.new(multi, &{List.last(&1.members), &1})
+    inside = multi |> Enum.flat_map(& &1.members) |> MapSet.new()
+    read = read_by(instrs, n, outputs, multi)
+
+    {out, _count, map} =
+      Enum.reduce(0..(n - 1)//1, {[], 0, %{}}, fn i, {out, count, map} ->
+        cond do
+          g = last[i] ->
+            {instr, given} = fused_instr(instrs, g, read, map)
+
+            map =
+              given |> Enum.with_index() |> Enum.reduce(map, fn {m, k}, map -> Map.put(map, m, {:fused, count, k}) end)
+
+            {[instr | out], count + 1, map}
+
+          MapSet.member?(inside, i) ->
+            {out, count, map}
+
+          true ->
+            {[rename_instr(elem(instrs, i), map) | out], count + 1, Map.put(map, i, {:moved, count})}
+        end
+      end)
+
+    {Enum.reverse(out), map}
+  end
+
+  # The group members that an instruction outside their group, or the block's outputs, read.
+  defp read_by(instrs, n, outputs, multi) do
+    group = for g <- multi, m <- g.members, into: %{}, do: {m, g.members}
+
+    outside = fn
+      reader, {:value, m, 0} -> Map.has_key?(group, m) and reader not in group[m]
+      _, _ -> false
+    end
+
+    from_instrs = for j <- 0..(n - 1)//1, slot <- slots(elem(instrs, j)), outside.(j, slot), do: elem(slot, 1)
+    from_outputs = for slot <- outputs, outside.(:out, slot), do: elem(slot, 1)
+    MapSet.new(from_instrs ++ from_outputs)
+  end
+
+  # Group `g`'s instruction: its inputs are the slots its members read from outside it, and
+  # its outputs the members read outside it (`given`, in order).
+  defp fused_instr(instrs, g, read, map) do
+    members = for m <- g.members, do: elem(instrs, m)
+    {:op, _, _, opts, _} = List.last(members)
+    own = MapSet.new(g.members)
+
+    external =
+      members
+      |> Enum.flat_map(&elem(&1, 2))
+      |> Enum.reject(&(match?({:value, _, 0}, &1) and MapSet.member?(own, elem(&1, 1))))
+      |> Enum.uniq()
+
+    registers = external |> Enum.with_index() |> Map.new()
+
+    registers =
+      g.members
+      |> Enum.with_index(length(external))
+      |> Enum.reduce(registers, fn {m, r}, acc -> Map.put(acc, {:value, m, 0}, r) end)
+
+    ops = for {:op, "nx_" <> name, inputs, _, _} <- members, do: {name, Enum.map(inputs, &Map.fetch!(registers, &1))}
+    given = Enum.filter(g.members, &MapSet.member?(read, &1))
+    label = "fused: " <> Enum.map_join(members, ", ", &elem(&1, 4))
+
+    fused_opts = [
+      type: opts[:type],
+      shape: opts[:shape],
+      ops: ops,
+      outputs: Enum.map(given, &Map.fetch!(registers, {:value, &1, 0}))
+    ]
+
+    {{:op, "nx_fused", Enum.map(external, &rename(&1, map)), fused_opts, label}, given}
+  end
+
+  defp rename_instr({:op, kernel, inputs, opts, label}, map),
+    do: {:op, kernel, Enum.map(inputs, &rename(&1, map)), opts, label}
+
+  defp rename_instr({:cond, inputs, clauses, last}, map), do: {:cond, Enum.map(inputs, &rename(&1, map)), clauses, last}
+  defp rename_instr({:while, initial, pred, body}, map), do: {:while, Enum.map(initial, &rename(&1, map)), pred, body}
+  defp rename_instr({:hook, id, inputs}, map), do: {:hook, id, Enum.map(inputs, &rename(&1, map))}
+  defp rename_instr({:call, id, inputs, outputs}, map), do: {:call, id, Enum.map(inputs, &rename(&1, map)), outputs}
+
+  defp rename({:value, i, k}, map) do
+    case Map.fetch!(map, i) do
+      {:moved, new} -> {:value, new, k}
+      {:fused, new, out} when k == 0 -> {:value, new, out}
+    end
+  end
+
+  defp rename(slot, _map), do: slot
+end

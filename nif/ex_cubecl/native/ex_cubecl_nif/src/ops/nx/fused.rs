@@ -1,0 +1,124 @@
+//! `nx_fused`: a chain of Nx's elementwise float ops in one launch, as `ExBurn.Defn.Compiler`
+//! groups them (`ExCubeclBackend::float_fused`).
+//!
+//! Options: `type` and `shape` (the group's, which every output has), `ops` (a list of
+//! `{name, [register, ...]}` with Nx's op names; register `k` is input `k`, and each op writes
+//! the next register) and `outputs` (the registers given, in order). Inputs are cast to
+//! `type` where they differ; every op gives the bits that its own `nx_<name>` entry gives.
+use burn_backend::Shape;
+use ex_cubecl::launch::fused::{BinaryFloatOp as B2, FusedOp, UnaryFloatOp as U};
+
+use super::Out;
+use super::any;
+use crate::error::{NifError, NifResult};
+use crate::ops::Extension;
+use crate::opts::{OptVal, Opts};
+use crate::tensor::Prim;
+
+/// The fused ops of Nx op `name` on `args` (registers of the kernel), writing to `next` on.
+fn lower(name: &str, args: &[usize], next: usize) -> Option<Vec<FusedOp>> {
+    let unary = |u: U| match args {
+        [x] => Some(vec![FusedOp::Unary(u, *x)]),
+        _ => None,
+    };
+    let binary = |op: fn(usize, usize) -> FusedOp| match args {
+        [x, y] => Some(vec![op(*x, *y)]),
+        _ => None,
+    };
+    match name {
+        "exp" => unary(U::Exp),
+        "log" => unary(U::Log),
+        "log1p" => unary(U::Log1p),
+        "sigmoid" => unary(U::Sigmoid),
+        "cos" => unary(U::Cos),
+        "sin" => unary(U::Sin),
+        "tan" => unary(U::Tan),
+        "cosh" => unary(U::Cosh),
+        "sinh" => unary(U::Sinh),
+        "tanh" => unary(U::Tanh),
+        "acos" => unary(U::Acos),
+        "asin" => unary(U::Asin),
+        "atan" => unary(U::Atan),
+        "acosh" => unary(U::Acosh),
+        "asinh" => unary(U::Asinh),
+        "atanh" => unary(U::Atanh),
+        "sqrt" => unary(U::Sqrt),
+        "erf" => unary(U::Erf),
+        "abs" => unary(U::Abs),
+        "ceil" => unary(U::Ceil),
+        "floor" => unary(U::Floor),
+        "negate" => unary(U::Neg),
+        "sign" => unary(U::Sign),
+        // As `nx_rsqrt`: the reciprocal of the square root.
+        "rsqrt" => unary(U::Sqrt).map(|mut ops| {
+            ops.push(FusedOp::Unary(U::Recip, next));
+            ops
+        }),
+        "add" => binary(|x, y| FusedOp::Binary(B2::Add, x, y)),
+        "subtract" => binary(|x, y| FusedOp::Binary(B2::Sub, x, y)),
+        "multiply" => binary(|x, y| FusedOp::Binary(B2::Mul, x, y)),
+        "divide" => binary(|x, y| FusedOp::Binary(B2::Div, x, y)),
+        "pow" => binary(|x, y| FusedOp::Binary(B2::Powf, x, y)),
+        "atan2" => binary(|x, y| FusedOp::Binary(B2::Atan2, x, y)),
+        "max" => binary(FusedOp::NanMax),
+        "min" => binary(FusedOp::NanMin),
+        _ => None,
+    }
+}
+
+/// The kernel's ops and output registers for option `ops` and `outputs` over `inputs` inputs
+/// (an Nx op may take more than one kernel op, so registers are renumbered).
+fn program(op: &str, opts: &Opts, inputs: usize) -> NifResult<(Vec<FusedOp>, Vec<usize>)> {
+    let bad = |what: String| NifError::new(op, what, format!("ops {:?}", opts.get("ops")));
+    let Some(OptVal::List(items)) = opts.get("ops") else {
+        return Err(bad("option ops must be a list of {name, [register, ...]}".into()));
+    };
+    // Where each of Nx's registers is among the kernel's.
+    let mut registers: Vec<usize> = (0..inputs).collect();
+    let mut ops = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let (name, args) = match item {
+            OptVal::List(pair) => match pair.as_slice() {
+                [OptVal::Str(name) | OptVal::Atom(name), OptVal::List(args)] => (name, args),
+                _ => return Err(bad(format!("op {i} must be {{name, [register, ...]}}"))),
+            },
+            _ => return Err(bad(format!("op {i} must be {{name, [register, ...]}}"))),
+        };
+        let args = args
+            .iter()
+            .map(|a| match a {
+                OptVal::Int(r) if *r >= 0 && (*r as usize) < registers.len() => Ok(registers[*r as usize]),
+                other => Err(bad(format!("op {i} ({name}) reads {other:?}, not one of the {} registers before it", registers.len()))),
+            })
+            .collect::<NifResult<Vec<usize>>>()?;
+        let next = inputs + ops.len();
+        let lowered = lower(name, &args, next).ok_or_else(|| bad(format!("op {i}: {name} of {} registers is not fusable", args.len())))?;
+        ops.extend(lowered);
+        registers.push(inputs + ops.len() - 1);
+    }
+    let outputs = opts
+        .ints(op, "outputs", None)?
+        .into_iter()
+        .map(|r| usize::try_from(r).ok().and_then(|r| registers.get(r).copied()).ok_or_else(|| bad(format!("output register {r} is not one of the {}", registers.len()))))
+        .collect::<NifResult<Vec<usize>>>()?;
+    if outputs.is_empty() {
+        return Err(bad("option outputs names no register".into()));
+    }
+    Ok((ops, outputs))
+}
+
+pub fn run<B: Extension>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Vec<Prim<B>>> {
+    let op = "nx_fused";
+    if inputs.is_empty() {
+        return Err(NifError::new(op, "takes at least one input", out.describe()));
+    }
+    let (ops, outputs) = program(op, opts, inputs.len())?;
+    let tensors = inputs
+        .into_iter()
+        .map(|p| match any::cast(op, p, out.dtype)? {
+            Prim::Float(t) => Ok(t),
+            other => Err(NifError::new(op, "fuses float ops only", format!("an input is {}, the group {}", other.describe(), out.describe()))),
+        })
+        .collect::<NifResult<Vec<_>>>()?;
+    Ok(B::float_fused(tensors, Shape::from(out.shape.clone()), ops, outputs).into_iter().map(Prim::Float).collect())
+}
