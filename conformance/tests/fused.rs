@@ -5,7 +5,7 @@
 use burn_backend::ops::*;
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
 use ex_cubecl::launch::elementwise::{Rhs, binary_float_op, unary_float_op};
-use ex_cubecl::launch::fused::{BinaryFloatOp, FusedOp, UnaryFloatOp};
+use ex_cubecl::launch::fused::{BinaryFloatOp, CompareOp, FusedOp, UnaryFloatOp};
 use ex_cubecl_conformance::*;
 
 type T = ex_cubecl::CubeTensor<Rt>;
@@ -21,6 +21,8 @@ const UNARY: [UnaryFloatOp; 9] = [
     UnaryFloatOp::Erf,
     UnaryFloatOp::Recip,
 ];
+const COMPARE: [CompareOp; 6] =
+    [CompareOp::Equal, CompareOp::NotEqual, CompareOp::Greater, CompareOp::GreaterEqual, CompareOp::Lower, CompareOp::LowerEqual];
 const BINARY: [BinaryFloatOp; 6] =
     [BinaryFloatOp::Add, BinaryFloatOp::Sub, BinaryFloatOp::Mul, BinaryFloatOp::Div, BinaryFloatOp::Powf, BinaryFloatOp::Max];
 
@@ -65,6 +67,19 @@ fn nan_pick(a: T, b: T, larger: bool) -> T {
     Ex::float_mask_where(Ex::float_mask_where(b, pick, a), nan, sum)
 }
 
+/// `a op b` by the backend's comparison.
+fn compare(op: CompareOp, a: T, b: T) -> T {
+    let store = burn_backend::BoolStore::Native;
+    match op {
+        CompareOp::Equal => Ex::float_equal(a, b, store),
+        CompareOp::NotEqual => Ex::float_not_equal(a, b, store),
+        CompareOp::Greater => Ex::float_greater(a, b, store),
+        CompareOp::GreaterEqual => Ex::float_greater_equal(a, b, store),
+        CompareOp::Lower => Ex::float_lower(a, b, store),
+        CompareOp::LowerEqual => Ex::float_lower_equal(a, b, store),
+    }
+}
+
 /// The program's registers computed one launch per op.
 fn unfused(inputs: &[T], ops: &[FusedOp]) -> Vec<T> {
     let mut regs = inputs.to_vec();
@@ -74,19 +89,32 @@ fn unfused(inputs: &[T], ops: &[FusedOp]) -> Vec<T> {
             FusedOp::Binary(b, x, y) => binary_float_op(regs[x].clone(), Rhs::Tensor(regs[y].clone()), b),
             FusedOp::NanMax(x, y) => nan_pick(regs[x].clone(), regs[y].clone(), true),
             FusedOp::NanMin(x, y) => nan_pick(regs[x].clone(), regs[y].clone(), false),
+            FusedOp::Compare(c, x, y) => {
+                let dtype = regs[x].dtype;
+                Ex::bool_into_float(compare(c, regs[x].clone(), regs[y].clone()), dtype.into())
+            }
+            FusedOp::Const(bits) => Ex::float_full(Shape::from(Vec::<usize>::new()), burn_backend::Scalar::Float(f32::from_bits(bits) as f64), &dev::<Ex>(), DType::F32.into()),
+            FusedOp::Select(p, x, y) => {
+                let store = burn_backend::BoolStore::Native;
+                let nonzero = Ex::float_not_equal_elem(regs[p].clone(), burn_backend::Scalar::Float(0.0), store);
+                Ex::float_mask_where(regs[y].clone(), nonzero, regs[x].clone())
+            }
         };
         regs.push(r);
     }
     regs
 }
 
-fn random_op(rng: &mut Rng, registers: usize) -> FusedOp {
+fn random_op(rng: &mut Rng, registers: usize, dtype: DType) -> FusedOp {
     let mut reg = || rng.int(0, registers as i64) as usize;
-    let (x, y) = (reg(), reg());
-    match rng.int(0, 8) {
+    let (x, y, z) = (reg(), reg(), reg());
+    match rng.int(0, 11) {
+        10 if dtype == DType::F32 => FusedOp::Const([0.5f32, -2.0, 1.0e-8, 3.25][rng.int(0, 4) as usize].to_bits()),
         0 | 1 => FusedOp::Unary(UNARY[rng.int(0, UNARY.len() as i64) as usize], x),
         2 => FusedOp::NanMax(x, y),
         3 => FusedOp::NanMin(x, y),
+        4 => FusedOp::Compare(COMPARE[rng.int(0, COMPARE.len() as i64) as usize], x, y),
+        5 => FusedOp::Select(x, y, z),
         _ => FusedOp::Binary(BINARY[rng.int(0, BINARY.len() as i64) as usize], x, y),
     }
 }
@@ -109,7 +137,7 @@ fn fused_programs_match_their_ops_bit_for_bit() {
                 })
                 .collect();
             let nops = rng.int(1, 14) as usize;
-            let ops: Vec<FusedOp> = (0..nops).map(|i| random_op(&mut rng, count + i)).collect();
+            let ops: Vec<FusedOp> = (0..nops).map(|i| random_op(&mut rng, count + i, dtype)).collect();
             let registers = count + nops;
             let outputs: Vec<usize> = (0..rng.int(1, 4)).map(|_| rng.int(count as i64, registers as i64) as usize).collect();
             let case = format!("{dtype:?} shape {shape:?} inputs {:?} ops {ops:?} outputs {outputs:?} (seed {})", inputs.iter().map(|t| t.shape()).collect::<Vec<_>>(), 900 + seed);
@@ -127,7 +155,7 @@ fn fused_programs_match_their_ops_bit_for_bit() {
 
 #[test]
 fn programs_with_more_buffers_than_a_kernel_binds_give_the_same_bits() {
-    // 40 inputs and 2 outputs: one launch on CUDA (1024 bindings), one launch per op on
+    // 40 inputs and 3 outputs: one launch on CUDA (1024 bindings), one launch per op on
     // lavapipe (31).
     let mut suite = Suite::new("fused, many inputs");
     let mut rng = Rng::new(4040);
@@ -145,7 +173,9 @@ fn programs_with_more_buffers_than_a_kernel_binds_give_the_same_bits() {
         ops.push(FusedOp::Binary(op, 40 + k - 2, k));
     }
     ops.push(FusedOp::Unary(UnaryFloatOp::Tanh, 40 + 38));
-    let outputs = vec![40, 40 + 39];
+    ops.push(FusedOp::Compare(CompareOp::Greater, 40 + 39, 3));
+    ops.push(FusedOp::Select(40 + 40, 40 + 39, 5));
+    let outputs = vec![40, 40 + 39, 40 + 41];
     let fused = catch(|| Ex::float_fused(inputs.clone(), Shape::from(shape.clone()), ops.clone(), outputs.clone()));
     let regs = unfused(&inputs, &ops);
     for (j, &r) in outputs.iter().enumerate() {
@@ -202,7 +232,10 @@ fn bad_programs_are_refused_with_the_reason() {
     suite.check_panics("register not yet written", "reads register 2", case(vec![x()], shape(), vec![FusedOp::Unary(UnaryFloatOp::Exp, 2)], vec![1]));
     suite.check_panics("output out of range", "outputs [5]", case(vec![x()], shape(), vec![FusedOp::Unary(UnaryFloatOp::Exp, 0)], vec![5]));
     suite.check_panics("no broadcast", "doesn't broadcast to [3]", case(vec![x()], Shape::from(vec![3]), vec![FusedOp::Unary(UnaryFloatOp::Exp, 0)], vec![1]));
+    suite.check_panics("infinite constant", "is not finite", case(vec![x()], shape(), vec![FusedOp::Const(f32::INFINITY.to_bits())], vec![1]));
     if let Some(&other) = float_dtypes().iter().find(|&&d| d != DType::F32) {
+        let input = vec![Ex::float_cast(x(), other.into())];
+        suite.check_panics("constant in another dtype", "constants are for f32", case(input, shape(), vec![FusedOp::Const(1.0f32.to_bits())], vec![1]));
         let mixed = vec![x(), Ex::float_cast(x(), other.into())];
         suite.check_panics("mixed dtypes", "share one float dtype", case(mixed, shape(), vec![FusedOp::Binary(BinaryFloatOp::Add, 0, 1)], vec![2]));
     }

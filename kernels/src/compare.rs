@@ -51,15 +51,20 @@ pub fn compare<T: Numeric, B: Numeric>(
     } else {
         read_at::<T>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear)
     };
-    let result = match op {
+    output[ABSOLUTE_POS] = B::cast_from(apply_compare::<T>(a, b, op));
+}
+
+/// `a op b`.
+#[cube]
+pub(crate) fn apply_compare<T: Numeric>(a: T, b: T, #[comptime] op: CompareOp) -> bool {
+    match op {
         CompareOp::Equal => a == b,
         CompareOp::NotEqual => !(a == b),
         CompareOp::Greater => a > b,
         CompareOp::GreaterEqual => a >= b,
         CompareOp::Lower => a < b,
         CompareOp::LowerEqual => a <= b,
-    };
-    output[ABSOLUTE_POS] = B::cast_from(result);
+    }
 }
 
 /// `out = predicate(input)` as 0 / 1 of the bool storage type `B`.

@@ -10,6 +10,7 @@ use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
 use crate::binary::{BinaryFloatOp, apply_binary_float};
+use crate::compare::{CompareOp, apply_compare};
 use crate::unary::{UnaryFloatOp, apply_unary_float};
 
 /// One op of a fused program; its operands are register indices.
@@ -23,6 +24,13 @@ pub enum FusedOp {
     NanMax(usize, usize),
     /// The smaller of two values, NaN where either is NaN (Nx's `min`).
     NanMin(usize, usize),
+    /// `a op b` as 1 or 0, as `compare` computes it.
+    Compare(CompareOp, usize, usize),
+    /// `p != 0 ? a : b` (NaN counts as non-zero, as Nx's `select` has it).
+    Select(usize, usize, usize),
+    /// A finite f32 constant, by its bits (f32 programs only: the kernel gets it as a
+    /// literal rather than as one more buffer to bind).
+    Const(u32),
 }
 
 /// How a fused kernel reads one input.
@@ -98,6 +106,9 @@ pub fn fused_float<F: Float, A: Float>(
             FusedOp::Binary(b, x, y) => apply_binary_float::<F>(regs[x] * l, regs[y] * r, b),
             FusedOp::NanMax(x, y) => nan_pick::<F>(regs[x] * l, regs[y] * r, true),
             FusedOp::NanMin(x, y) => nan_pick::<F>(regs[x] * l, regs[y] * r, false),
+            FusedOp::Compare(c, x, y) => F::cast_from(apply_compare::<F>(regs[x] * l, regs[y] * r, c)),
+            FusedOp::Select(p, x, y) => select(!(regs[p] * l == F::new(0.0)), regs[x] * l, regs[y] * r),
+            FusedOp::Const(bits) => F::new(comptime!(f32::from_bits(bits))),
         };
         regs.push(y);
     }

@@ -1,15 +1,17 @@
 //! Fused elementwise launches: a [`FusedProgram`] of float ops over broadcast views of its
 //! inputs, in one launch (`ex_cubecl_kernels::fused`).
-use burn_backend::Shape;
+use burn_backend::{BoolStore, DType, Scalar, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::{InputScalar, SequenceArg};
 use ex_cubecl_kernels::fused::{FusedProgram, FusedRead, fused_float};
 pub use ex_cubecl_kernels::binary::BinaryFloatOp;
+pub use ex_cubecl_kernels::compare::CompareOp;
 pub use ex_cubecl_kernels::fused::FusedOp;
 pub use ex_cubecl_kernels::unary::UnaryFloatOp;
 
-use super::copy::into_contiguous;
-use super::elementwise::{Rhs, binary_float_op, unary_float_op};
+use super::copy::{cast, full, into_contiguous};
+use super::elementwise::{Rhs, binary_float_op, compare, unary_float_op};
+use super::mask::mask_where;
 use super::view::expand;
 use super::{accumulator_dtype, divmods, usizes};
 use crate::runtime::{Geometry, Layout, coalesce, launch, storage_type};
@@ -34,6 +36,9 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
         panic!("ex_cubecl: fused: the inputs must share one float dtype, got {}", describe());
     }
     check_registers(inputs.len(), &ops, &outputs);
+    if dtype != DType::F32 && ops.iter().any(|op| matches!(op, FusedOp::Const(_))) {
+        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe());
+    }
     let views: Vec<Layout> = inputs
         .iter()
         .map(|t| {
@@ -100,8 +105,9 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
 
 /// The program run one launch per op (the registers keep their own broadcast shapes), each
 /// output then expanded to `shape` and made contiguous. Nx's `max` and `min` are `Max` and
-/// `Min`, which also give NaN where an operand is NaN.
+/// `Min`, which also give NaN where an operand is NaN; comparisons give 1 or 0 in the dtype.
 fn one_by_one<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: &[FusedOp], outputs: &[usize]) -> Vec<CubeTensor<R>> {
+    let device = inputs[0].device.clone();
     let mut regs = inputs;
     for op in ops {
         let binary = |x: usize, y: usize, op| binary_float_op(regs[x].clone(), Rhs::Tensor(regs[y].clone()), op);
@@ -110,6 +116,15 @@ fn one_by_one<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: &[Fused
             FusedOp::Binary(b, x, y) => binary(x, y, b),
             FusedOp::NanMax(x, y) => binary(x, y, BinaryFloatOp::Max),
             FusedOp::NanMin(x, y) => binary(x, y, BinaryFloatOp::Min),
+            FusedOp::Compare(c, x, y) => {
+                let dtype = regs[x].dtype;
+                cast(compare(regs[x].clone(), Rhs::Tensor(regs[y].clone()), c, BoolStore::Native), dtype)
+            }
+            FusedOp::Select(p, x, y) => {
+                let nonzero = compare(regs[p].clone(), Rhs::Scalar(Scalar::Float(0.0)), CompareOp::NotEqual, BoolStore::Native);
+                mask_where("fused select", regs[y].clone(), nonzero, Rhs::Tensor(regs[x].clone()))
+            }
+            FusedOp::Const(bits) => full(&device, Shape::from(Vec::<usize>::new()), Scalar::Float(f32::from_bits(bits) as f64), DType::F32),
         };
         regs.push(r);
     }
@@ -133,7 +148,13 @@ fn check_registers(inputs: usize, ops: &[FusedOp], outputs: &[usize]) {
         let written = inputs + i;
         let reads: &[usize] = match op {
             FusedOp::Unary(_, x) => &[*x],
-            FusedOp::Binary(_, x, y) | FusedOp::NanMax(x, y) | FusedOp::NanMin(x, y) => &[*x, *y],
+            FusedOp::Binary(_, x, y) | FusedOp::NanMax(x, y) | FusedOp::NanMin(x, y) | FusedOp::Compare(_, x, y) => &[*x, *y],
+            FusedOp::Select(p, x, y) => &[*p, *x, *y],
+            FusedOp::Const(bits) => {
+                let value = f32::from_bits(*bits);
+                assert!(value.is_finite(), "ex_cubecl: fused: op {i}: the constant {value} is not finite (pass it as an input)");
+                &[]
+            }
         };
         if let Some(r) = reads.iter().find(|&&r| r >= written) {
             panic!("ex_cubecl: fused: op {i} ({op:?}) reads register {r}, but only {written} are written before it");

@@ -31,6 +31,19 @@ defmodule ExBurn.Defn.FuseTest do
       assert label =~ "Nx.multiply, Nx.add, Nx.exp"
     end
 
+    test "an f32 group takes scalar constants as literals of its kernel" do
+      block = {1, [op("multiply", [{:param, 0}, {:const, 0}]), op("add", [{:value, 0, 0}, {:const, 1}]), op("subtract", [{:value, 1, 0}, {:const, 2}])], [{:value, 2, 0}]}
+      <<half::32>> = <<0.5::float-32>>
+      scalars = %{0 => {{:f, 32}, 0.5}, 1 => {{:s, 64}, 3}, 2 => {{:f, 32}, :nan}}
+      [{1, [{:op, "nx_fused", inputs, opts, _}], _}] = Fuse.blocks([block], scalars)
+      # NaN can't be a literal: it stays an input
+      assert inputs == [{:param, 0}, {:const, 2}]
+      assert opts[:ops] == [{"constant", [half]}, {"constant", [0x40400000]}, {"multiply", [0, 2]}, {"add", [4, 3]}, {"subtract", [5, 1]}]
+      # f64 groups keep their constants as inputs
+      f64 = {1, [op("multiply", [{:param, 0}, {:const, 0}], "f64"), op("exp", [{:value, 0, 0}], "f64")], [{:value, 1, 0}]}
+      [{1, [{:op, "nx_fused", [{:param, 0}, {:const, 0}], _, _}], _}] = Fuse.blocks([f64], scalars)
+    end
+
     test "a group read by another instruction is closed: later ops start a new group after it" do
       dot = {:op, "nx_dot", [{:value, 0, 0}, {:param, 1}], [type: "f32", shape: [2, 2]], "Nx.dot"}
 
@@ -67,6 +80,18 @@ defmodule ExBurn.Defn.FuseTest do
       assert Fuse.blocks([{1, instrs, outputs}]) == [{1, instrs, outputs}]
     end
 
+    test "a comparison that only selects read joins them; one read elsewhere stays apart" do
+      cmp = {:op, "nx_greater", [{:param, 0}, {:const, 0}], [type: "u8", shape: [2, 3], compute: "f32"], "Nx.greater"}
+      sel = {:op, "nx_select", [{:value, 0, 0}, {:param, 0}, {:const, 1}], [type: "f32", shape: [2, 3]], "Nx.select"}
+      [{1, [{:op, "nx_fused", inputs, opts, _}], [out]}] = Fuse.blocks([{1, [cmp, sel], [{:value, 1, 0}]}])
+      assert inputs == [{:param, 0}, {:const, 0}, {:const, 1}]
+      assert opts[:ops] == [{"greater", [0, 1]}, {"select", [3, 0, 2]}]
+      assert out == {:value, 0, 0}
+      # the comparison is an output of the program too: it keeps its u8 instruction
+      block = {1, [cmp, sel], [{:value, 1, 0}, {:value, 0, 0}]}
+      assert Fuse.blocks([block]) == [block]
+    end
+
     test "nested blocks fuse on their own, and instructions after a group read its outputs" do
       body = {1, [op("sin", [{:param, 0}]), op("cos", [{:value, 0, 0}])], [{:value, 1, 0}]}
 
@@ -79,6 +104,17 @@ defmodule ExBurn.Defn.FuseTest do
 
       assert {:op, "nx_fused", [{:param, 0}], _, _} = fused
       assert {:op, "nx_fused", [{:param, 0}], _, _} = body_fused
+    end
+  end
+
+  describe "common subexpressions" do
+    test "an entry run again on the same inputs with the same options runs once" do
+      sum = {:op, "nx_sum", [{:param, 0}], [type: "f32", shape: [3], axes: [0], keep_axes: false], "Nx.sum"}
+      other = {:op, "nx_sum", [{:param, 0}], [type: "f32", shape: [2], axes: [1], keep_axes: false], "Nx.sum"}
+      instrs = [sum, other, sum, op("add", [{:value, 0, 0}, {:value, 2, 0}], "f32", [3]), {:hook, 0, [{:value, 2, 0}]}]
+      [{1, new, outputs}] = ExBurn.Defn.Cse.blocks([{1, instrs, [{:value, 3, 0}, {:value, 2, 0}, {:value, 1, 0}]}])
+      assert new == [sum, other, op("add", [{:value, 0, 0}, {:value, 0, 0}], "f32", [3]), {:hook, 0, [{:value, 0, 0}]}]
+      assert outputs == [{:value, 2, 0}, {:value, 0, 0}, {:value, 1, 0}]
     end
   end
 
@@ -97,6 +133,8 @@ defmodule ExBurn.Defn.FuseTest do
       d = Nx.dot(a, w)
       (a + 1) * Nx.sum(d)
     end
+
+    defn relu_grad(x, g), do: Nx.select(x > 0, g, 0.0) * Nx.select(Nx.less_equal(x, 1), 2.0, g)
 
     defn loop(x) do
       {_i, acc} = while({i = 0, acc = x}, i < 3, do: {i + 1, Nx.cos(Nx.sin(acc) * 2) + 1})
@@ -135,6 +173,15 @@ defmodule ExBurn.Defn.FuseTest do
         assert fused_launches < unfused_launches,
                "#{inspect(type)}: #{fused_launches} launches fused, #{unfused_launches} unfused"
       end
+    end
+
+    test "comparisons and selects fuse, with the unfused bits" do
+      x = Nx.tensor([[-1.0, 0.0, 0.5], [1.0, :nan, 3.0]], backend: ExBurn.Backend)
+      g = Nx.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], backend: ExBurn.Backend)
+      {fused, fused_launches} = run(&relu_grad/2, [x, g], true)
+      {unfused, unfused_launches} = run(&relu_grad/2, [x, g], false)
+      assert bits(fused) == bits(unfused)
+      assert fused_launches < unfused_launches
     end
 
     test "keep IEEE results where algebra would cancel: infinities and NaN" do

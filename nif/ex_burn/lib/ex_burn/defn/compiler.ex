@@ -36,7 +36,8 @@ defmodule ExBurn.Defn.Compiler do
       application env `:defn_fuse` of `:ex_burn`, default `true`) each chain of elementwise
       float ops of one type and shape (`add`, `multiply`, `exp`, `tanh`, `max`, ...: an
       optimizer's update, an activation and its gradient) runs as one fused kernel, which
-      gives the very bits the separate launches give.
+      gives the very bits the separate launches give. (Either way, an op that the graph
+      computes twice on the same inputs, as gradients often do, runs once.)
     * `:client` and `:device_id` - EXLA's way of naming a device: `client: :cuda,
       device_id: 1` is `"cuda:1"`, `client: :host` is Mesa's lavapipe (`"wgpu:cpu"`).
     * `:max_concurrency` - the partitions of an `Nx.Serving` (default 1).
@@ -61,7 +62,7 @@ defmodule ExBurn.Defn.Compiler do
 
   alias Nx.Defn.Composite
   alias Nx.Tensor, as: T
-  alias ExBurn.Defn.{Cache, Fuse, Lower}
+  alias ExBurn.Defn.{Cache, Cse, Fuse, Lower}
   alias ExCubecl.Native
 
   @options [:device, :hooks, :cache, :fuse, :client, :device_id, :max_concurrency, :lazy_transfers, :debug] ++
@@ -105,8 +106,9 @@ defmodule ExBurn.Defn.Compiler do
   defp compile(vars, fun, dev, fuse) do
     {expr, output} = vars |> fun.() |> Composite.traverse([], &{Nx.devectorize(&1), [Nx.to_template(&1) | &2]})
     params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
-    {blocks, consts, hooks, calls, positions} = Lower.program(expr, length(params), dev)
-    blocks = if fuse, do: Fuse.blocks(blocks), else: blocks
+    {blocks, consts, hooks, calls, positions, scalars} = Lower.program(expr, length(params), dev)
+    blocks = Cse.blocks(blocks)
+    blocks = if fuse, do: Fuse.blocks(blocks, scalars), else: blocks
     specs = Enum.map(params, &{stored_shape(&1), stored_type(&1)})
 
     case Native.program_new(blocks, consts, specs, dev) do

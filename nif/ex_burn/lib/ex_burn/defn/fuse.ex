@@ -10,21 +10,24 @@ defmodule ExBurn.Defn.Fuse do
   # member and everything it reads is computed before that place. A group of two or more ops
   # becomes one instruction there, giving the values that outside instructions read. Each op
   # in the kernel gives the very bits its own entry gives: fusing changes launches, not
-  # results.
+  # results. A comparison (u8) joins only where every reader is a `select` of its type and
+  # shape that reads it as the predicate alone: in the kernel it is 1 or 0 of the group's
+  # type, and a `select` outside the group reads such an output alike (non-zero is true).
 
   @unary ~w(exp log log1p sigmoid cos sin tan cosh sinh tanh acos asin atan acosh asinh atanh sqrt rsqrt erf abs ceil floor negate sign)
   @binary ~w(add subtract multiply divide pow atan2 max min)
+  @compare ~w(equal not_equal greater greater_equal less less_equal)
   @float_types ~w(f16 bf16 f32 f64)
 
   @doc false
   # The blocks of a program (`{nparams, instructions, outputs}`) with their chains fused.
-  def blocks(blocks), do: Enum.map(blocks, &block/1)
+  def blocks(blocks, scalars \\ %{}), do: Enum.map(blocks, &block(&1, scalars))
 
-  defp block({nparams, instrs, outputs}) do
+  defp block({nparams, instrs, outputs}, scalars) do
     instrs = List.to_tuple(instrs)
     n = tuple_size(instrs)
-    groups = group(instrs, n, outputs)
-    {new_instrs, map} = emit(instrs, n, outputs, groups)
+    groups = group(instrs, n, outputs, readers(instrs, n, outputs))
+    {new_instrs, map} = emit(instrs, n, outputs, groups, scalars)
     {nparams, new_instrs, Enum.map(outputs, &rename(&1, map))}
   end
 
@@ -32,14 +35,14 @@ defmodule ExBurn.Defn.Fuse do
 
   # `%{member => group}` with each group's `%{members: [i, ...] (in order), closed: bool}`:
   # the fusable instructions that share a group.
-  defp group(instrs, n, outputs) do
+  defp group(instrs, n, outputs, readers) do
     st = %{of: %{}, groups: %{}}
 
     st =
       Enum.reduce(0..(n - 1)//1, st, fn i, st ->
         instr = elem(instrs, i)
 
-        case fusable(instr) do
+        case fusable(instr, readers[i] || [], instrs) do
           {:ok, key} -> join(st, i, key, instr)
           :error -> close_read(st, slots(instr))
         end
@@ -68,19 +71,52 @@ defmodule ExBurn.Defn.Fuse do
   defp close(g, st), do: put_in(st.groups[g].closed, true)
 
   # `{:ok, {type, shape}}` for an elementwise float op that the fused kernel computes exactly
-  # as its own entry does.
-  defp fusable({:op, "nx_" <> name, inputs, opts, _label}) do
+  # as its own entry does; `readers` are the instructions (or `:out`) that read it.
+  defp fusable({:op, "nx_" <> name, inputs, opts, _label} = instr, readers, instrs) do
     type = to_string(opts[:type])
-    arity = length(inputs)
+    compute = to_string(opts[:compute])
+    plain? = not Keyword.has_key?(opts, :complex)
 
     ok =
-      type in @float_types and not Keyword.has_key?(opts, :complex) and
-        ((arity == 1 and name in @unary) or (arity == 2 and name in @binary and to_string(opts[:compute]) == type))
+      case length(inputs) do
+        1 -> name in @unary and type in @float_types
+        2 when name in @binary -> type in @float_types and compute == type
+        2 when name in @compare -> compute in @float_types and Enum.all?(readers, &predicate_of?(&1, instr, compute, instrs))
+        3 -> name == "select" and type in @float_types
+        _ -> false
+      end
 
-    if ok, do: {:ok, {type, opts[:shape]}}, else: :error
+    cond do
+      not (ok and plain?) -> :error
+      name in @compare -> {:ok, {compute, opts[:shape]}}
+      true -> {:ok, {type, opts[:shape]}}
+    end
   end
 
-  defp fusable(_instr), do: :error
+  defp fusable(_instr, _readers, _instrs), do: :error
+
+  # Whether instruction `reader` is a fusable `select` of `type` and `cmp`'s shape that reads
+  # the comparison `cmp` (at `{:value, i, 0}`) as its predicate and nowhere else.
+  defp predicate_of?({reader, i}, {:op, _, _, cmp_opts, _}, type, instrs) when is_integer(reader) do
+    case elem(instrs, reader) do
+      {:op, "nx_select", [pred | values], opts, _} ->
+        pred == {:value, i, 0} and {:value, i, 0} not in values and to_string(opts[:type]) == type and opts[:shape] == cmp_opts[:shape] and
+          not Keyword.has_key?(opts, :complex)
+
+      _ ->
+        false
+    end
+  end
+
+  defp predicate_of?(_reader, _cmp, _type, _instrs), do: false
+
+  # `%{i => [{reader, i}, ...]}`: who reads instruction `i`'s values (`reader` an index, or
+  # `:out` for the block's outputs).
+  defp readers(instrs, n, outputs) do
+    from_instrs = for j <- 0..(n - 1)//1, {:value, i, _} <- slots(elem(instrs, j)), do: {i, {j, i}}
+    from_outputs = for {:value, i, _} <- outputs, do: {i, {:out, i}}
+    Enum.group_by(from_instrs ++ from_outputs, &elem(&1, 0), &elem(&1, 1))
+  end
 
   # Every slot an instruction reads.
   defp slots({:op, _, inputs, _, _}), do: inputs
@@ -94,7 +130,7 @@ defmodule ExBurn.Defn.Fuse do
   # The new instruction list and the map from old instruction indices to where their values
   # went: `{:moved, new}` for an instruction kept, `{:fused, new, k}` for a group member that
   # is output `k` of fused instruction `new`.
-  defp emit(instrs, n, outputs, %{groups: groups}) do
+  defp emit(instrs, n, outputs, %{groups: groups}, scalars) do
     multi = for {_, %{members: [_, _ | _]} = g} <- groups, do: g
     last = Map.new(multi, &{List.last(&1.members), &1})
     inside = multi |> Enum.flat_map(& &1.members) |> MapSet.new()
@@ -104,7 +140,7 @@ defmodule ExBurn.Defn.Fuse do
       Enum.reduce(0..(n - 1)//1, {[], 0, %{}}, fn i, {out, count, map} ->
         cond do
           g = last[i] ->
-            {instr, given} = fused_instr(instrs, g, read, map)
+            {instr, given} = fused_instr(instrs, g, read, map, scalars)
 
             map =
               given |> Enum.with_index() |> Enum.reduce(map, fn {m, k}, map -> Map.put(map, m, {:fused, count, k}) end)
@@ -138,7 +174,7 @@ defmodule ExBurn.Defn.Fuse do
 
   # Group `g`'s instruction: its inputs are the slots its members read from outside it, and
   # its outputs the members read outside it (`given`, in order).
-  defp fused_instr(instrs, g, read, map) do
+  defp fused_instr(instrs, g, read, map, scalars) do
     members = for m <- g.members, do: elem(instrs, m)
     {:op, _, _, opts, _} = List.last(members)
     own = MapSet.new(g.members)
@@ -149,14 +185,17 @@ defmodule ExBurn.Defn.Fuse do
       |> Enum.reject(&(match?({:value, _, 0}, &1) and MapSet.member?(own, elem(&1, 1))))
       |> Enum.uniq()
 
+    {literals, external} = literals(external, to_string(opts[:type]), scalars)
     registers = external |> Enum.with_index() |> Map.new()
 
     registers =
-      g.members
+      (Enum.map(literals, &elem(&1, 0)) ++ Enum.map(g.members, &{:value, &1, 0}))
       |> Enum.with_index(length(external))
-      |> Enum.reduce(registers, fn {m, r}, acc -> Map.put(acc, {:value, m, 0}, r) end)
+      |> Enum.into(registers)
 
-    ops = for {:op, "nx_" <> name, inputs, _, _} <- members, do: {name, Enum.map(inputs, &Map.fetch!(registers, &1))}
+    ops =
+      for({_slot, bits} <- literals, do: {"constant", [bits]}) ++
+        for({:op, "nx_" <> name, inputs, _, _} <- members, do: {name, Enum.map(inputs, &Map.fetch!(registers, &1))})
     given = Enum.filter(g.members, &MapSet.member?(read, &1))
     label = "fused: " <> Enum.map_join(members, ", ", &elem(&1, 4))
 
@@ -168,6 +207,38 @@ defmodule ExBurn.Defn.Fuse do
     ]
 
     {{:op, "nx_fused", Enum.map(external, &rename(&1, map)), fused_opts, label}, given}
+  end
+
+  # The scalar constants among `external` that an f32 kernel takes as literals,
+  # `[{slot, f32 bits}]`, and the inputs left (one at least: a kernel reads a buffer).
+  defp literals(external, "f32", scalars) do
+    {literals, inputs} = Enum.split_with(external, &literal_bits(&1, scalars))
+    literals = Enum.map(literals, &{&1, literal_bits(&1, scalars)})
+
+    case inputs do
+      [] -> {tl(literals), [elem(hd(literals), 0)]}
+      _ -> {literals, inputs}
+    end
+  end
+
+  defp literals(external, _type, _scalars), do: {[], external}
+
+  # The bits of the f32 that constant `c` is in an f32 op (Nx casts it there), where that is
+  # a finite normal number (or zero) that its own type holds exactly.
+  defp literal_bits({:const, c}, scalars) do
+    case scalars[c] do
+      {{:f, 32}, x} when is_number(x) and abs(x) <= 3.4e38 -> f32_bits(x)
+      {{kind, _}, x} when kind in [:s, :u] and is_integer(x) and abs(x) <= 16_777_216 -> f32_bits(x)
+      _ -> nil
+    end
+  end
+
+  defp literal_bits(_slot, _scalars), do: nil
+
+  defp f32_bits(x) do
+    <<bits::32>> = <<x::float-32>>
+    <<f::float-32>> = <<bits::32>>
+    if f == 0 or abs(f) >= 1.1754944e-38, do: bits, else: nil
   end
 
   defp rename_instr({:op, kernel, inputs, opts, label}, map),

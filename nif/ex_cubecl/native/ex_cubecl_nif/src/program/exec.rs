@@ -28,14 +28,19 @@ enum SegRun<R: Runtime> {
     Direct,
 }
 
-/// Whether replaying a capture of `launches` kernels beats running its ops. A replay saves
-/// the ops' host-side work (on an H100, 14.1 µs per launch run directly against 8.2 µs
-/// replayed: benches' `pipeline --micro`) but copies each input into the pipeline's buffers
-/// and each output out, about one launch each. So a segment of a few ops on many values
-/// (a jitted `Nx.add`: one launch, three copies) runs directly, and a training step (about
-/// 140 launches, 55 values in and out) replays.
-fn worth_replaying(launches: usize, inputs: usize, outputs: usize) -> bool {
-    (14 - 8) * launches > 8 * (inputs + outputs)
+/// Whether replaying a capture of `ops` instructions making `launches` kernels beats running
+/// the ops. A replay saves the ops' host-side work but copies each input into the pipeline's
+/// buffers and each output out, about one launch each. On an H100 (2026-11-24): a launch
+/// costs 14 µs run directly and 8 µs replayed (benches' `pipeline --micro`), and an Nx entry
+/// adds about 16 µs of host work of its own when run directly (the digits MLP's fused
+/// training step: 44 entries making 57 launches ran directly in 1.6 ms). So a segment of a
+/// few ops on many values (a jitted `Nx.add`: one launch, three copies) runs directly, and a
+/// training step (44 entries, 57 launches, 50 values in and out) replays.
+fn worth_replaying(ops: usize, launches: usize, inputs: usize, outputs: usize) -> bool {
+    const REPLAYED: usize = 8;
+    const DIRECT_LAUNCH: usize = 14;
+    const DIRECT_OP: usize = 16;
+    REPLAYED * (launches + inputs + outputs) < DIRECT_LAUNCH * launches + DIRECT_OP * ops
 }
 
 /// A program's runs on runtime `R`: its constants as the inner backend's primitives, and
@@ -269,7 +274,7 @@ where
             SegRun::Control => Err(NifError::new(OP, "internal: a control unit run as a segment", format!("block {b}"))),
             SegRun::Pending => match record::<R>(self.device, inputs.clone(), ops) {
                 Ok((captured, outs)) => {
-                    *run = if worth_replaying(captured.launches(), inputs.len(), outs.len()) { SegRun::Replay(captured) } else { SegRun::Direct };
+                    *run = if worth_replaying(seg.instrs.len(), captured.launches(), inputs.len(), outs.len()) { SegRun::Replay(captured) } else { SegRun::Direct };
                     Ok(outs)
                 }
                 Err(RecordError::Capture(PipelineError::HostRead { .. })) => {

@@ -4,9 +4,11 @@
 //! Options: `type` and `shape` (the group's, which every output has), `ops` (a list of
 //! `{name, [register, ...]}` with Nx's op names; register `k` is input `k`, and each op writes
 //! the next register) and `outputs` (the registers given, in order). Inputs are cast to
-//! `type` where they differ; every op gives the bits that its own `nx_<name>` entry gives.
+//! `type` where they differ; every op gives the bits that its own `nx_<name>` entry gives,
+//! but comparisons give 1 or 0 of `type` rather than u8 (what `select` reads alike).
+//! `{"constant", [bits]}` is a finite f32 constant (f32 groups only), a literal of the kernel.
 use burn_backend::Shape;
-use ex_cubecl::launch::fused::{BinaryFloatOp as B2, FusedOp, UnaryFloatOp as U};
+use ex_cubecl::launch::fused::{BinaryFloatOp as B2, CompareOp as C, FusedOp, UnaryFloatOp as U};
 
 use super::Out;
 use super::any;
@@ -62,6 +64,18 @@ fn lower(name: &str, args: &[usize], next: usize) -> Option<Vec<FusedOp>> {
         "atan2" => binary(|x, y| FusedOp::Binary(B2::Atan2, x, y)),
         "max" => binary(FusedOp::NanMax),
         "min" => binary(FusedOp::NanMin),
+        // Comparisons give 1 or 0 in the group's type: the compiler fuses them only where
+        // `select` alone reads them (as its predicate, non-zero meaning true).
+        "equal" => binary(|x, y| FusedOp::Compare(C::Equal, x, y)),
+        "not_equal" => binary(|x, y| FusedOp::Compare(C::NotEqual, x, y)),
+        "greater" => binary(|x, y| FusedOp::Compare(C::Greater, x, y)),
+        "greater_equal" => binary(|x, y| FusedOp::Compare(C::GreaterEqual, x, y)),
+        "less" => binary(|x, y| FusedOp::Compare(C::Lower, x, y)),
+        "less_equal" => binary(|x, y| FusedOp::Compare(C::LowerEqual, x, y)),
+        "select" => match args {
+            [p, x, y] => Some(vec![FusedOp::Select(*p, *x, *y)]),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -84,6 +98,17 @@ fn program(op: &str, opts: &Opts, inputs: usize) -> NifResult<(Vec<FusedOp>, Vec
             },
             _ => return Err(bad(format!("op {i} must be {{name, [register, ...]}}"))),
         };
+        if name == "constant" {
+            // `{"constant", [bits]}`: a finite f32 constant, by its bits.
+            let bits = match args.as_slice() {
+                [OptVal::Int(b)] => u32::try_from(*b).ok(),
+                _ => None,
+            };
+            let bits = bits.ok_or_else(|| bad(format!("op {i}: a constant is {{\"constant\", [f32 bits]}}")))?;
+            ops.push(FusedOp::Const(bits));
+            registers.push(inputs + ops.len() - 1);
+            continue;
+        }
         let args = args
             .iter()
             .map(|a| match a {
