@@ -284,6 +284,22 @@ defmodule ExBurn.Defn.CompilerTest do
     assert program_info!() == {1, 0, 1, 0}
   end
 
+  test "a function called again reuses its program until the cache drops one" do
+    @compiler.clear_cache()
+    fun = cjit(&add_scaled/2)
+    args = [Nx.tensor([1.0, 2.0]), Nx.tensor([3.0, 4.0])]
+    first = apply(fun, args)
+    assert @compiler.cache_size() == 1
+    compare(apply(fun, args), first, [])
+    compare(apply(fun, [Nx.tensor([1.0]), Nx.tensor([2.0])]), reference(&add_scaled/2, [Nx.tensor([1.0]), Nx.tensor([2.0])]), [])
+    assert @compiler.cache_size() == 2
+    @compiler.clear_cache()
+    # the process's last program is not run from memory after the cache dropped it: the call
+    # compiles and caches again
+    compare(apply(fun, [Nx.tensor([1.0]), Nx.tensor([2.0])]), reference(&add_scaled/2, [Nx.tensor([1.0]), Nx.tensor([2.0])]), [])
+    assert @compiler.cache_size() == 1
+  end
+
   test "clear_cache/0 empties the cache" do
     cjit(&add_scaled/2).(Nx.tensor([1.0]), Nx.tensor([1.0]))
     assert @compiler.cache_size() > 0

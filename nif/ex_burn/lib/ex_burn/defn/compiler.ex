@@ -22,7 +22,9 @@ defmodule ExBurn.Defn.Compiler do
   buffers of its captured launches (every intermediate of the graph) between calls, which is
   what makes a replay allocate nothing; so the cache is bounded (the application env
   `:defn_cache_size` of `:ex_burn`, default 64 programs; the oldest goes first), and
-  `clear_cache/0` empties it.
+  `clear_cache/0` empties it. A process that calls the same function again (a training loop)
+  runs the program it ran last without looking it up, as long as the cache has dropped
+  nothing since.
 
   ## Options
 
@@ -68,6 +70,7 @@ defmodule ExBurn.Defn.Compiler do
   @options [:device, :hooks, :cache, :fuse, :client, :device_id, :max_concurrency, :lazy_transfers, :debug] ++
              [:batch_keys, :mode, :seed, :print_values, :raise_on_none, :global_layer_options]
   @on_queue {__MODULE__, :on_queue}
+  @last {__MODULE__, :last}
 
   @doc "Drops every cached program (each is freed once no caller holds it)."
   @spec clear_cache() :: :ok
@@ -86,7 +89,7 @@ defmodule ExBurn.Defn.Compiler do
     dev = device(opts)
     fuse = Keyword.get_lazy(opts, :fuse, fn -> Application.get_env(:ex_burn, :defn_fuse, true) end)
     compile = fn -> compile(vars, fun, dev, fuse) end
-    program = if Keyword.get(opts, :cache, true), do: Cache.fetch({compact(key), templates(vars), dev, fuse}, compile), else: compile.()
+    program = if Keyword.get(opts, :cache, true), do: cached(key, templates(vars), dev, fuse, compile), else: compile.()
     hooks = Keyword.get(opts, :hooks, %{})
     fn args_list -> Enum.map(args_list, &run(program, &1, hooks)) end
   end
@@ -119,6 +122,29 @@ defmodule ExBurn.Defn.Compiler do
       {:error, e} ->
         raise ExBurn.Error.from("ExBurn.Defn.Compiler", e)
     end
+  end
+
+  # The cached program of `key` (the jitted function) for `templates`. A loop calls one
+  # function over and over (Axon.Loop.run its step): the process remembers the last one, and
+  # while the very same function term comes with the same templates and the cache has dropped
+  # nothing since, it runs that program without working out the cache key (which walks the
+  # closures the function captured) or reading the cache's table.
+  defp cached(key, templates, dev, fuse, compile) do
+    generation = Cache.generation()
+
+    case Process.get(@last) do
+      {last, ^templates, ^dev, ^fuse, ^generation, program} when is_function(last) ->
+        if :erts_debug.same(last, key), do: program, else: remember(key, templates, dev, fuse, compile, generation)
+
+      _ ->
+        remember(key, templates, dev, fuse, compile, generation)
+    end
+  end
+
+  defp remember(key, templates, dev, fuse, compile, generation) do
+    program = Cache.fetch({compact(key), templates, dev, fuse}, compile)
+    Process.put(@last, {key, templates, dev, fuse, generation, program})
+    program
   end
 
   # The indices of the parameters that the main block reads (nested blocks get theirs from it).
