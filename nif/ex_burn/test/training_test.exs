@@ -165,6 +165,18 @@ defmodule ExBurn.TrainingTest do
     assert model.optimizer_state.updates == 2
   end
 
+  test "train_step/3 reuses the step it built for the same model, and builds anew for another" do
+    [{x, y} | _] = batches()
+    {model, _loss} = Training.train_step(linear(:sgd, learning_rate: 0.1), {x, y})
+    spec = elem(model.optimizer_state.key, 0)
+    built = ExBurn.Training.Step.build(model, spec)
+    {next, _loss} = Training.train_step(model, {x, y})
+    assert :erts_debug.same(ExBurn.Training.Step.build(next, spec).step, built.step)
+    # another loss, or other trainable parameters, is another step
+    refute :erts_debug.same(ExBurn.Training.Step.build(%{next | loss: :cross_entropy}, spec).step, built.step)
+    refute ExBurn.Training.Step.build(Model.freeze(next, "lin"), spec).key == built.key
+  end
+
   for {name, optimizer, lr} <- [
         {"sgd", {:sgd, []}, 0.1},
         {"sgd with momentum", {:sgd, momentum: 0.9}, 0.1},

@@ -21,9 +21,35 @@ if Code.ensure_loaded?(Axon) do
     alias ExBurn.Model.{Params, Spec}
     alias ExBurn.Training.Optimizer
 
-    @doc "The step of `model` with the optimizer spec `spec`: `%{step, optimizer, loss_fn, spec, key}`."
+    @last {__MODULE__, :last}
+
+    @doc """
+    The step of `model` with the optimizer spec `spec`: `%{step, optimizer, loss_fn, spec, key}`.
+
+    A process that builds the step of the same model again (`ExBurn.Training.train_step/3`
+    call after call) gets the step it built last, the very same function, so that
+    `ExBurn.Defn.Compiler` runs its program without looking it up and Axon builds nothing.
+    """
     @spec build(Model.t(), map()) :: map()
     def build(%Model{} = model, spec) do
+      same = {model.loss, model.loss_opts, model.seed, spec, key(model, spec)}
+
+      case Process.get(@last) do
+        {axon, ^same, built} ->
+          if :erts_debug.same(axon, model.model), do: built, else: remember(model, spec, same)
+
+        _ ->
+          remember(model, spec, same)
+      end
+    end
+
+    defp remember(model, spec, same) do
+      built = new(model, spec)
+      Process.put(@last, {model.model, same, built})
+      built
+    end
+
+    defp new(model, spec) do
       loss_fn = Spec.loss_fn(model.loss, model.loss_opts)
       {_init, forward} = Axon.build(model.model, mode: :train, seed: model.seed)
       optimizer = Optimizer.build(spec)
