@@ -1,8 +1,12 @@
-//! Elementwise ops on f32: one add, a chain of five unfused ops, and the latency of a tiny add.
-use burn_backend::Backend;
+//! Elementwise ops on f32: one add, a chain of five ops unfused and fused (ours), and the
+//! latency of a tiny add.
+use burn_backend::{Backend, TensorPrimitive};
+use burn_tensor::Tensor;
+use ex_cubecl::launch::fused::{BinaryFloatOp, FusedOp, UnaryFloatOp};
+use ex_cubecl::{CubeTensor, ExCubeclBackend};
 
-use super::uniform;
-use crate::{Case, DynCase, RunFn, Size, Work};
+use super::{downcast, uniform};
+use crate::{Case, DynCase, RunFn, Runtime, Size, Work};
 
 /// `a + b` on `n` f32 elements.
 pub struct Add {
@@ -15,6 +19,12 @@ pub struct Chain5 {
     n: usize,
 }
 
+/// The same five ops as one launch of our fused kernel (`ExCubeclBackend::float_fused`):
+/// three reads and one write per element. Ours only.
+pub struct Chain5Fused {
+    n: usize,
+}
+
 /// `a + b` on 16 elements, synced: the time of launching a tiny op and waiting for it.
 pub struct TinyAdd;
 
@@ -24,7 +34,7 @@ pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
         Size::Small => 1 << 16,
         Size::Full => 1 << 26,
     };
-    vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(TinyAdd)]
+    vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(Chain5Fused { n }), Box::new(TinyAdd)]
 }
 
 /// `2^k` for powers of two, the number otherwise.
@@ -79,6 +89,38 @@ impl Case for Chain5 {
 
     fn on_cpu(&self) -> bool {
         true
+    }
+}
+
+impl Case for Chain5Fused {
+    fn name(&self) -> String {
+        "5 elementwise ops f32, fused (ours)".into()
+    }
+
+    fn size(&self) -> String {
+        count(self.n)
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(16.0 * self.n as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let ours = |t: Tensor<B, 1>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor());
+        let inputs = [1, 2, 3].map(|seed| ours(uniform::<B, 1>([self.n], seed, device)));
+        let inputs: Vec<CubeTensor<Runtime>> = inputs.into_iter().collect::<Option<_>>()?;
+        let ops = vec![
+            FusedOp::Binary(BinaryFloatOp::Add, 0, 1),
+            FusedOp::Binary(BinaryFloatOp::Mul, 3, 2),
+            FusedOp::Unary(UnaryFloatOp::Exp, 4),
+            FusedOp::Unary(UnaryFloatOp::Sqrt, 5),
+            FusedOp::Unary(UnaryFloatOp::Neg, 6),
+        ];
+        let shape = burn_backend::Shape::from(vec![self.n]);
+        Some(Box::new(move || {
+            let out = ExCubeclBackend::<Runtime>::float_fused(inputs.clone(), shape.clone(), ops.clone(), vec![7]).remove(0);
+            Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(downcast(out).expect("ours")))
+        }))
     }
 }
 
