@@ -92,6 +92,7 @@ def elementwise(full):
         ("add f32", count(n), add),
         ("5 elementwise ops f32 (add, mul, exp, sqrt, neg)", count(n), chain),
         ("5 elementwise ops f32, fused (ours)", count(n), chain_compiled),
+        ("add f32, fused kernel (ours)", count(n), add),
         ("tiny add f32 + sync (latency)", "16", tiny),
     ]
 

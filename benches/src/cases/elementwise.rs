@@ -25,6 +25,12 @@ pub struct Chain5Fused {
     n: usize,
 }
 
+/// `a + b` as a one-op program of the fused kernel (scalar loads), beside the vectorised add
+/// kernel: the bandwidth each reaches. Ours only.
+pub struct AddFused {
+    n: usize,
+}
+
 /// `a + b` on 16 elements, synced: the time of launching a tiny op and waiting for it.
 pub struct TinyAdd;
 
@@ -34,7 +40,7 @@ pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
         Size::Small => 1 << 16,
         Size::Full => 1 << 26,
     };
-    vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(Chain5Fused { n }), Box::new(TinyAdd)]
+    vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(Chain5Fused { n }), Box::new(AddFused { n }), Box::new(TinyAdd)]
 }
 
 /// `2^k` for powers of two, the number otherwise.
@@ -106,9 +112,6 @@ impl Case for Chain5Fused {
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
-        let ours = |t: Tensor<B, 1>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor());
-        let inputs = [1, 2, 3].map(|seed| ours(uniform::<B, 1>([self.n], seed, device)));
-        let inputs: Vec<CubeTensor<Runtime>> = inputs.into_iter().collect::<Option<_>>()?;
         let ops = vec![
             FusedOp::Binary(BinaryFloatOp::Add, 0, 1),
             FusedOp::Binary(BinaryFloatOp::Mul, 3, 2),
@@ -116,12 +119,39 @@ impl Case for Chain5Fused {
             FusedOp::Unary(UnaryFloatOp::Sqrt, 5),
             FusedOp::Unary(UnaryFloatOp::Neg, 6),
         ];
-        let shape = burn_backend::Shape::from(vec![self.n]);
-        Some(Box::new(move || {
-            let out = ExCubeclBackend::<Runtime>::float_fused(inputs.clone(), shape.clone(), ops.clone(), vec![7]).remove(0);
-            Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(downcast(out).expect("ours")))
-        }))
+        fused_run::<B>(self.n, 3, ops, device)
     }
+}
+
+impl Case for AddFused {
+    fn name(&self) -> String {
+        "add f32, fused kernel (ours)".into()
+    }
+
+    fn size(&self) -> String {
+        count(self.n)
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(12.0 * self.n as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        fused_run::<B>(self.n, 2, vec![FusedOp::Binary(BinaryFloatOp::Add, 0, 1)], device)
+    }
+}
+
+/// The run of `ops` over `inputs` uniform inputs of `n` elements (seeds 1, 2, ...) through
+/// `ExCubeclBackend::float_fused`, giving its last register; `None` unless `B` is ours.
+fn fused_run<B: Backend>(n: usize, inputs: usize, ops: Vec<FusedOp>, device: &B::Device) -> Option<RunFn<B>> {
+    let ours = |t: Tensor<B, 1>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor());
+    let tensors: Vec<CubeTensor<Runtime>> = (1..=inputs as u64).map(|seed| ours(uniform::<B, 1>([n], seed, device))).collect::<Option<_>>()?;
+    let shape = burn_backend::Shape::from(vec![n]);
+    let last = inputs + ops.len() - 1;
+    Some(Box::new(move || {
+        let out = ExCubeclBackend::<Runtime>::float_fused(tensors.clone(), shape.clone(), ops.clone(), vec![last]).remove(0);
+        Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(downcast(out).expect("ours")))
+    }))
 }
 
 impl Case for TinyAdd {
