@@ -149,6 +149,20 @@ fn binary_ops_broadcast_and_match_ndarray() {
 }
 
 #[test]
+fn binary_ops_keep_the_sign_of_zero() {
+    // IEEE signs of zero results, bit for bit with burn-ndarray: -0 / 4 is -0 (the rounding
+    // correction of our division must not add +0 to it), -0 + -0 is -0, 0 * -1 is -0.
+    let a = TensorData::new(vec![-0.0f32, 0.0, -0.0, 0.0, -0.0, 1.0], [6]);
+    let b = TensorData::new(vec![4.0f32, -4.0, -4.0, 4.0, -0.0, -1.0e30], [6]);
+    for ((name, op, ..), (_, op_ref, ..)) in binary_ops::<Ex>().into_iter().zip(binary_ops::<Ref>()).filter(|((n, ..), _)| ["add", "sub", "mul", "div"].contains(n)) {
+        let bits = |d: TensorData| d.to_vec::<f32>().unwrap().into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        let ours = bits(rf::<Ex>(op(f::<Ex>(&a), f::<Ex>(&b))));
+        let reference = bits(rf::<Ref>(op_ref(f::<Ref>(&a), f::<Ref>(&b))));
+        assert_eq!(ours, reference, "{name}: the bits of {a:?} {name} {b:?}");
+    }
+}
+
+#[test]
 fn scalar_ops_match_ndarray() {
     let mut suite = Suite::new("float scalar");
     for dtype in float_dtypes() {

@@ -204,11 +204,12 @@ fn apply_binary_int<I: Int>(a: I, b: I, #[comptime] op: BinaryIntOp) -> I {
 /// 2.5 ULP, and lavapipe gives 10 / 4 = 2.4999998): one correction from the exact residual
 /// `a - q b`, computed with a fused multiply-add. Where the quotient is already correctly
 /// rounded (CUDA), the correction is below half an ULP and changes nothing. Infinite and NaN
-/// quotients are kept as they are.
+/// quotients are kept as they are, and so are exact ones (a zero residual: `q + 0` would turn
+/// a quotient of -0 into +0).
 #[cube]
 pub fn div_rounded<F: Float>(a: F, b: F) -> F {
     let q = a / b;
     let r = fma::<F>(F::new(0.0) - q, b, a);
     let c = q + r / b;
-    select(c == c && !crate::unary::is_inf::<F>(q), c, q)
+    select(c == c && !crate::unary::is_inf::<F>(q) && r != F::new(0.0), c, q)
 }

@@ -319,33 +319,80 @@ defmodule ExBurn.ConformanceTest do
   # ---------------------------------------------------------------------------------------
   # Complex tensors
 
-  defp crand(shape), do: Nx.complex(rand(shape, {:f, 32}), rand(shape, {:f, 32}))
+  defp crand(shape, type, range \\ nil) do
+    part = {:f, div(elem(type, 1), 2)}
+    Nx.complex(rand(shape, part, range), rand(shape, part, range))
+  end
 
-  test "complex tensors (c64)" do
-    a = crand({3, 4})
-    b = crand({4})
+  # c64 always; c128 where the device computes f64 (its parts).
+  defp complex_types, do: [{:c, 64}] ++ if(:f64 in ExCubecl.supported_dtypes(), do: [{:c, 128}], else: [])
 
-    for op <- [:add, :subtract, :multiply, :divide, :equal, :not_equal] do
-      check("#{op} c64", &apply(Nx, op, [&1, &2]), [a, b], tol: 1.0e-4)
-    end
+  # Every complex callback, with the `Complex` library's formulas and branch cuts: random
+  # inputs in all four quadrants, and points on and beside the cuts of log, sqrt and the
+  # inverse functions (the real axis beyond ±1, the imaginary axis beyond ±i).
+  @complex_unary ~w(exp expm1 log log1p sqrt rsqrt cbrt sigmoid sin cos tan sinh cosh tanh asin acos atan asinh acosh atanh abs real imag conjugate negate is_nan is_infinity)a
 
-    check("pow c64", &Nx.pow(&1, &2), [Nx.complex(rand({4}, {:f, 32}, {0.5, 2}), rand({4}, {:f, 32}, {0.1, 1})), Nx.complex(rand({4}, {:f, 32}, {0.5, 2}), rand({4}, {:f, 32}, {0.1, 1}))], tol: 1.0e-4)
-    check("real-complex mix", &Nx.multiply(&1, &2), [rand({3, 4}, {:f, 32}), a], tol: 1.0e-5)
+  test "complex tensors (c64, and c128 where the device computes f64)" do
+    for type <- complex_types() do
+      t = inspect(type)
+      tol = if type == {:c, 64}, do: 1.0e-4, else: 1.0e-10
+      a = crand({3, 4}, type)
+      b = crand({4}, type)
 
-    for op <- [:exp, :log, :sqrt, :sin, :cos, :abs, :real, :imag, :conjugate, :negate, :is_nan] do
-      check("#{op} c64", &apply(Nx, op, [&1]), [a], tol: 1.0e-4)
-    end
+      for op <- [:add, :subtract, :multiply, :divide, :equal, :not_equal] do
+        check("#{op} #{t}", &apply(Nx, op, [&1, &2]), [a, b], tol: tol)
+      end
 
-    check("sum c64", &Nx.sum(&1, axes: [1]), [a], tol: 1.0e-5)
-    check("dot c64", &Nx.dot/2, [a, crand({4, 2})], tol: 1.0e-4)
-    check("transpose/slice/concat c64", &(&1 |> Nx.transpose() |> Nx.slice([1, 0], [2, 3]) |> then(fn x -> Nx.concatenate([x, x]) end)), [a])
-    check("as_type c64", &Nx.as_type(&1, {:c, 64}), [rand({5}, {:s, 32})])
+      pos = crand({4}, type, {0.5, 2})
+      check("pow #{t}", &Nx.pow(&1, &2), [pos, crand({4}, type, {0.1, 1})], tol: tol)
+      check("pow #{t} of zero", &Nx.pow(&1, &2), [Nx.multiply(pos, 0), Nx.tensor([0, 1, 2, 0], type: type, backend: Nx.BinaryBackend)], tol: tol)
+      check("real-complex mix #{t}", &Nx.multiply(&1, &2), [rand({3, 4}, {:f, 32}), a], tol: tol)
 
-    for n <- [4, 5, 8] do
-      x = rand({2, n}, {:f, 32})
-      check("fft #{n}", &Nx.fft/1, [x], tol: 1.0e-4)
-      check("ifft #{n}", &Nx.ifft/1, [Nx.complex(x, x)], tol: 1.0e-4)
-      check("fft length #{n}", &Nx.fft(&1, length: 6), [x], tol: 1.0e-4)
+      cuts = Nx.complex(Nx.tensor([1.5, -1.5, -1.5, 0.0, 0.0, 0.0, 2.0, -2.0], type: elem(type, 1) |> div(2) |> then(&{:f, &1})), Nx.tensor([0.0, 0.0, 1.0e-3, 1.5, -1.5, 1.0e-3, 1.0e-3, -1.0e-3], type: {:f, div(elem(type, 1), 2)}))
+
+      for op <- @complex_unary, input <- [crand({}, type, {-1.5, 1.5}), crand({3, 4}, type, {-1.5, 1.5}), cuts] do
+        check("#{op} #{t} #{inspect(input.shape)}", &apply(Nx, op, [&1]), [Nx.backend_copy(input, Nx.BinaryBackend)], tol: tol)
+      end
+
+      check("sum #{t}", &Nx.sum(&1, axes: [1]), [a], tol: tol)
+      check("product #{t}", &Nx.product(&1, axes: [1]), [a], tol: tol)
+      check("product #{t} all, kept", &Nx.product(&1, keep_axes: true), [crand({3, 5}, type, {0.5, 1.5})], tol: tol)
+      check("cumulative_sum #{t}", &Nx.cumulative_sum(&1, axis: 1), [a], tol: tol)
+      check("cumulative_product #{t}", &Nx.cumulative_product(&1, axis: 1), [a], tol: tol)
+      check("cumulative_product #{t} reverse", &Nx.cumulative_product(&1, axis: 0, reverse: true), [a], tol: tol)
+      check("dot #{t}", &Nx.dot/2, [a, crand({4, 2}, type)], tol: tol)
+      check("conv #{t}", &Nx.conv(&1, &2, padding: :same), [crand({1, 2, 5}, type), crand({3, 2, 3}, type)], tol: tol)
+      check("transpose/slice/concat #{t}", &(&1 |> Nx.transpose() |> Nx.slice([1, 0], [2, 3]) |> then(fn x -> Nx.concatenate([x, x]) end)), [a])
+      check("as_type #{t}", &Nx.as_type(&1, type), [rand({5}, {:s, 32})])
+
+      lower = Nx.add(Nx.multiply(crand({3, 3}, type), Nx.tensor([[1, 0, 0], [1, 1, 0], [1, 1, 1]], backend: Nx.BinaryBackend)), Nx.eye(3, backend: Nx.BinaryBackend) |> Nx.multiply(4))
+
+      for opts <- [[], [transform_a: :transpose], [transform_a: :conjugate], [left_side: false], [lower: false, transform_a: :transpose]] do
+        check("triangular_solve #{t} #{inspect(opts)}", &Nx.LinAlg.triangular_solve(&1, &2, opts), [lower, crand({3}, type)], tol: tol)
+      end
+
+      # The Nx.LinAlg blocks run Nx's default implementations on complex matrices, made of
+      # the callbacks above.
+      m = crand({3, 3}, type)
+      herm = Nx.add(Nx.dot(m, Nx.conjugate(Nx.transpose(m))), Nx.multiply(Nx.eye(3, backend: Nx.BinaryBackend), 3))
+
+      for {name, fun, inputs} <- [
+            {"cholesky", &Nx.LinAlg.cholesky/1, [herm]},
+            {"qr", &Nx.LinAlg.qr/1, [m]},
+            {"lu", &Nx.LinAlg.lu/1, [herm]},
+            {"solve", &Nx.LinAlg.solve/2, [herm, crand({3}, type)]},
+            {"invert", &Nx.LinAlg.invert/1, [herm]},
+            {"determinant", &Nx.LinAlg.determinant/1, [herm]}
+          ] do
+        check("#{name} #{t}", fun, inputs, tol: 10 * tol)
+      end
+
+      for n <- [4, 5, 8] do
+        x = rand({2, n}, {:f, div(elem(type, 1), 2)})
+        check("fft #{t} #{n}", &Nx.fft/1, [Nx.as_type(x, type)], tol: tol)
+        check("ifft #{t} #{n}", &Nx.ifft/1, [Nx.complex(x, x)], tol: tol)
+        check("fft #{t} length #{n}", &Nx.fft(&1, length: 6), [Nx.as_type(x, type)], tol: tol)
+      end
     end
 
     report("complex")

@@ -11,12 +11,6 @@ defmodule ExBurn.DoctestExceptionsTest do
     assert Exception.message(e) =~ ~r/^Nx\./
   end
 
-  test "c64: conv of complex tensors raises ExBurn.Error; c128 too" do
-    c = Nx.tensor([[[Complex.new(1.0, 1.0), Complex.new(2.0, 0.0)]]])
-    assert_raise ExBurn.Error, fn -> Nx.conv(c, c) end
-    assert_type_error(fn -> Nx.tensor([Complex.new(1.0, 2.0)], type: :c128) end, :c128)
-  end
-
   test "f64 and bf16: a type the device can't compute raises, naming the type and the device" do
     for type <- [:f64, :bf16] do
       if computes?(type) do

@@ -8,11 +8,6 @@ defmodule ExBurn.DoctestTest do
   import ExBurn.Doctests
   require Nx
 
-  # conv of complex tensors is not supported by ExBurn yet
-  @c64 [
-    "Nx.conv/3 (781)"
-  ]
-
   # the device has no f64 arithmetic
   @f64 [
     "Nx.tensor/2 (38)",
@@ -123,8 +118,7 @@ defmodule ExBurn.DoctestTest do
   # (each list read once here, so that none is "set but never used" on any device)
   {f64, precision_f64, bf16} = {@f64, @precision_f64, @bf16}
 
-  @except @c64 ++
-            @f8 ++
+  @except @f8 ++
             @sub_byte ++
             @precision ++
             if(computes?.(:f64), do: precision_f64, else: f64) ++

@@ -28,40 +28,6 @@ grad = "nx/defn/grad_test.exs"
 defn = "nx/defn_test.exs"
 evaluator = "nx/defn/evaluator_test.exs"
 
-# c128: ExBurn's complex numbers are c64 (an f32 pair per element)
-c128 =
-  [{defn, "test cond upcasts float literals based on the accumulated clause type"}] ++
-    for name <- ~w(cbrt conjugate cos exp expm1 hyperbolics imag log log1p mean negate real rsqrt sigmoid sin sqrt sum tan tanh),
-        do: {grad, "test #{name} computes gradient"}
-
-c128 =
-  c128 ++
-    for name <- [
-          "division rule computes gradient",
-          "exponential rule computes gradient",
-          "inverse hyperbolic functions computes gradient of inverse hyperbolic functions",
-          "inverse trig family computes gradient for acos",
-          "inverse trig family computes gradient of inverse trig functions",
-          "power rule computes gradient",
-          "product rule computes gradient for scalars"
-        ],
-        do: {grad, "test " <> name}
-
-# c64 product, triangular_solve and conv are not supported by ExBurn yet
-c64_ops =
-  for name <- [
-        "cholesky computes for 2x2 complex matrix",
-        "conv rule works with complex numbers",
-        "invert computes grad for complex tensor",
-        "lu computes lu_megapower_grad for complex tensor",
-        "qr computes qr_megapower_grad for complex tensor",
-        "triangular_solve triangular_solve grad with transform_a: :conjugate",
-        "triangular_solve triangular_solve grad with transform_a: :conjugate, left_side: false",
-        "triangular_solve triangular_solve grad with transform_a: :conjugate, upper triangular",
-        "triangular_solve triangular_solve grad wrt b with transform_a: :conjugate"
-      ],
-      do: {grad, "test " <> name}
-
 # 8-bit floats are not supported by ExBurn
 f8 = [
   {defn, "test constants Defines imaginary constant as Complex.new(0, 1) when used with arity 0 inside defn"},
@@ -124,7 +90,7 @@ precision =
         do: {grad, "test " <> name}
 
 computes? = fn type -> type in ExCubecl.supported_dtypes() end
-lists = [c128: c128, c64_ops: c64_ops, f8: f8, closure: closure, identity: identity, precision: precision] ++ if(computes?.(:bf16), do: [], else: [bf16: bf16])
+lists = [f8: f8, closure: closure, identity: identity, precision: precision] ++ if(computes?.(:bf16), do: [], else: [bf16: bf16])
 
 except =
   Enum.reduce(lists, %{}, fn {cause, entries}, acc ->

@@ -14,13 +14,17 @@ defmodule ExBurn.Backend do
 
   ## Where it differs from `Nx.BinaryBackend`
 
-    * A type the device cannot compute (bf16 on lavapipe, f64 on a GPU without it) raises
-      `ExBurn.Error` naming the type and the device, and so do c128, 8-bit floats and
-      sub-byte integers everywhere: a tensor never changes type silently.
-    * `c64` is an f32 pair per element on the device. Supported on it: creation, transfers,
-      the shape and indexing ops, sums, `+ - * /`, `pow`, `equal`, `not_equal`, `real`,
-      `imag`, `abs`, `conjugate`, `negate`, `exp`, `log`, `sqrt`, `sin`, `cos`, `is_nan`,
-      `is_infinity`, `as_type`, `dot`, `fft` and `ifft`; other ops raise `ExBurn.Error`.
+    * A type the device cannot compute (bf16 on lavapipe, f64 on a GPU without it, c128
+      where there is no f64) raises `ExBurn.Error` naming the type and the device, and so do
+      8-bit floats and sub-byte integers everywhere: a tensor never changes type silently.
+    * Complex tensors are pairs of floats per element on the device (f32 for `c64`, f64 for
+      `c128`), and every callback Nx defines for them runs there, with the `Complex`
+      library's formulas and branch cuts: arithmetic, `pow`, the elementary functions and
+      their inverses, `sigmoid`, `rsqrt`, `cbrt`, sums and products (cumulative too), `dot`,
+      `conv`, `triangular_solve` (`transform_a: :conjugate` conjugates without transposing,
+      as BinaryBackend does) and the FFTs; the `Nx.LinAlg` blocks run Nx's default
+      implementations on them. `erf`, `erfc` and `erf_inv` of complex tensors raise, as in
+      BinaryBackend.
     * Integer division by zero gives 0 (BinaryBackend raises).
     * `sign(NaN)` is NaN and `sign(-inf)` is -1.0, as in EXLA (BinaryBackend gives 1.0 for
       both).
@@ -428,9 +432,6 @@ defmodule ExBurn.Backend do
     end
   end
 
-  defp check_type!(op, {:c, 128} = type),
-    do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn", "complex tensors are c64"))
-
   defp check_type!(op, {kind, bits} = type) when bits < 8 or kind == :f8 or (kind == :f and bits == 8),
     do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn", "8-bit floats and sub-byte integers"))
 
@@ -439,10 +440,11 @@ defmodule ExBurn.Backend do
   @doc false
   def type_name(type), do: Nx.Type.to_string(type)
 
-  # A c64 tensor is stored as f32 with a trailing axis of 2 (Nx's binary layout).
+  # A complex tensor is stored as its parts (f32 for c64, f64 for c128) with a trailing axis of
+  # 2 (Nx's binary layout).
   defp stored_shape(shape, {:c, _}), do: Tuple.to_list(shape) ++ [2]
   defp stored_shape(shape, _type), do: Tuple.to_list(shape)
-  defp stored_type({:c, _}), do: "f32"
+  defp stored_type({:c, bits}), do: type_name({:f, div(bits, 2)})
   defp stored_type(type), do: type_name(type)
 
   @doc false

@@ -181,9 +181,8 @@ fn solve<B: Extension>(op: &str, a: FloatTensor<B>, b: Prim<B>, n: usize, k: usi
     let (_, l, u, perm) = lu::<B>(a, n);
     let spread = B::int_expand(B::int_reshape(perm, [batch, n, 1].into()), [batch, n, k].into());
     let pb = Prim::Float(B::float_gather(1, b, spread));
-    let inner = Out { dtype: out.dtype, shape: vec![batch, n, k] };
-    let y = solve_triangular::<B>(Prim::Float(l), pb, true, true, false, &inner);
-    let x = solve_triangular::<B>(Prim::Float(u), y, true, false, false, &inner);
+    let y = solve_triangular::<B, _>(Prim::Float(l), pb, true, true, false)?;
+    let x = solve_triangular::<B, _>(Prim::Float(u), y, true, false, false)?;
     Ok(any::reshape(x, &out.shape))
 }
 

@@ -117,36 +117,79 @@ fn conv<B: Extension>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) 
 /// Solves `a x = b` (or `x a = b` with `left_side: false`) for triangular `a`, by
 /// substitution: one row of `x` per step.
 fn triangular_solve<B: Extension>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
-    let left = opts.bool(op, "left_side", true)?;
-    let lower = opts.bool(op, "lower", true)?;
-    let transpose = opts.name(op, "transform_a", Some("none"))? == "transpose";
+    let (left, lower, transpose) = triangular_options(op, opts)?;
     let a = any::cast(op, a, out.dtype)?;
     let b = any::cast(op, b, out.dtype)?;
-    Ok(any::reshape(solve_triangular::<B>(a, b, left, lower, transpose, out), &out.shape))
+    Ok(any::reshape(solve_triangular::<B, _>(a, b, left, lower, transpose)?, &out.shape))
 }
 
-/// `a x = b` (or `x a = b` when not `left`) for triangular `a` (of `out`'s dtype, as `b`), by
+/// `left_side`, `lower`, and whether `transform_a` transposes (`:conjugate` conjugates `a`'s
+/// elements without transposing, as `Nx.BinaryBackend` does: nothing for a real `a`).
+pub fn triangular_options(op: &str, opts: &Opts) -> NifResult<(bool, bool, bool)> {
+    let transpose = opts.name(op, "transform_a", Some("none"))? == "transpose";
+    Ok((opts.bool(op, "left_side", true)?, opts.bool(op, "lower", true)?, transpose))
+}
+
+/// What a substitution computes on: a real tensor, or a complex one as its two parts. The
+/// shape ops apply to each part; `matmul`, `sub` and `div` are the field's own.
+pub trait Field<B: Extension>: Clone {
+    fn map(self, f: &dyn Fn(Prim<B>) -> Prim<B>) -> Self;
+    fn zip(self, other: Self, f: &dyn Fn(Prim<B>, Prim<B>) -> Prim<B>) -> Self;
+    fn dims(&self) -> Vec<usize>;
+    fn zeros(&self, shape: &[usize]) -> Self;
+    fn matmul(self, other: Self) -> NifResult<Self>;
+    fn sub(self, other: Self) -> NifResult<Self>;
+    fn div(self, other: Self) -> NifResult<Self>;
+}
+
+impl<B: Extension> Field<B> for Prim<B> {
+    fn map(self, f: &dyn Fn(Prim<B>) -> Prim<B>) -> Self {
+        f(self)
+    }
+    fn zip(self, other: Self, f: &dyn Fn(Prim<B>, Prim<B>) -> Prim<B>) -> Self {
+        f(self, other)
+    }
+    fn dims(&self) -> Vec<usize> {
+        self.shape().to_vec()
+    }
+    fn zeros(&self, shape: &[usize]) -> Self {
+        any::full::<B>(shape, self.dtype(), 0.0, &self.device())
+    }
+    fn matmul(self, other: Self) -> NifResult<Self> {
+        Ok(matmul::<B>(self, other))
+    }
+    fn sub(self, other: Self) -> NifResult<Self> {
+        Ok(sub::<B>(self, other))
+    }
+    fn div(self, other: Self) -> NifResult<Self> {
+        Ok(div::<B>(self, other))
+    }
+}
+
+/// `a x = b` (or `x a = b` when not `left`) for triangular `a` (of `b`'s type), by
 /// substitution row by row; `b` may be a vector per batch.
-pub fn solve_triangular<B: Extension>(a: Prim<B>, b: Prim<B>, left: bool, lower: bool, transpose: bool, out: &Out) -> Prim<B> {
+pub fn solve_triangular<B: Extension, F: Field<B>>(a: F, b: F, left: bool, lower: bool, transpose: bool) -> NifResult<F> {
     let mut lower = lower;
-    let ra = a.shape().num_dims();
-    let swap = |p: Prim<B>| {
-        let r = p.shape().num_dims();
-        let mut perm: Vec<usize> = (0..r).collect();
-        perm.swap(r - 1, r - 2);
-        any::permute(p, &perm)
+    let ra = a.dims().len();
+    let swap = |p: F| {
+        p.map(&|p: Prim<B>| {
+            let r = p.shape().num_dims();
+            let mut perm: Vec<usize> = (0..r).collect();
+            perm.swap(r - 1, r - 2);
+            any::permute(p, &perm)
+        })
     };
     let mut a = a;
     if transpose {
         a = swap(a);
         lower = !lower;
     }
-    let vector = b.shape().num_dims() == ra - 1;
+    let vector = b.dims().len() == ra - 1;
     let mut b = if vector {
         // A column for `a x = b`, a row for `x a = b`.
-        let mut s = b.shape().to_vec();
+        let mut s = b.dims();
         s.insert(if left { s.len() } else { s.len() - 1 }, 1);
-        any::reshape(b, &s)
+        b.map(&|p| any::reshape(p, &s))
     } else {
         b
     };
@@ -158,39 +201,36 @@ pub fn solve_triangular<B: Extension>(a: Prim<B>, b: Prim<B>, left: bool, lower:
     }
     if !lower {
         // Reversing rows and columns makes an upper triangle lower.
-        a = any::flip(a, &[ra - 2, ra - 1]);
-        b = any::flip(b, &[ra - 2]);
+        a = a.map(&|p| any::flip(p, &[ra - 2, ra - 1]));
+        b = b.map(&|p| any::flip(p, &[ra - 2]));
     }
-    let n = a.shape()[ra - 1];
-    let bs = b.shape().to_vec();
+    let n = a.dims()[ra - 1];
+    let bs = b.dims();
     let r = bs.len();
     let full = |d: usize| Slice::new(0, Some(d as isize), 1);
     let rows = |lo: usize, hi: usize| -> Vec<Slice> {
         (0..r).map(|i| if i == r - 2 { Slice::new(lo as isize, Some(hi as isize), 1) } else { full(bs[i]) }).collect()
     };
-    let mut x = any::full::<B>(&bs, out.dtype, 0.0, &a.device());
-    let ad = a.shape().to_vec();
+    let mut x = b.zeros(&bs);
+    let ad = a.dims();
+    let wide = [&bs[..r - 2], &[1, bs[r - 1]]].concat();
     for i in 0..n {
-        let bi = any::slice(b.clone(), &rows(i, i + 1));
+        let bi = b.clone().map(&|p| any::slice(p, &rows(i, i + 1)));
         let rhs = if i == 0 {
             bi
         } else {
             let arow: Vec<Slice> = (0..ra).map(|d| if d == ra - 2 { Slice::new(i as isize, Some(i as isize + 1), 1) } else if d == ra - 1 { Slice::new(0, Some(i as isize), 1) } else { full(ad[d]) }).collect();
-            let known = matmul::<B>(any::slice(a.clone(), &arow), any::slice(x.clone(), &rows(0, i)));
-            sub::<B>(bi, known)
+            let known = a.clone().map(&|p| any::slice(p, &arow)).matmul(x.clone().map(&|p| any::slice(p, &rows(0, i))))?;
+            bi.sub(known)?
         };
         let diag: Vec<Slice> = (0..ra).map(|d| if d >= ra - 2 { Slice::new(i as isize, Some(i as isize + 1), 1) } else { full(ad[d]) }).collect();
-        let aii = any::expand(any::slice(a.clone(), &diag), &[&bs[..r - 2], &[1, bs[r - 1]]].concat());
-        let xi = div::<B>(rhs, aii);
-        x = any::slice_assign(x, &rows(i, i + 1), xi);
+        let aii = a.clone().map(&|p| any::expand(any::slice(p, &diag), &wide));
+        x = x.zip(rhs.div(aii)?, &|x, xi| any::slice_assign(x, &rows(i, i + 1), xi));
     }
     if !lower {
-        x = any::flip(x, &[r - 2]);
+        x = x.map(&|p| any::flip(p, &[r - 2]));
     }
-    if !left {
-        x = swap(x);
-    }
-    x
+    Ok(if left { x } else { swap(x) })
 }
 
 fn sub<B: Extension>(a: Prim<B>, b: Prim<B>) -> Prim<B> {

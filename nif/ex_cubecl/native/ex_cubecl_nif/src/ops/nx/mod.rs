@@ -41,11 +41,12 @@ impl Out {
 /// Runs Nx entry `op` (`nx_<callback>`).
 pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
     let shape = super::sizes(op, opts, "shape", None)?;
-    let complex_out = opts.name(op, "type", None)? == "c64";
-    let out = if complex_out {
-        Out { dtype: DType::F32, shape }
-    } else {
-        Out { dtype: super::dtype_opt(op, opts, "type", None)?, shape }
+    // A complex result is described by its parts' dtype (f32 for c64, f64 for c128).
+    let part = complex::part_of(&opts.name(op, "type", None)?);
+    let complex_out = part.is_some();
+    let out = match part {
+        Some(dtype) => Out { dtype, shape },
+        None => Out { dtype: super::dtype_opt(op, opts, "type", None)?, shape },
     };
     super::computes::<B>(op, out.dtype, device)?;
     let lanes = if complex_out { 2 } else { 1 };
