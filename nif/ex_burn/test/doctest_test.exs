@@ -68,26 +68,6 @@ defmodule ExBurn.DoctestTest do
     "Nx.all_close/3 (562)"
   ]
 
-  # the device has no bf16 (lavapipe)
-  @bf16 [
-    "Nx.tensor/2 (39)",
-    "Nx.as_type/2 (139)",
-    "Nx.real/1 (509)",
-    "Nx.imag/1 (513)"
-  ]
-
-  # 8-bit floats are not supported by ExBurn
-  @f8 [
-    "Nx.tensor/2 (43)",
-    "Nx.tensor/2 (44)"
-  ]
-
-  # sub-byte integers (u2, s4, ...) are not supported by ExBurn
-  @sub_byte [
-    "Nx.tensor/2 (42)",
-    "Nx.bit_size/1 (254)"
-  ]
-
   # The device's f32 atan2, exp and log are a few ULP from the correctly rounded result
   # (Vulkan's bounds on lavapipe, CUDA's on a GPU): the printed f32 differs in the last digit
   @precision [
@@ -116,13 +96,10 @@ defmodule ExBurn.DoctestTest do
   computes? = fn type -> type in ExCubecl.supported_dtypes() end
 
   # (each list read once here, so that none is "set but never used" on any device)
-  {f64, precision_f64, bf16} = {@f64, @precision_f64, @bf16}
+  {f64, precision_f64} = {@f64, @precision_f64}
 
-  @except @f8 ++
-            @sub_byte ++
-            @precision ++
-            if(computes?.(:f64), do: precision_f64, else: f64) ++
-            if(computes?.(:bf16), do: [], else: bf16)
+  @except @precision ++
+            if(computes?.(:f64), do: precision_f64, else: f64)
 
   @doc false
   def except, do: @except

@@ -329,16 +329,10 @@ defmodule ExBurn.ModelTest do
       end
     end
 
-    test "quantize(:bf16) works where the device has bf16, else raises naming it", %{model: model} do
-      try do
-        bf = Model.quantize(model, :bf16)
-        assert Enum.all?(Model.parameters(bf), fn {_, t} -> t.type == {:bf, 16} end)
-        assert close?(Model.predict(bf, x()), Model.predict(model, x()), 5.0e-2)
-      rescue
-        e in ExBurn.Error ->
-          assert e.op == "ExBurn.Model.quantize"
-          assert e.reason == "bf16 is not supported on the device #{model.device}"
-      end
+    test "quantize(:bf16) works on every device (computed in f32 where the device has no bf16)", %{model: model} do
+      bf = Model.quantize(model, :bf16)
+      assert Enum.all?(Model.parameters(bf), fn {_, t} -> t.type == {:bf, 16} end)
+      assert close?(Model.predict(bf, x()), Model.predict(model, x()), 5.0e-2)
     end
   end
 

@@ -28,21 +28,6 @@ grad = "nx/defn/grad_test.exs"
 defn = "nx/defn_test.exs"
 evaluator = "nx/defn/evaluator_test.exs"
 
-# 8-bit floats are not supported by ExBurn
-f8 = [
-  {defn, "test constants Defines imaginary constant as Complex.new(0, 1) when used with arity 0 inside defn"},
-  {defn, "test constants Defines real constants as numerical when used with arity 0 inside defn"}
-]
-
-# the device has no bf16 arithmetic (lavapipe)
-bf16 = [
-  {evaluator, "test constant"},
-  {grad, "test window_min/max rule works with window max, same padding, bf16 precision"},
-  {defn, "test aggregate axes ops to expr"},
-  {defn, "test binary ops constant"},
-  {defn, "test unary ops to expr"}
-]
-
 # Nx itself refuses a tensor of any backend but Nx.BinaryBackend captured in the closure of a
 # grad (Nx.Shared.pick_struct raises before any compiler runs); EXLA's and Torchx's fail alike
 closure =
@@ -89,8 +74,7 @@ precision =
         ],
         do: {grad, "test " <> name}
 
-computes? = fn type -> type in ExCubecl.supported_dtypes() end
-lists = [f8: f8, closure: closure, identity: identity, precision: precision] ++ if(computes?.(:bf16), do: [], else: [bf16: bf16])
+lists = [closure: closure, identity: identity, precision: precision]
 
 except =
   Enum.reduce(lists, %{}, fn {cause, entries}, acc ->

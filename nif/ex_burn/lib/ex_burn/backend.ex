@@ -14,9 +14,18 @@ defmodule ExBurn.Backend do
 
   ## Where it differs from `Nx.BinaryBackend`
 
-    * A type the device cannot compute (bf16 on lavapipe, f64 on a GPU without it, c128
-      where there is no f64) raises `ExBurn.Error` naming the type and the device, and so do
-      8-bit floats and sub-byte integers everywhere: a tensor never changes type silently.
+    * Every Nx type runs on every device. Where the device has no arithmetic for a type, it
+      is stored at its width and computed wider, and each result converted back as
+      `Nx.BinaryBackend` converts to the type: bf16 (on lavapipe and most Vulkan and Metal
+      GPUs) as its bits in u16, computed in f32 and truncated as Nx truncates; the 8-bit
+      floats `f8` (E5M2) and `f8_e4m3fn` as their bits in u8, computed in f32 (E5M2 rounds
+      through f16 and keeps its upper byte, E4M3FN saturates at ±448 as
+      `Nx.Floating.dump_f8_e4m3fn` does); the sub-byte integers (`s2`, `s4`, `u2`, `u4`) one
+      per byte, wrapping to their width after every op. Partial sums of the cumulative ops
+      stay in f32 (BinaryBackend rounds each to the type), and E5M2's subnormals read as the
+      standard and Nx's own writer define them (2^-14 m/4; Nx 0.13's reader says
+      2^-15 (1 + m/4)). The one type a device can refuse is f64 (and c128), on a GPU without
+      it: `ExBurn.Error` names the type and the device.
     * Complex tensors are pairs of floats per element on the device (f32 for `c64`, f64 for
       `c128`), and every callback Nx defines for them runs there, with the `Complex`
       library's formulas and branch cuts: arithmetic, `pow`, the elementary functions and
@@ -65,13 +74,12 @@ defmodule ExBurn.Backend do
 
   @impl true
   def from_binary(%T{type: type, shape: shape} = out, binary, opts) do
-    check_type!("Nx.from_binary", type)
     dev = device(opts)
 
-    unless is_binary(binary),
+    unless is_bitstring(binary),
       do: raise(ExBurn.Error.new("Nx.from_binary", "expects a binary", "#{type_name(type)}#{Kernel.inspect(shape)}"))
 
-    case Native.buffer(binary, stored_shape(shape, type), stored_type(type), dev) do
+    case Native.buffer(stored_binary(binary, type), stored_shape(shape, type), stored_type(type, dev), dev) do
       {:ok, ref} -> wrap(out, ref, dev)
       {:error, e} -> raise ExBurn.Error.from("Nx.from_binary", e)
     end
@@ -86,9 +94,9 @@ defmodule ExBurn.Backend do
   ## Transfer
 
   @impl true
-  def to_binary(%T{data: %__MODULE__{ref: ref}, type: {_, bits}}, limit) do
+  def to_binary(%T{data: %__MODULE__{ref: ref}, type: type}, limit) do
     case Native.read(ref) do
-      {:ok, bin} -> binary_part(bin, 0, min(byte_size(bin), div(limit * bits, 8)))
+      {:ok, bin} -> bin |> binary_part(0, min(byte_size(bin), limit * stored_bytes(type))) |> packed(type)
       {:error, e} -> raise ExBurn.Error.from("Nx.to_binary", e)
     end
   end
@@ -396,8 +404,7 @@ defmodule ExBurn.Backend do
     dev = dev || input_device(inputs)
     name = "Nx.#{op}"
     refs = Enum.map(inputs, &ref!(&1, dev, name))
-    check_type!(name, first.type)
-    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ complex_flags(first, inputs) ++ opts
+    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ complex_flags(first, inputs) ++ narrow_flags(outs, inputs, dev) ++ opts
 
     case ExBurn.Defn.Recorder.run_kernel("nx_#{op}", refs, opts, dev, length(outs)) do
       {:ok, results} when length(results) == length(outs) -> Enum.zip_with(outs, results, &wrap(&1, elem(&2, 0), dev))
@@ -410,10 +417,10 @@ defmodule ExBurn.Backend do
 
   defp ref!(%T{data: %__MODULE__{ref: ref}}, _dev, _op), do: ref
 
-  defp ref!(%T{type: type, shape: shape} = t, dev, op) do
-    check_type!(op, type)
+  defp ref!(%T{} = t, dev, op) do
+    {binary, shape, stored} = device_input(t, dev)
 
-    case Native.buffer(Nx.to_binary(t), stored_shape(shape, type), stored_type(type), dev) do
+    case Native.buffer(binary, shape, stored, dev) do
       {:ok, ref} -> ref
       {:error, e} -> raise ExBurn.Error.from(op, e)
     end
@@ -432,25 +439,72 @@ defmodule ExBurn.Backend do
     end
   end
 
-  defp check_type!(op, {kind, bits} = type) when bits < 8 or kind == :f8 or (kind == :f and bits == 8),
-    do: raise(ExBurn.Error.new(op, "type #{type_name(type)} is not supported by ExBurn", "8-bit floats and sub-byte integers"))
-
-  defp check_type!(_op, _type), do: :ok
-
   @doc false
   def type_name(type), do: Nx.Type.to_string(type)
 
-  # A complex tensor is stored as its parts (f32 for c64, f64 for c128) with a trailing axis of
-  # 2 (Nx's binary layout).
+  # How a tensor is stored on the device. A complex tensor: its parts (f32 for c64, f64 for
+  # c128) with a trailing axis of 2 (Nx's binary layout). A narrow type (the NIF's
+  # `ops/nx/narrow.rs`), computed wider by every entry: 8-bit floats as their bits in u8, bf16
+  # where the device lacks it as its bits in u16, sub-byte integers one per byte.
   defp stored_shape(shape, {:c, _}), do: Tuple.to_list(shape) ++ [2]
   defp stored_shape(shape, _type), do: Tuple.to_list(shape)
-  defp stored_type({:c, bits}), do: type_name({:f, div(bits, 2)})
-  defp stored_type(type), do: type_name(type)
+  defp stored_type({:c, bits}, _dev), do: type_name({:f, div(bits, 2)})
+  defp stored_type(type, dev), do: if(narrow?(type, dev), do: narrow_storage(type), else: type_name(type))
+
+  defp narrow_storage({kind, _}) when kind in [:f, :f8_e4m3fn], do: "u8"
+  defp narrow_storage({:bf, 16}), do: "u16"
+  defp narrow_storage({:s, _}), do: "s8"
+  defp narrow_storage({:u, _}), do: "u8"
+
+  # Whether `type` is stored narrow on `dev` (bf16: where the device has no bf16).
+  defp narrow?({:f, 8}, _dev), do: true
+  defp narrow?({:f8_e4m3fn, 8}, _dev), do: true
+  defp narrow?({kind, bits}, _dev) when kind in [:s, :u] and bits < 8, do: true
+  defp narrow?({:bf, 16}, dev), do: not bf16?(dev)
+  defp narrow?(_type, _dev), do: false
+
+  defp bf16?(dev) do
+    key = {__MODULE__, :bf16, dev}
+
+    case :persistent_term.get(key, nil) do
+      nil ->
+        native = :bf16 in ExCubecl.supported_dtypes(device: dev)
+        :persistent_term.put(key, native)
+        native
+
+      native ->
+        native
+    end
+  end
+
+  # Sub-byte integers: Nx packs them (the first element in the high bits); the device holds one
+  # per byte.
+  defp stored_binary(bits, {:s, n}) when n < 8, do: for(<<x::signed-size(n) <- bits>>, into: <<>>, do: <<x::signed-8>>)
+  defp stored_binary(bits, {:u, n}) when n < 8, do: for(<<x::unsigned-size(n) <- bits>>, into: <<>>, do: <<x::unsigned-8>>)
+  defp stored_binary(binary, _type), do: binary
+
+  defp packed(bytes, {:s, n}) when n < 8, do: for(<<x::signed-8 <- bytes>>, into: <<>>, do: <<x::signed-size(n)>>)
+  defp packed(bytes, {:u, n}) when n < 8, do: for(<<x::unsigned-8 <- bytes>>, into: <<>>, do: <<x::unsigned-size(n)>>)
+  defp packed(binary, _type), do: binary
+
+  defp stored_bytes({_, bits}) when bits < 8, do: 1
+  defp stored_bytes({_, bits}), do: div(bits, 8)
 
   @doc false
-  # The shape and dtype name of `t` on the device (`stored_shape/2`, `stored_type/1`).
+  # The shape and dtype name of `t` on device `dev` (`stored_shape/2`, `stored_type/2`).
   def device_shape(%T{shape: shape, type: type}), do: stored_shape(shape, type)
-  def device_type(%T{type: type}), do: stored_type(type)
+  def device_type(%T{type: type}, dev), do: stored_type(type, dev)
+
+  @doc false
+  # `{binary, shape, dtype name}` of a tensor of another backend, to upload to `dev`.
+  def device_input(%T{type: type, shape: shape} = t, dev), do: {stored_binary(Nx.to_binary(t), type), stored_shape(shape, type), stored_type(type, dev)}
+
+  # The narrow types of the inputs and outputs (option `narrow` / `narrow_out`), where any is.
+  defp narrow_flags(outs, inputs, dev) do
+    name = fn %T{type: type} -> if narrow?(type, dev), do: type_name(type), else: "" end
+    {ins, outs} = {Enum.map(inputs, name), Enum.map(outs, name)}
+    if Enum.all?(ins ++ outs, &(&1 == "")), do: [], else: [narrow: ins, narrow_out: outs]
+  end
 
   # Which inputs are complex, where any tensor of the call is.
   defp complex_flags(out, inputs) do

@@ -338,8 +338,8 @@ if Code.ensure_loaded?(Axon) do
     @doc """
     The model with its floating-point parameters cast to `type` (`:f16`, `:bf16`, or `:f32`
     to go back) and an Axon mixed-precision policy (parameters and compute in `type`,
-    output in f32) on its graph. Raises `ExBurn.Error` when the device can't compute the type
-    (bf16 on Mesa's lavapipe, for one).
+    output in f32) on its graph. Where the device has no bf16 arithmetic (Mesa's lavapipe, for
+    one), bf16 parameters are stored as bf16 and computed in f32 (see `ExBurn.Backend`).
     """
     @spec quantize(t(), atom() | Nx.Type.t()) :: t()
     def quantize(%__MODULE__{} = model, type) do

@@ -112,7 +112,7 @@ defmodule ExBurn.Defn.Compiler do
     {blocks, consts, hooks, calls, positions, scalars} = Lower.program(expr, length(params), dev)
     blocks = Cse.blocks(blocks)
     blocks = if fuse, do: Fuse.blocks(blocks, scalars), else: blocks
-    specs = Enum.map(params, &{stored_shape(&1), stored_type(&1)})
+    specs = Enum.map(params, &{ExBurn.Backend.device_shape(&1), ExBurn.Backend.device_type(&1, dev)})
 
     case Native.program_new(blocks, consts, specs, dev) do
       {:ok, ref} ->
@@ -253,7 +253,7 @@ defmodule ExBurn.Defn.Compiler do
 
     case t.data do
       %ExBurn.Backend{ref: ref, device: ^dev} -> ref
-      _ -> {Nx.to_binary(t), stored_shape(t), stored_type(t)}
+      _ -> ExBurn.Backend.device_input(t, dev)
     end
   end
 
@@ -302,7 +302,4 @@ defmodule ExBurn.Defn.Compiler do
       true -> ExBurn.default_device()
     end
   end
-
-  defp stored_shape(t), do: ExBurn.Backend.device_shape(t)
-  defp stored_type(t), do: ExBurn.Backend.device_type(t)
 end

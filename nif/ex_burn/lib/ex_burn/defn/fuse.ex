@@ -75,7 +75,8 @@ defmodule ExBurn.Defn.Fuse do
   defp fusable({:op, "nx_" <> name, inputs, opts, _label} = instr, readers, instrs) do
     type = to_string(opts[:type])
     compute = to_string(opts[:compute])
-    plain? = not Keyword.has_key?(opts, :complex)
+    # (not complex tensors, nor narrow types: the kernel reads the stored values as they are)
+    plain? = not Keyword.has_key?(opts, :complex) and not Keyword.has_key?(opts, :narrow)
 
     ok =
       case length(inputs) do

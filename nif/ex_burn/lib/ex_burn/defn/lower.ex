@@ -306,7 +306,7 @@ defmodule ExBurn.Defn.Lower do
     id = length(st.calls)
     arg_template = Composite.traverse(expr, &Nx.to_template/1)
     st = %{st | calls: [{fun, opts, arg_template, template} | st.calls]}
-    outputs = for t <- Composite.flatten_list([template]), do: {ExBurn.Backend.device_shape(t), ExBurn.Backend.device_type(t)}
+    outputs = for t <- Composite.flatten_list([template]), do: {ExBurn.Backend.device_shape(t), ExBurn.Backend.device_type(t, st.dev)}
     {n, st} = emit(st, {:call, id, args, outputs})
 
     case template do

@@ -22,6 +22,7 @@ mod elementwise;
 mod fused;
 mod index;
 mod linalg;
+mod narrow;
 mod reduce;
 mod shape;
 mod window;
@@ -41,12 +42,13 @@ impl Out {
 /// Runs Nx entry `op` (`nx_<callback>`).
 pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B::Device, max_bytes: u64) -> NifResult<Vec<Prim<B>>> {
     let shape = super::sizes(op, opts, "shape", None)?;
-    // A complex result is described by its parts' dtype (f32 for c64, f64 for c128).
+    // A complex result is described by its parts' dtype (f32 for c64, f64 for c128), a narrow
+    // one by the dtype it computes in.
     let part = complex::part_of(&opts.name(op, "type", None)?);
     let complex_out = part.is_some();
     let out = match part {
         Some(dtype) => Out { dtype, shape },
-        None => Out { dtype: super::dtype_opt(op, opts, "type", None)?, shape },
+        None => Out { dtype: narrow::dtype_opt::<B>(op, opts, "type", device)?, shape },
     };
     super::computes::<B>(op, out.dtype, device)?;
     let lanes = if complex_out { 2 } else { 1 };
@@ -54,6 +56,7 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B
     if bytes.is_none_or(|b| b > max_bytes) {
         return Err(NifError::new(op, format!("the result needs more than the device's largest buffer ({max_bytes} bytes)"), out.describe()));
     }
+    let inputs = narrow::decode_inputs::<B>(op, opts, inputs, device)?;
     for p in &inputs {
         super::computes::<B>(op, p.dtype(), device)?;
     }
@@ -65,6 +68,7 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B
     } else {
         dispatch::<B>(callback, inputs, &out, opts, device)
     }
+    .and_then(|results| narrow::encode_outputs::<B>(op, opts, results, device))
     .map_err(|e| NifError::new(op, e.reason, e.details))?;
     let mut want = out.shape.clone();
     if complex_out {
