@@ -102,6 +102,12 @@ fn functions() -> Vec<(&'static str, Unary, fn(f64) -> f64, Vec<(f64, f64, bool)
             ],
         ),
         (
+            "expm1",
+            Ex::float_expm1,
+            f64::exp_m1,
+            vec![(-40.0, 709.7, false), (-1.0, 1.0, false), (1e-300, 1.0, true)],
+        ),
+        (
             "log",
             Ex::float_log,
             f64::ln,

@@ -10,6 +10,8 @@ use crate::strided::read_at;
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum UnaryFloatOp {
     Exp,
+    /// `e^x - 1`, to full relative precision near zero.
+    Expm1,
     Log,
     Log1p,
     Sqrt,
@@ -150,6 +152,7 @@ pub(crate) fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: Unar
     let one = F::new(1.0);
     match op {
         UnaryFloatOp::Exp => math::exp::<F>(x),
+        UnaryFloatOp::Expm1 => math::expm1::<F>(x),
         UnaryFloatOp::Log => math::ln::<F>(x),
         UnaryFloatOp::Log1p => math::log1p::<F>(x),
         UnaryFloatOp::Sqrt => sqrt_rounded::<F>(x),
@@ -191,7 +194,7 @@ pub(crate) fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: Unar
         UnaryFloatOp::ClampMax => select(x > a, a, x),
         UnaryFloatOp::Relu => select(x < zero, zero, x),
         UnaryFloatOp::LeakyRelu => select(x >= zero, x, a * x),
-        UnaryFloatOp::Sigmoid => one / (one + math::exp::<F>(zero - x)),
+        UnaryFloatOp::Sigmoid => math::sigmoid::<F>(x),
         UnaryFloatOp::HardSigmoid => clamp_nan_aware::<F>(a * x + b, zero, one),
         UnaryFloatOp::LogSigmoid => {
             // -softplus(-x), computed without overflow for large |x|.

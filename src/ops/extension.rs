@@ -17,6 +17,11 @@ impl<R: Runtime> ExCubeclBackend<R> {
         unary_float_op(tensor, UnaryFloatOp::Erfc, 0.0, 0.0)
     }
 
+    /// `e^x - 1`, to full relative precision near zero (Burn has no such op).
+    pub fn float_expm1(tensor: CubeTensor<R>) -> CubeTensor<R> {
+        unary_float_op(tensor, UnaryFloatOp::Expm1, 0.0, 0.0)
+    }
+
     /// The outputs of a chain of elementwise float ops over `shape` in one launch (see
     /// [`fused`]): register `k` is input `k`, broadcast to `shape`; op `i` writes register
     /// `inputs.len() + i`; output `j` is register `outputs[j]`. Each op gives the bits its own

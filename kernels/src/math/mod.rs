@@ -1,15 +1,20 @@
 //! The math functions of the float kernels, one entry per function for every float type.
 //!
 //! f64 goes to our software functions ([`double`]): SPIR-V has no f64 `exp`, `log`, `sin`,
-//! ..., and using them on CUDA too gives the same f64 results on every device. Narrower types
-//! use the device's own functions (f16 and bf16 kernels compute in f32). The branch is taken
-//! when the kernel is expanded ([`is_f64`]), so a kernel carries only one of the two.
+//! ..., and using them on CUDA too gives the same f64 results on every device. f32 (and f16
+//! and bf16, which compute in f32) goes to our f32 functions ([`single`]) for `exp`, `expm1`,
+//! `ln`, `log1p`, the hyperbolic functions and their inverses, `asin`, `acos`, `atan`, `erf`,
+//! `erfc` and `sigmoid`: Vulkan's built-ins are loosely bounded and lavapipe's lose digits
+//! near zero; ours are within 4 ULP everywhere. `sin`, `cos`, `tan`, `atan2` and `pow` stay the
+//! device's. The branch is taken when the kernel is expanded ([`is_f64`]), so a kernel
+//! carries only one of the two.
 use cubecl::prelude::*;
 
 use crate::unary::nan_unless;
 
 pub mod dd;
 pub mod double;
+pub mod single;
 
 /// Whether `F` is f64, decided when the kernel is expanded: the `if` on it keeps one branch
 /// (a comparison of `F::type_size()` would be an instruction, and both branches would be
@@ -24,7 +29,7 @@ pub fn exp<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::exp(f64::cast_from(x)))
     } else {
-        F::exp(x)
+        F::cast_from(single::exp(f32::cast_from(x)))
     }
 }
 
@@ -33,7 +38,7 @@ pub fn ln<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::ln(f64::cast_from(x)))
     } else {
-        F::ln(x)
+        F::cast_from(single::ln(f32::cast_from(x)))
     }
 }
 
@@ -42,7 +47,7 @@ pub fn log1p<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::log1p(f64::cast_from(x)))
     } else {
-        F::log1p(x)
+        F::cast_from(single::log1p(f32::cast_from(x)))
     }
 }
 
@@ -115,7 +120,7 @@ pub fn sinh<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::sinh(f64::cast_from(x)))
     } else {
-        F::sinh(x)
+        F::cast_from(single::sinh(f32::cast_from(x)))
     }
 }
 
@@ -124,7 +129,7 @@ pub fn cosh<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::cosh(f64::cast_from(x)))
     } else {
-        F::cosh(x)
+        F::cast_from(single::cosh(f32::cast_from(x)))
     }
 }
 
@@ -133,7 +138,7 @@ pub fn tanh<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::tanh(f64::cast_from(x)))
     } else {
-        F::tanh(x)
+        F::cast_from(single::tanh(f32::cast_from(x)))
     }
 }
 
@@ -142,8 +147,7 @@ pub fn atan<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::atan(f64::cast_from(x)))
     } else {
-        // Some drivers' atan turns NaN into 0.
-        nan_unless::<F>(x == x, F::atan(x))
+        F::cast_from(single::atan(f32::cast_from(x)))
     }
 }
 
@@ -168,8 +172,7 @@ pub fn asin<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::asin(f64::cast_from(x)))
     } else {
-        let one = F::new(1.0);
-        nan_unless::<F>(F::abs(x) <= one, F::atan2(x, F::sqrt(one - x * x)))
+        F::cast_from(single::asin(f32::cast_from(x)))
     }
 }
 
@@ -178,8 +181,7 @@ pub fn acos<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::acos(f64::cast_from(x)))
     } else {
-        let one = F::new(1.0);
-        nan_unless::<F>(F::abs(x) <= one, F::atan2(F::sqrt(one - x * x), x))
+        F::cast_from(single::acos(f32::cast_from(x)))
     }
 }
 
@@ -188,15 +190,7 @@ pub fn asinh<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::asinh(f64::cast_from(x)))
     } else {
-        // sign(x) * ln(|x| + sqrt(x^2 + 1)), overflow-free for large |x|.
-        let (zero, one) = (F::new(0.0), F::new(1.0));
-        let a = F::abs(x);
-        let big = a > F::new(1e4);
-        let safe = select(big, one, a);
-        let small = F::log1p(safe + safe * safe / (one + F::sqrt(safe * safe + one)));
-        let large = F::ln(a) + F::new(core::f32::consts::LN_2);
-        let r = select(big, large, small);
-        select(x < zero, zero - r, r)
+        F::cast_from(single::asinh(f32::cast_from(x)))
     }
 }
 
@@ -205,9 +199,7 @@ pub fn acosh<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::acosh(f64::cast_from(x)))
     } else {
-        // ln(x + sqrt(x^2 - 1)) written so that x^2 can't overflow.
-        let one = F::new(1.0);
-        F::ln(x) + F::ln(one + F::sqrt((one - one / x) * (one + one / x)))
+        F::cast_from(single::acosh(f32::cast_from(x)))
     }
 }
 
@@ -216,7 +208,7 @@ pub fn atanh<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::atanh(f64::cast_from(x)))
     } else {
-        F::atanh(x)
+        F::cast_from(single::atanh(f32::cast_from(x)))
     }
 }
 
@@ -225,7 +217,7 @@ pub fn erf<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::erf(f64::cast_from(x)))
     } else {
-        F::erf(x)
+        F::cast_from(single::erf(f32::cast_from(x)))
     }
 }
 
@@ -234,6 +226,32 @@ pub fn erfc<F: Float>(x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::erfc(f64::cast_from(x)))
     } else {
-        F::new(1.0) - F::erf(x)
+        F::cast_from(single::erfc(f32::cast_from(x)))
+    }
+}
+
+#[cube]
+pub fn expm1<F: Float>(x: F) -> F {
+    if is_f64::<F>() {
+        F::cast_from(double::expm1(f64::cast_from(x)))
+    } else {
+        F::cast_from(single::expm1(f32::cast_from(x)))
+    }
+}
+
+/// `1 / (1 + e^-x)`, with the quotient corrected in f32 (a device's division may be 2.5 ULP
+/// off).
+#[cube]
+pub fn sigmoid<F: Float>(x: F) -> F {
+    if is_f64::<F>() {
+        let v = f64::cast_from(x);
+        let e = double::exp(0.0f64 - f64::abs(v));
+        F::cast_from(select(v < 0.0f64, e, 1.0f64) / (1.0f64 + e))
+    } else {
+        // e^x / (1 + e^x) below 0 (e^-x would overflow past -88.7), 1 / (1 + e^-x) above
+        let v = f32::cast_from(x);
+        let e = single::exp(0.0f32 - f32::abs(v));
+        let s = single::quotient(select(v < 0.0f32, e, 1.0f32), 1.0f32 + e);
+        F::cast_from(select(v == v, s, v))
     }
 }

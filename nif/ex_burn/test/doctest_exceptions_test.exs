@@ -45,7 +45,8 @@ defmodule ExBurn.DoctestExceptionsTest do
         {:acosh, 2.0, 1.3169578969248168},
         {:atanh, 0.5, 0.5493061443340549},
         {:erfc, 2.0, 0.004677734981047266},
-        {:erfc, 3.0, 2.209049699858544e-5}
+        {:erfc, 3.0, 2.209049699858544e-5},
+        {:expm1, 1.0, 1.7182818284590453}
       ]
 
       for {op, x, exact} <- cases do

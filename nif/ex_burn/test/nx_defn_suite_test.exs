@@ -59,8 +59,6 @@ identity = [
 precision =
   [{evaluator, "test decompositions qr"}] ++
     for name <- [
-          "addition rule computes gradient of compound rules",
-          "chain rule computes gradient",
           "cholesky computes grad for composed {2,2}-tensor",
           "concatenate computes grad for powers of a {2, 2}-tensor",
           "gather computes gradient",

@@ -56,6 +56,18 @@ pub fn exp(x: f64) -> f64 {
     select(is_nan(x), x, y)
 }
 
+/// `e^x - 1 = 2^k (m + (1 - 2^-k))` from [`exp_parts`], `1 - 2^-k` exact: full relative
+/// precision near zero.
+#[cube]
+pub fn expm1(x: f64) -> f64 {
+    let safe = f64::clamp(select(is_nan(x), 0.0, x), -746.0, 710.0);
+    let p = exp_parts(dd::dd(safe, 0.0));
+    let minus_k = select(p.k > 1022i32, -1022i32, select(p.k < -1023i32, 1023i32, 0i32 - p.k));
+    let y = ldexp(dd::to_f64(dd::add_f64(p.m, 1.0 - pow2(minus_k))), p.k);
+    let y = select(x > 709.8, infinity(), select(x < -40.0, -1.0, y));
+    select(is_nan(x), x, y)
+}
+
 /// `ln a` for a positive, normal `a.hi`.
 #[cube]
 pub(super) fn ln_dd(a: Dd) -> Dd {

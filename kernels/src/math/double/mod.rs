@@ -29,7 +29,7 @@ mod trig;
 
 // By name: cubecl's prelude has functions of the same names.
 pub use error_function::{erf, erfc};
-pub use exp_log::{ExpParts, exp, exp_parts, ln, log1p, powf};
+pub use exp_log::{ExpParts, exp, exp_parts, expm1, ln, log1p, powf};
 pub use hyperbolic::{acosh, asinh, atanh, cosh, sinh, tanh};
 pub use trig::{SinCos, acos, asin, atan, atan2, cos, sin, sin_cos, tan};
 

@@ -16,6 +16,9 @@ pub trait Extension: Backend {
     /// `1 - erf(x)`, to full relative precision in f64.
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 
+    /// `e^x - 1`, to full relative precision near zero.
+    fn float_expm1(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+
     /// A chain of elementwise float ops over `shape` in one launch (`ExCubeclBackend::float_fused`);
     /// not tracked for gradients (defn programs differentiate before they run).
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>>;
@@ -36,6 +39,10 @@ where
 {
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         ExCubeclBackend::<R>::float_erfc(tensor)
+    }
+
+    fn float_expm1(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::float_expm1(tensor)
     }
 
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
@@ -64,6 +71,15 @@ where
             Self::float_add_scalar(Self::float_neg(erf), burn_backend::Scalar::Float(1.0))
         } else {
             Self::from_inner(ExCubeclBackend::<R>::float_erfc(Self::inner(tensor)))
+        }
+    }
+
+    fn float_expm1(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        if Self::float_is_require_grad(&tensor) {
+            // Tracked: e^x - 1 through ops that Burn's tape differentiates.
+            Self::float_sub_scalar(Self::float_exp(tensor), burn_backend::Scalar::Float(1.0))
+        } else {
+            Self::from_inner(ExCubeclBackend::<R>::float_expm1(Self::inner(tensor)))
         }
     }
 

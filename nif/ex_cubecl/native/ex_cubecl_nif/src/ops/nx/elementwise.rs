@@ -194,7 +194,7 @@ fn float_unary<B: Extension>(op: &str, t: FloatTensor<B>) -> NifResult<FloatTens
     let s = |v: f64| Scalar::Float(v);
     Ok(match op {
         "exp" => B::float_exp(t),
-        "expm1" => B::float_sub_scalar(B::float_exp(t), s(1.0)),
+        "expm1" => B::float_expm1(t),
         "log" => B::float_log(t),
         "log1p" => B::float_log1p(t),
         "sigmoid" => B::sigmoid(t),

@@ -38,6 +38,8 @@ fn lower(name: &str, args: &[usize], next: usize) -> Option<Vec<FusedOp>> {
         "cosh" => unary(U::Cosh),
         "sinh" => unary(U::Sinh),
         "tanh" => unary(U::Tanh),
+        "expm1" => unary(U::Expm1),
+        "erfc" => unary(U::Erfc),
         "acos" => unary(U::Acos),
         "asin" => unary(U::Asin),
         "atan" => unary(U::Atan),

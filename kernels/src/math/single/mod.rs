@@ -1,0 +1,133 @@
+//! Software f32 functions, from f32 `+ - * /`, `sqrt`, `floor` and bit casts alone, used for
+//! f32 (and f16 and bf16, which compute in f32) on every device.
+//!
+//! Vulkan bounds its built-in functions loosely (`exp` within 3 + 2|x| ULP, `log` within 2^-21
+//! absolute near 1, `atanh`, `erf` and the inverse trigonometric functions unbounded), and
+//! lavapipe's lose most of their digits near zero (`erf` at x = 5e-4 was 6.9e-4 off relative,
+//! `asin(0.1)` 200 ULP). These stay within 4 ULP of the correctly rounded result over each
+//! function's whole domain, subnormals included (the worst per function, measured on the
+//! device, is in the conformance suite's `math_f32.rs`), and give the same results on every
+//! device.
+//!
+//! Each function reduces its argument exactly (or with its error carried along), evaluates a
+//! polynomial fitted on Chebyshev nodes to the reduced range (coefficients from 50-digit fits,
+//! rounded to f32) and rounds once or twice at the end. Where a division or a square root is
+//! a main term, its rounding error is corrected ([`div`], the truncated square roots of
+//! `asin` / `acos`): Vulkan allows 2.5 ULP for both, and lavapipe's are that far off.
+//!
+//! One file per family: `exp_log` (exp, expm1, ln, log1p), `hyperbolic`, `inverse_trig`
+//! (atan, asin, acos), `error_function` (erf, erfc); the shared helpers are here.
+use cubecl::prelude::*;
+
+mod error_function;
+mod exp_log;
+mod hyperbolic;
+mod inverse_trig;
+
+// By name: cubecl's prelude has functions of the same names.
+pub use error_function::{erf, erfc};
+pub use exp_log::{exp, expm1, ln, log1p};
+pub use hyperbolic::{acosh, asinh, atanh, cosh, sinh, tanh};
+pub use inverse_trig::{acos, asin, atan};
+
+const SIGN: u32 = 0x8000_0000;
+const MAGNITUDE: u32 = 0x7fff_ffff;
+
+/// 0, from a value the compiler cannot see: whether the cube count (never 0) is zero.
+#[cube]
+fn runtime_zero() -> u32 {
+    u32::cast_from(CUBE_COUNT_X == 0u32)
+}
+
+/// `x`, hidden from the shader compiler's algebra (Mesa folds `(1 + x) - 1` to `x`, which
+/// would drop the rounding errors the functions carry). See `dd::opaque`.
+#[cube]
+pub(super) fn opaque(x: f32) -> f32 {
+    f32::reinterpret(u32::reinterpret(x * f32::cast_from(CUBE_COUNT_X != 0u32)) | runtime_zero())
+}
+
+/// +∞ from its bits (CUDA C++ has no infinity literal).
+#[cube]
+pub fn infinity() -> f32 {
+    f32::reinterpret(0x7f80_0000u32 | runtime_zero())
+}
+
+#[cube]
+pub fn nan() -> f32 {
+    f32::reinterpret(0x7fc0_0000u32 | runtime_zero())
+}
+
+#[cube]
+pub(super) fn is_nan(x: f32) -> bool {
+    !(x == x)
+}
+
+/// `|m|` with the sign of `s`.
+#[cube]
+pub(super) fn copysign(m: f32, s: f32) -> f32 {
+    f32::reinterpret((u32::reinterpret(m) & MAGNITUDE) | (u32::reinterpret(s) & SIGN))
+}
+
+/// `2^k` for `-126 <= k <= 127`.
+#[cube]
+pub(super) fn pow2(k: i32) -> f32 {
+    f32::reinterpret(u32::cast_from(k + 127) << 23u32)
+}
+
+/// `x 2^k` for `|k| <= 252`, in two exact steps.
+#[cube]
+pub(super) fn ldexp(x: f32, k: i32) -> f32 {
+    let half = k / 2;
+    x * pow2(half) * pow2(k - half)
+}
+
+/// `x` with its low 12 mantissa bits cleared: its square is exact.
+#[cube]
+pub(super) fn truncated(x: f32) -> f32 {
+    f32::reinterpret(u32::reinterpret(x) & 0xffff_f000u32)
+}
+
+/// A value as two parts whose sum it is.
+#[derive(CubeType, Clone, Copy)]
+pub(super) struct Pair {
+    pub hi: f32,
+    pub lo: f32,
+}
+
+/// The high and low halves of `x` (Veltkamp's split): each product of two halves is exact.
+#[cube]
+fn split(x: f32) -> Pair {
+    let c = opaque(4097.0f32 * x);
+    let hi = opaque(c - opaque(c - x));
+    Pair { hi, lo: x - hi }
+}
+
+#[cube]
+pub(super) fn smaller(a: f32, b: f32) -> f32 {
+    select(a < b, a, b)
+}
+
+/// `a / b` to within about half an ULP: the quotient corrected by its exact residual
+/// `a - q b` (Dekker's product; no fused multiply-add needed, lavapipe has none).
+#[cube]
+pub fn quotient(a: f32, b: f32) -> f32 {
+    let q = opaque(a / b);
+    let qs = split(q);
+    let bs = split(b);
+    let p = opaque(q * b);
+    let e = opaque(opaque(opaque(qs.hi * bs.hi - p) + qs.hi * bs.lo + qs.lo * bs.hi) + qs.lo * bs.lo);
+    let r = opaque(a - p) - e;
+    let c = q + r / b;
+    // Infinite, NaN and zero quotients as they are.
+    select(c == c && f32::abs(q) < infinity() && q != 0.0f32, c, q)
+}
+
+/// `sqrt x` to within about half an ULP, as the truncated root (`hi`) and its correction
+/// `(x - hi²) / (s + hi)` (`lo`).
+#[cube]
+pub(super) fn sqrt_parts(x: f32) -> Pair {
+    let s = f32::sqrt(x);
+    let w = truncated(s);
+    let c = opaque(x - w * w) / (s + w);
+    Pair { hi: w, lo: select(s > 0.0f32, c, 0.0f32) }
+}
