@@ -88,11 +88,21 @@ def elementwise(full):
         a, b = t.uniform([16], 1), t.uniform([16], 2)
         return lambda: a + b
 
+    def function(name):
+        def make(t):
+            a = t.uniform([n], 4) * 3
+            f = getattr(torch, name)
+            return lambda: f(a)
+        return make
+
     return [
         ("add f32", count(n), add),
         ("5 elementwise ops f32 (add, mul, exp, sqrt, neg)", count(n), chain),
         ("5 elementwise ops f32, fused (ours)", count(n), chain_compiled),
         ("add f32, fused kernel (ours)", count(n), add),
+        ("exp f32", count(n), function("exp")),
+        ("tanh f32", count(n), function("tanh")),
+        ("erf f32", count(n), function("erf")),
         ("tiny add f32 + sync (latency)", "16", tiny),
     ]
 

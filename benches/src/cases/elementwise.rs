@@ -1,4 +1,5 @@
-//! Elementwise ops on f32: one add, a chain of five ops unfused and fused (ours), and the
+//! Elementwise ops on f32: one add, a chain of five ops unfused and fused (ours), the math
+//! functions exp, tanh and erf (ours are our own f32 functions, `math::single`), and the
 //! latency of a tiny add.
 use burn_backend::{Backend, TensorPrimitive};
 use burn_tensor::Tensor;
@@ -31,6 +32,12 @@ pub struct AddFused {
     n: usize,
 }
 
+/// A math function on `n` f32 elements in [-3, 3): one read, one write.
+pub struct Function {
+    n: usize,
+    name: &'static str,
+}
+
 /// `a + b` on 16 elements, synced: the time of launching a tiny op and waiting for it.
 pub struct TinyAdd;
 
@@ -40,7 +47,10 @@ pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
         Size::Small => 1 << 16,
         Size::Full => 1 << 26,
     };
-    vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(Chain5Fused { n }), Box::new(AddFused { n }), Box::new(TinyAdd)]
+    let mut cases: Vec<Box<dyn DynCase>> = vec![Box::new(Add { n }), Box::new(Chain5 { n }), Box::new(Chain5Fused { n }), Box::new(AddFused { n })];
+    cases.extend(["exp", "tanh", "erf"].map(|name| Box::new(Function { n, name }) as Box<dyn DynCase>));
+    cases.push(Box::new(TinyAdd));
+    cases
 }
 
 /// `2^k` for powers of two, the number otherwise.
@@ -65,6 +75,34 @@ impl Case for Add {
         let a = uniform::<B, 1>([self.n], 1, device);
         let b = uniform::<B, 1>([self.n], 2, device);
         Some(Box::new(move || a.clone() + b.clone()))
+    }
+
+    fn on_cpu(&self) -> bool {
+        true
+    }
+}
+
+impl Case for Function {
+    fn name(&self) -> String {
+        format!("{} f32", self.name)
+    }
+
+    fn size(&self) -> String {
+        count(self.n)
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(8.0 * self.n as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let a = uniform::<B, 1>([self.n], 4, device) * 3.0;
+        let f: fn(Tensor<B, 1>) -> Tensor<B, 1> = match self.name {
+            "exp" => |x| x.exp(),
+            "tanh" => |x| x.tanh(),
+            _ => |x| x.erf(),
+        };
+        Some(Box::new(move || f(a.clone())))
     }
 
     fn on_cpu(&self) -> bool {

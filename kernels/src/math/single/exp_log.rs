@@ -58,8 +58,8 @@ pub fn expm1(x: f32) -> f32 {
     // 2^k (1 + e) - 1 = 2^k (e - (2^-k - 1)), 2^-k - 1 exact (k within [-43, 128])
     let e = expm1_reduced(red.r);
     let minus_k = select(red.k > 126i32, -126i32, 0i32 - red.k);
-    let wide = ldexp(e - (pow2(minus_k) - 1.0f32), red.k);
-    let y = select(f32::abs(safe) <= 0.3465f32, expm1_reduced(safe), wide);
+    // (k = 0 and r = x exactly below ln 2 / 2: e itself, to full relative precision)
+    let y = ldexp(e - (pow2(minus_k) - 1.0f32), red.k);
     let y = select(x > 88.72284f32, infinity(), select(x < -17.4f32, -1.0f32, y));
     select(is_nan(x), x, y)
 }

@@ -36,16 +36,19 @@ pub fn cosh(x: f32) -> f32 {
 pub fn tanh(x: f32) -> f32 {
     let a = f32::abs(x);
     // |x| <= 0.55: x + x³ T(x²); else 1 - 2 / (e^2|x| + 1)
-    let z = a * a;
-    let mut p = 0.0025263905990868807f32;
-    p = fma(p, z, -0.008526332676410675f32);
-    p = fma(p, z, 0.02181844972074032f32);
-    p = fma(p, z, -0.05396470054984093f32);
-    p = fma(p, z, 0.1333332359790802f32);
-    p = fma(p, z, -0.3333333432674408f32);
-    let small = a + a * z * p;
-    let large = 1.0f32 - quotient(2.0f32, expm1(2.0f32 * smaller(a, 10.0f32)) + 2.0f32);
-    let y = select(a <= 0.55f32, small, select(a > 9.1f32, 1.0f32, large));
+    let y = if a <= 0.55f32 {
+        let z = a * a;
+        let mut p = 0.0025263905990868807f32;
+        p = fma(p, z, -0.008526332676410675f32);
+        p = fma(p, z, 0.02181844972074032f32);
+        p = fma(p, z, -0.05396470054984093f32);
+        p = fma(p, z, 0.1333332359790802f32);
+        p = fma(p, z, -0.3333333432674408f32);
+        a + a * z * p
+    } else {
+        let large = 1.0f32 - quotient(2.0f32, expm1(2.0f32 * smaller(a, 10.0f32)) + 2.0f32);
+        select(a > 9.1f32, 1.0f32, large)
+    };
     select(is_nan(x), x, copysign(y, x))
 }
 

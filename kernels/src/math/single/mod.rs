@@ -12,8 +12,9 @@
 //! Each function reduces its argument exactly (or with its error carried along), evaluates a
 //! polynomial fitted on Chebyshev nodes to the reduced range (coefficients from 50-digit fits,
 //! rounded to f32) and rounds once or twice at the end. Where a division or a square root is
-//! a main term, its rounding error is corrected ([`div`], the truncated square roots of
-//! `asin` / `acos`): Vulkan allows 2.5 ULP for both, and lavapipe's are that far off.
+//! a main term, its rounding error is corrected ([`quotient`], the truncated square roots of
+//! `asin` / `acos`): Vulkan allows 2.5 ULP for both, and lavapipe's are that far off. Branches
+//! that cost more than a select are taken with `if`, so a thread computes only its own.
 //!
 //! One file per family: `exp_log` (exp, expm1, ln, log1p), `hyperbolic`, `inverse_trig`
 //! (atan, asin, acos), `error_function` (erf, erfc); the shared helpers are here.
@@ -94,29 +95,18 @@ pub(super) struct Pair {
     pub lo: f32,
 }
 
-/// The high and low halves of `x` (Veltkamp's split): each product of two halves is exact.
-#[cube]
-fn split(x: f32) -> Pair {
-    let c = opaque(4097.0f32 * x);
-    let hi = opaque(c - opaque(c - x));
-    Pair { hi, lo: x - hi }
-}
-
 #[cube]
 pub(super) fn smaller(a: f32, b: f32) -> f32 {
     select(a < b, a, b)
 }
 
-/// `a / b` to within about half an ULP: the quotient corrected by its exact residual
-/// `a - q b` (Dekker's product; no fused multiply-add needed, lavapipe has none).
+/// `a / b` to within about one ULP: the quotient corrected by its residual `a - q b` (exact
+/// with a fused multiply-add; lavapipe's unfused one still brings its 2.5-ULP division within
+/// one).
 #[cube]
 pub fn quotient(a: f32, b: f32) -> f32 {
     let q = opaque(a / b);
-    let qs = split(q);
-    let bs = split(b);
-    let p = opaque(q * b);
-    let e = opaque(opaque(opaque(qs.hi * bs.hi - p) + qs.hi * bs.lo + qs.lo * bs.hi) + qs.lo * bs.lo);
-    let r = opaque(a - p) - e;
+    let r = fma(0.0f32 - q, b, a);
     let c = q + r / b;
     // Infinite, NaN and zero quotients as they are.
     select(c == c && f32::abs(q) < infinity() && q != 0.0f32, c, q)
