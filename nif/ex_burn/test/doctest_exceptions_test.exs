@@ -5,12 +5,6 @@ defmodule ExBurn.DoctestExceptionsTest do
 
   defp computes?(type), do: type in ExCubecl.supported_dtypes()
 
-  defp assert_type_error(fun, type) do
-    e = assert_raise ExBurn.Error, fun
-    assert e.reason =~ to_string(type) or e.details =~ to_string(type), "#{inspect(e)} doesn't name #{type}"
-    assert Exception.message(e) =~ ~r/^Nx\./
-  end
-
   test "f64: a device without f64 raises, naming the type and the device" do
     if computes?(:f64) do
       assert Nx.to_flat_list(Nx.add(Nx.tensor([1.5], type: :f64), 1)) == [2.5]

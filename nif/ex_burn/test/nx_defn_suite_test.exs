@@ -25,7 +25,6 @@ files =
 # The except-list: tests left out (tagged :nx_except), by cause. Against 602 tests of these
 # files passing on Nx.Defn.Evaluator with Nx.BinaryBackend (the :distributed ones excluded).
 grad = "nx/defn/grad_test.exs"
-defn = "nx/defn_test.exs"
 evaluator = "nx/defn/evaluator_test.exs"
 
 # Nx itself refuses a tensor of any backend but Nx.BinaryBackend captured in the closure of a
