@@ -37,6 +37,7 @@ pub type Rt = <Ex as HasRuntime>::R;
 pub use burn_backend;
 
 pub mod grad;
+pub mod reference;
 
 /// Runs `$body` with the type alias `$B` bound to [`Ex`] (catching panics) and to [`Ref`];
 /// gives `(Result<TensorData, String>, TensorData)`.

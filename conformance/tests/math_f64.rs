@@ -53,6 +53,8 @@ fn run_unary(op: Unary, xs: &[f64]) -> Vec<f64> {
 fn glibc_max_ulps(name: &str) -> u64 {
     match name {
         "sinh" | "cosh" | "tanh" | "asinh" | "acosh" | "atanh" => 2,
+        // The reference is itself a Newton root of glibc's erf or erfc.
+        "erf_inv" => 2,
         _ => 1,
     }
 }
@@ -195,6 +197,14 @@ fn functions() -> Vec<(&'static str, Unary, fn(f64) -> f64, Vec<(f64, f64, bool)
             Ex::float_erf,
             |x| unsafe { libc_math::erf(x) },
             vec![(-7.0, 7.0, false), (1e-300, 30.0, true)],
+        ),
+        ("rsqrt", Ex::float_rsqrt, |x| 1.0 / x.sqrt(), vec![(1e-300, 1e300, true), (0.0, 4.0, false)]),
+        ("cbrt", Ex::float_cbrt, f64::cbrt, vec![(-1e300, 1e300, true), (-8.0, 8.0, false)]),
+        (
+            "erf_inv",
+            Ex::float_erf_inv,
+            reference::erf_inv,
+            vec![(-1.0, 1.0, false), (1e-300, 1.0, true), (0.999, 1.0, false)],
         ),
     ]
 }

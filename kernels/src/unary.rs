@@ -37,6 +37,12 @@ pub enum UnaryFloatOp {
     /// `1 - erf(x)`; in f64 to full relative precision where `erf(x)` is near 1.
     Erfc,
     Recip,
+    /// `1 / sqrt(x)`, each step rounded correctly.
+    Rsqrt,
+    /// The cube root, negative for negative `x`.
+    Cbrt,
+    /// The inverse error function.
+    ErfInv,
     Neg,
     Sign,
     /// `x ^ a`.
@@ -176,6 +182,9 @@ pub(crate) fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: Unar
         UnaryFloatOp::Erf => math::erf::<F>(x),
         UnaryFloatOp::Erfc => math::erfc::<F>(x),
         UnaryFloatOp::Recip => one / x,
+        UnaryFloatOp::Rsqrt => crate::binary::div_rounded::<F>(one, sqrt_rounded::<F>(x)),
+        UnaryFloatOp::Cbrt => math::cbrt::<F>(x),
+        UnaryFloatOp::ErfInv => math::erf_inv::<F>(x),
         // Not `0 - x`: the negation of 0.0 is -0.0 (CUDA keeps `0 - 0.0` at +0.0).
         UnaryFloatOp::Neg => F::new(-1.0) * x,
         UnaryFloatOp::Sign => {
@@ -251,21 +260,26 @@ pub fn round_half_even<F: Float>(x: F) -> F {
 /// `x^y` with C's `pow` semantics for a negative base: `±|x|^y` when `y` is an integer
 /// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
 /// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
-/// Integer exponents up to 127 in magnitude multiply by squaring, as a CPU's `pow` is exact
-/// for them (`1.5^2` is 2.25, where `exp(2 ln 1.5)` on Vulkan gives 2.2500002), and `y = 0.5`
-/// is a correctly rounded square root.
+/// Where `powf` may be off for integer exponents ([`math::powers_by_squaring`]), those up to 127
+/// in magnitude multiply by squaring, as a CPU's `pow` is exact for them (`1.5^2` is 2.25, where
+/// `exp(2 ln 1.5)` on Vulkan gives 2.2500002); `y = 0.5` is a correctly rounded square root.
+#[allow(unused_assignments)]
 #[cube]
 pub fn pow<F: Float>(x: F, y: F) -> F {
     let zero = F::new(0.0);
-    let direct = math::powf::<F>(x, y);
     let magnitude = math::powf::<F>(F::abs(x), y);
     let integer = F::floor(y) == y;
     let half = y * F::new(0.5);
     let odd = integer && !(F::floor(half) == half);
-    let signed = select(odd, zero - magnitude, magnitude);
-    let general = select(x < zero && integer, signed, direct);
-    // Binary exponentiation over the 7 bits of |y| <= 127.
-    let small = integer && F::abs(y) <= F::new(127.0);
+    // A negative base (-0 and -∞ included) gives the sign to odd powers; a finite negative
+    // base has no real non-integer power.
+    let negative = x < zero || F::new(1.0) / x < zero;
+    let general = nan_unless::<F>(!(x < zero && !is_inf::<F>(x) && !integer), select(negative && odd, zero - magnitude, magnitude));
+    // Binary exponentiation over the 7 bits of |y| <= 127, where `powf` may be off for them.
+    let mut small = false;
+    if math::powers_by_squaring::<F>() {
+        small = integer && F::abs(y) <= F::new(127.0);
+    }
     let mut n = u32::cast_from(select(small, F::abs(y), zero));
     let mut base = x;
     let mut acc = F::new(1.0);

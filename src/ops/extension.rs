@@ -22,6 +22,21 @@ impl<R: Runtime> ExCubeclBackend<R> {
         unary_float_op(tensor, UnaryFloatOp::Expm1, 0.0, 0.0)
     }
 
+    /// `1 / sqrt(x)` in one launch, the root and the quotient each rounded correctly.
+    pub fn float_rsqrt(tensor: CubeTensor<R>) -> CubeTensor<R> {
+        unary_float_op(tensor, UnaryFloatOp::Rsqrt, 0.0, 0.0)
+    }
+
+    /// The cube root (negative for negative `x`), within an ULP or two (Burn has no such op).
+    pub fn float_cbrt(tensor: CubeTensor<R>) -> CubeTensor<R> {
+        unary_float_op(tensor, UnaryFloatOp::Cbrt, 0.0, 0.0)
+    }
+
+    /// The inverse error function (Burn has no such op): ±∞ at ±1, NaN beyond.
+    pub fn float_erf_inv(tensor: CubeTensor<R>) -> CubeTensor<R> {
+        unary_float_op(tensor, UnaryFloatOp::ErfInv, 0.0, 0.0)
+    }
+
     /// The outputs of a chain of elementwise float ops over `shape` in one launch (see
     /// [`fused`]): register `k` is input `k`, broadcast to `shape`; op `i` writes register
     /// `inputs.len() + i`; output `j` is register `outputs[j]`. Each op gives the bits its own

@@ -2,15 +2,15 @@
 //!
 //! f64 goes to our software functions ([`double`]): SPIR-V has no f64 `exp`, `log`, `sin`,
 //! ..., and using them on CUDA too gives the same f64 results on every device. f32 (and f16
-//! and bf16, which compute in f32) goes to our f32 functions ([`single`]) for `exp`, `expm1`,
-//! `ln`, `log1p`, the hyperbolic functions and their inverses, `asin`, `acos`, `atan`, `erf`,
-//! `erfc` and `sigmoid`: Vulkan's built-ins are loosely bounded and lavapipe's lose digits
-//! near zero; ours are within 4 ULP everywhere. `sin`, `cos`, `tan`, `atan2` and `pow` stay the
-//! device's. The branch is taken when the kernel is expanded ([`is_f64`]), so a kernel
-//! carries only one of the two.
+//! and bf16, which compute in f32) goes to the device's own functions where they are accurate
+//! ([`device_math`]: CUDA's, within 4 ULP by NVIDIA's bounds and by our measure), and to our
+//! f32 functions ([`single`]) everywhere else: Vulkan's built-ins are loosely bounded,
+//! lavapipe's lose digits near zero and its `sin` is wrong past 10^5; ours are within 4 ULP
+//! over each whole domain. `expm1`, `erfc`, `cbrt` and `erf_inv`, which cubecl lacks, are
+//! ours on every device; `atan2` and `pow` stay the device's. The branches are taken when the
+//! kernel is expanded ([`is_f64`], [`device_math`]), so a kernel carries only one of them.
 use cubecl::prelude::*;
 
-use crate::unary::nan_unless;
 
 pub mod dd;
 pub mod double;
@@ -24,40 +24,121 @@ pub fn is_f64<F: Float>() -> comptime_type!(bool) {
     intrinsic!(|scope| { F::as_type(scope).storage_type() == f64::as_type(scope).storage_type() })
 }
 
+/// Whether the device's own f32 functions are within 4 ULP over their domains, decided when
+/// the kernel is expanded: CUDA's are (its programming guide bounds each, 1 to 4 ULP, and
+/// `math_f32.rs` measures them on an H100). cubecl's CUDA runtime is recognised by
+/// `copy_async`, which it alone reports (on sm_80 and later); Vulkan, Metal and older GPUs
+/// get our [`single`] functions.
 #[cube]
-pub fn exp<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::exp(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::exp(f32::cast_from(x)))
+pub fn device_math() -> comptime_type!(bool) {
+    intrinsic!(|scope| { Device::of(scope).accurate_math })
+}
+
+/// What the math entries ask of the device a kernel is expanded for.
+struct Device {
+    /// f64's storage type.
+    f64: cubecl::ir::StorageType,
+    /// See [`device_math`].
+    accurate_math: bool,
+    /// Whether the device has f64 arithmetic.
+    computes_f64: bool,
+}
+
+impl Device {
+    fn of(scope: &cubecl::ir::Scope) -> Self {
+        let f64 = cubecl::ir::StorageType::Scalar(cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F64));
+        let props = scope.properties.as_deref();
+        Device {
+            f64,
+            accurate_math: props.is_some_and(|p| p.features.copy_async),
+            computes_f64: props.is_some_and(|p| {
+                p.features.types.storage.get(&f64).is_some_and(|u| u.contains(cubecl::features::TypeUsage::Arithmetic))
+            }),
+        }
     }
 }
 
-#[cube]
-pub fn ln<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::ln(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::ln(f32::cast_from(x)))
-    }
+/// An f32 function for every float type: our f64 one for f64; for f32, f16 and bf16 (in f32)
+/// the device's built-in where [`device_math`] holds, else ours.
+macro_rules! float_function {
+    ($name:ident, $builtin:ident) => {
+        // `f32::erf` is also an unstable std method; cubecl's trait method is meant.
+        #[allow(unstable_name_collisions)]
+        #[cube]
+        pub fn $name<F: Float>(x: F) -> F {
+            if is_f64::<F>() {
+                F::cast_from(double::$name(f64::cast_from(x)))
+            } else {
+                if device_math() {
+                    F::cast_from(f32::$builtin(f32::cast_from(x)))
+                } else {
+                    F::cast_from(single::$name(f32::cast_from(x)))
+                }
+            }
+        }
+    };
+    ($name:ident) => {
+        #[cube]
+        pub fn $name<F: Float>(x: F) -> F {
+            if is_f64::<F>() {
+                F::cast_from(double::$name(f64::cast_from(x)))
+            } else {
+                F::cast_from(single::$name(f32::cast_from(x)))
+            }
+        }
+    };
 }
 
+float_function!(exp, exp);
+float_function!(ln, ln);
+float_function!(log1p, log1p);
+float_function!(sin, sin);
+float_function!(cos, cos);
+float_function!(tan, tan);
+float_function!(sinh, sinh);
+float_function!(cosh, cosh);
+float_function!(tanh, tanh);
+float_function!(asin, asin);
+float_function!(acos, acos);
+float_function!(atan, atan);
+float_function!(asinh, asinh);
+float_function!(acosh, acosh);
+float_function!(atanh, atanh);
+float_function!(erf, erf);
+float_function!(erfc);
+float_function!(expm1);
+float_function!(cbrt);
+float_function!(erf_inv);
+
+/// Whether the f32 `pow` of `F` runs in f64 ([`double::powf`], rounded once to f32): where the
+/// device's own is not accurate ([`device_math`]) and the device computes f64. Without f64 (Metal),
+/// the device's `pow` stays.
 #[cube]
-pub fn log1p<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::log1p(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::log1p(f32::cast_from(x)))
-    }
+pub fn pow_in_f64<F: Float>() -> comptime_type!(bool) {
+    intrinsic!(|scope| {
+        let device = Device::of(scope);
+        F::as_type(scope).storage_type() == device.f64 || (!device.accurate_math && device.computes_f64)
+    })
+}
+
+/// Whether [`powf`] of `F` may be off by more than an ULP for integer exponents, so that
+/// [`crate::unary::pow`] multiplies them out (f64, whose `pow` is ours, and the device's f32
+/// `pow` where neither [`device_math`] nor [`pow_in_f64`] holds).
+#[cube]
+pub fn powers_by_squaring<F: Float>() -> comptime_type!(bool) {
+    intrinsic!(|scope| {
+        let device = Device::of(scope);
+        F::as_type(scope).storage_type() == device.f64 || !(device.accurate_math || device.computes_f64)
+    })
 }
 
 /// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`] for negative bases).
 #[cube]
 pub fn powf<F: Float>(x: F, y: F) -> F {
-    if is_f64::<F>() {
+    if pow_in_f64::<F>() {
         F::cast_from(double::powf(f64::cast_from(x), f64::cast_from(y)))
     } else {
-        F::powf(x, y)
+        F::cast_from(f32::powf(f32::cast_from(x), f32::cast_from(y)))
     }
 }
 
@@ -68,7 +149,7 @@ pub struct SinCos<F: Float> {
     pub cos: F,
 }
 
-/// `sin x` and `cos x` from one argument reduction (f64).
+/// `sin x` and `cos x` from one argument reduction.
 #[allow(unused_assignments)]
 #[cube]
 pub fn sin_cos<F: Float>(x: F) -> SinCos<F> {
@@ -82,160 +163,30 @@ pub fn sin_cos<F: Float>(x: F) -> SinCos<F> {
         sin = F::cast_from(select(finite, dd::to_f64(sc.sin), nan));
         cos = F::cast_from(select(finite, dd::to_f64(sc.cos), nan));
     } else {
-        sin = F::sin(x);
-        cos = F::cos(x);
+        let v = f32::cast_from(x);
+        if device_math() {
+            sin = F::cast_from(f32::sin(v));
+            cos = F::cast_from(f32::cos(v));
+        } else {
+            let sc = single::sin_cos(v);
+            sin = F::cast_from(sc.sin);
+            cos = F::cast_from(sc.cos);
+        }
     }
     SinCos::<F> { sin, cos }
 }
 
-#[cube]
-pub fn sin<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::sin(f64::cast_from(x)))
-    } else {
-        F::sin(x)
-    }
-}
-
-#[cube]
-pub fn cos<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::cos(f64::cast_from(x)))
-    } else {
-        F::cos(x)
-    }
-}
-
-#[cube]
-pub fn tan<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::tan(f64::cast_from(x)))
-    } else {
-        F::tan(x)
-    }
-}
-
-#[cube]
-pub fn sinh<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::sinh(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::sinh(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn cosh<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::cosh(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::cosh(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn tanh<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::tanh(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::tanh(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn atan<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::atan(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::atan(f32::cast_from(x)))
-    }
-}
-
+#[allow(unstable_name_collisions)]
 #[cube]
 pub fn atan2<F: Float>(y: F, x: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::atan2(f64::cast_from(y), f64::cast_from(x)))
     } else {
-        // Vulkan leaves atan2(±0, x) undefined (lavapipe gives 3π/4 for (0, 0)): ±0 for
-        // x = +0 or x > 0, ±π for x = -0 or x < 0, as C's atan2.
-        let zero = F::new(0.0);
-        let pi = F::new(core::f32::consts::PI);
-        let x_negative = x < zero || (x == zero && F::new(1.0) / x < zero);
-        let y_negative = F::new(1.0) / y < zero;
-        let on_axis = select(x_negative, select(y_negative, zero - pi, pi), y);
-        nan_unless::<F>(x == x && y == y, select(y == zero, on_axis, F::atan2(y, x)))
-    }
-}
-
-#[cube]
-pub fn asin<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::asin(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::asin(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn acos<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::acos(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::acos(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn asinh<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::asinh(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::asinh(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn acosh<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::acosh(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::acosh(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn atanh<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::atanh(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::atanh(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn erf<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::erf(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::erf(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn erfc<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::erfc(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::erfc(f32::cast_from(x)))
-    }
-}
-
-#[cube]
-pub fn expm1<F: Float>(x: F) -> F {
-    if is_f64::<F>() {
-        F::cast_from(double::expm1(f64::cast_from(x)))
-    } else {
-        F::cast_from(single::expm1(f32::cast_from(x)))
+        if device_math() {
+            F::cast_from(f32::atan2(f32::cast_from(y), f32::cast_from(x)))
+        } else {
+            F::cast_from(single::atan2(f32::cast_from(y), f32::cast_from(x)))
+        }
     }
 }
 
@@ -250,7 +201,7 @@ pub fn sigmoid<F: Float>(x: F) -> F {
     } else {
         // e^x / (1 + e^x) below 0 (e^-x would overflow past -88.7), 1 / (1 + e^-x) above
         let v = f32::cast_from(x);
-        let e = single::exp(0.0f32 - f32::abs(v));
+        let e = exp::<f32>(0.0f32 - f32::abs(v));
         let s = single::quotient(select(v < 0.0f32, e, 1.0f32), 1.0f32 + e);
         F::cast_from(select(v == v, s, v))
     }

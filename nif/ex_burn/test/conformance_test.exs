@@ -124,7 +124,15 @@ defmodule ExBurn.ConformanceTest do
 
   test "unary math on every float type and on integers", %{floats: floats, ints: ints} do
     for {op, range} <- @float_unary, type <- floats, shape <- [{}, {7}, {2, 3}] do
-      tol = if op in [:erf_inv, :expm1, :erfc, :tan], do: 10 * tolerance(type), else: tolerance(type)
+      tol =
+        cond do
+          # BinaryBackend's erf_inv is Giles' f32 approximation in every type (about 1e-7 off
+          # in f64); ours is within 2 ulp of the exact value (math_f64.rs).
+          op == :erf_inv and type == {:f, 64} -> 2.0e-7
+          op in [:erf_inv, :expm1, :erfc, :tan] -> 10 * tolerance(type)
+          true -> tolerance(type)
+        end
+
       check("#{op} #{inspect(type)} #{inspect(shape)}", &apply(Nx, op, [&1]), [rand(shape, type, range)], tol: tol)
     end
 

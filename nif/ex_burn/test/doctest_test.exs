@@ -85,8 +85,11 @@ defmodule ExBurn.DoctestTest do
   # f64 functions are ours on every device (ex_cubecl_kernels' math::double) and round
   # correctly; at these arguments glibc's (BinaryBackend's) sinh, acosh, atanh and erfc do not
   # (one ulp off the 200-bit value), so the printed last digit differs; BinaryBackend's expm1 is
-  # exp(x) - 1, ours e^x - 1 rounded once
+  # exp(x) - 1, ours e^x - 1 rounded once; BinaryBackend's f64 erf_inv is Giles' f32
+  # approximation (0.08885598780483887 for erf_inv(0.1), exactly 0.0888559904942577)
   @precision_f64 [
+    "Nx.erf_inv/1 (453)",
+    "Nx.erf_inv/1 (476)",
     "Nx.acosh/1 (467)",
     "Nx.atanh/1 (471)",
     "Nx.erfc/1 (477)",

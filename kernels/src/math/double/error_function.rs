@@ -1,7 +1,8 @@
-//! `erf` and `erfc` in f64.
+//! `erf`, `erfc` and `erf_inv` in f64.
 use cubecl::prelude::*;
 
 use super::super::dd::{self, Dd};
+use super::super::single;
 use super::*;
 
 /// `erf a` for `0 <= a <= 1`: `2/sqrt(pi) a (1 - a^2/3 + a^4/10 - ...)`.
@@ -162,4 +163,30 @@ pub fn erfc(x: f64) -> f64 {
     let r = dd::to_f64(pick(a <= 1.0, near, far));
     let r = select(x > 27.3, 0.0, select(x < -6.0, 2.0, r));
     select(is_nan(x), x, r)
+}
+
+/// `erf⁻¹ x`: from Giles' f32 approximation (or, within 10^-37 of ±1, the asymptotic
+/// `y² = t - ln √(π t)` with `t = -ln(1 - |x|)`), four Newton steps: on `erf` below 0.6, above
+/// on `ln erfc` against `ln w` (`w = 1 - |x|` exact there), which converges from far in the
+/// tail. ±1 give ±∞, beyond them NaN.
+#[cube]
+pub fn erf_inv(x: f64) -> f64 {
+    let a = f64::abs(x);
+    let w = 1.0f64 - f64::min(a, 1.0f64);
+    let safe_w = select(w > 0.0f64, w, 1.0f64);
+    let t = 0.0f64 - ln(safe_w);
+    let far = f64::sqrt(t - 0.5f64 * ln(3.141592653589793f64 * t));
+    let start = single::erf_inv_start(f32::cast_from(f64::min(a, 1.0f64)), f32::cast_from(safe_w));
+    let mut y = select(w < 1.0e-37f64, far, f64::cast_from(start));
+    for _ in 0..4u32 {
+        let d = 1.1283791670955126f64 * exp(0.0f64 - y * y);
+        if a < 0.6f64 {
+            y -= (erf(y) - a) / d;
+        } else {
+            let c = erfc(y);
+            y += (ln(c) - ln(safe_w)) * c / d;
+        }
+    }
+    let y = select(a == 1.0f64, infinity(), select(a > 1.0f64, nan(), y));
+    select(is_nan(x), x, copysign(y, x))
 }

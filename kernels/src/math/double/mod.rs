@@ -16,8 +16,8 @@
 //! Subnormal results may be flushed to zero on devices that flush f64 subnormals.
 //!
 //! One file per family: `exp_log` (exp, ln, log1p, pow), `trig` (sin, cos, tan and their
-//! inverses), `hyperbolic`, `error_function` (erf, erfc); the constants and bit helpers that
-//! they share are here.
+//! inverses), `hyperbolic`, `error_function` (erf, erfc, erf_inv), `roots` (cbrt); the
+//! constants and bit helpers that they share are here.
 use cubecl::prelude::*;
 
 use super::dd::{self, Dd};
@@ -25,10 +25,12 @@ use super::dd::{self, Dd};
 mod error_function;
 mod exp_log;
 mod hyperbolic;
+mod roots;
 mod trig;
 
 // By name: cubecl's prelude has functions of the same names.
-pub use error_function::{erf, erfc};
+pub use error_function::{erf, erf_inv, erfc};
+pub use roots::cbrt;
 pub use exp_log::{ExpParts, exp, exp_parts, expm1, ln, log1p, powf};
 pub use hyperbolic::{acosh, asinh, atanh, cosh, sinh, tanh};
 pub use trig::{SinCos, acos, asin, atan, atan2, cos, sin, sin_cos, tan};

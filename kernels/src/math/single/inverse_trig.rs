@@ -1,4 +1,4 @@
-//! `atan`, `asin` and `acos` in f32.
+//! `atan`, `atan2`, `asin` and `acos` in f32.
 use cubecl::prelude::*;
 
 use super::*;
@@ -52,6 +52,25 @@ pub fn atan(x: f32) -> f32 {
     let small = a + a * zz * atan_poly(zz);
     let y = select(a < 0.4375f32, small, select(a > 1.0e30f32, PI2_HI, reduced));
     select(is_nan(x), x, copysign(y, x))
+}
+
+/// `atan2(y, x)`: `atan` of the smaller magnitude over the larger (a corrected quotient within
+/// [0, 1]), then reflected into its octant: `π/2 - a` where `|y| > |x|`, `π - a` where `x` is
+/// negative (-0 included), and the sign of `y` last. Two zeros and two infinities give the
+/// axes' and the diagonals' angles, as C's `atan2`.
+#[cube]
+pub fn atan2(y: f32, x: f32) -> f32 {
+    let ax = f32::abs(x);
+    let ay = f32::abs(y);
+    let steep = ay > ax;
+    let num = select(steep, ax, ay);
+    let den = select(steep, ay, ax);
+    let diagonal = ax == infinity() && ay == infinity();
+    let t = select(diagonal, 1.0f32, select(den == 0.0f32, 0.0f32, quotient(num, den)));
+    let a = atan(t);
+    let a = select(steep, (PI2_HI - a) + PI2_LO, a);
+    let a = select((u32::reinterpret(x) & SIGN) != 0u32, (PI_HI - a) + PI_LO, a);
+    select(is_nan(x) || is_nan(y), x + y, copysign(a, y))
 }
 
 /// `asin sqrt z` for `z <= 1/4` as the sum `w + c + t`: the truncated root, its correction,

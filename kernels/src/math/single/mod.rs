@@ -1,13 +1,14 @@
-//! Software f32 functions, from f32 `+ - * /`, `sqrt`, `floor` and bit casts alone, used for
-//! f32 (and f16 and bf16, which compute in f32) on every device.
+//! Software f32 functions, from f32 `+ - * /`, `sqrt`, `floor`, bit casts and 32-bit integer
+//! products alone, used for f32 (and f16 and bf16, which compute in f32) on every device whose
+//! own functions are not accurate (all but CUDA's; see [`super::device_math`]).
 //!
 //! Vulkan bounds its built-in functions loosely (`exp` within 3 + 2|x| ULP, `log` within 2^-21
 //! absolute near 1, `atanh`, `erf` and the inverse trigonometric functions unbounded), and
 //! lavapipe's lose most of their digits near zero (`erf` at x = 5e-4 was 6.9e-4 off relative,
-//! `asin(0.1)` 200 ULP). These stay within 4 ULP of the correctly rounded result over each
-//! function's whole domain, subnormals included (the worst per function, measured on the
-//! device, is in the conformance suite's `math_f32.rs`), and give the same results on every
-//! device.
+//! `asin(0.1)` 200 ULP, `sin` of arguments past 10^5 wrong in every digit). These stay within
+//! 4 ULP of the correctly rounded result over each function's whole domain, subnormals
+//! included (the worst per function, measured on the device, is in the conformance suite's
+//! `math_f32.rs`), and give the same results on every device that runs them.
 //!
 //! Each function reduces its argument exactly (or with its error carried along), evaluates a
 //! polynomial fitted on Chebyshev nodes to the reduced range (coefficients from 50-digit fits,
@@ -16,20 +17,25 @@
 //! `asin` / `acos`): Vulkan allows 2.5 ULP for both, and lavapipe's are that far off. Branches
 //! that cost more than a select are taken with `if`, so a thread computes only its own.
 //!
-//! One file per family: `exp_log` (exp, expm1, ln, log1p), `hyperbolic`, `inverse_trig`
-//! (atan, asin, acos), `error_function` (erf, erfc); the shared helpers are here.
+//! One file per family: `exp_log` (exp, expm1, ln, log1p), `hyperbolic`, `trig` (sin, cos,
+//! tan), `inverse_trig` (atan, atan2, asin, acos), `error_function` (erf, erfc, erf_inv),
+//! `roots` (cbrt); the shared helpers are here.
 use cubecl::prelude::*;
 
 mod error_function;
 mod exp_log;
 mod hyperbolic;
 mod inverse_trig;
+mod roots;
+mod trig;
 
 // By name: cubecl's prelude has functions of the same names.
-pub use error_function::{erf, erfc};
+pub use error_function::{erf, erf_inv, erf_inv_start, erfc};
 pub use exp_log::{exp, expm1, ln, log1p};
 pub use hyperbolic::{acosh, asinh, atanh, cosh, sinh, tanh};
-pub use inverse_trig::{acos, asin, atan};
+pub use inverse_trig::{acos, asin, atan, atan2};
+pub use roots::cbrt;
+pub use trig::{cos, sin, sin_cos, tan};
 
 const SIGN: u32 = 0x8000_0000;
 const MAGNITUDE: u32 = 0x7fff_ffff;

@@ -14,7 +14,7 @@ defmodule ExBurn.Defn.Fuse do
   # shape that reads it as the predicate alone: in the kernel it is 1 or 0 of the group's
   # type, and a `select` outside the group reads such an output alike (non-zero is true).
 
-  @unary ~w(exp expm1 log log1p sigmoid cos sin tan cosh sinh tanh acos asin atan acosh asinh atanh sqrt rsqrt erf erfc abs ceil floor negate sign)
+  @unary ~w(exp expm1 log log1p sigmoid cos sin tan cosh sinh tanh acos asin atan acosh asinh atanh sqrt rsqrt cbrt erf erfc erf_inv abs ceil floor negate sign)
   @binary ~w(add subtract multiply divide pow atan2 max min)
   @compare ~w(equal not_equal greater greater_equal less less_equal)
   @float_types ~w(f16 bf16 f32 f64)

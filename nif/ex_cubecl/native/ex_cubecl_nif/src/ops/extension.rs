@@ -1,7 +1,8 @@
 //! The backend's ops beyond Burn's `Backend` trait (`ex_cubecl`'s `ops/extension.rs`), for
 //! the Nx entries: a trait implemented for `ExCubeclBackend<R>` and its `Autodiff` form (the
 //! two backends the op table runs on). `bitcast` is not tracked for gradients; `erfc` of a
-//! tensor that requires them is `1 - erf(x)` on the tape.
+//! tensor that requires them is `1 - erf(x)` on the tape, and `rsqrt`, `cbrt` and `erf_inv`
+//! go through ops the tape differentiates too.
 use burn_autodiff::Autodiff;
 use burn_backend::ops::FloatTensorOps;
 use burn_backend::tensor::FloatTensor;
@@ -18,6 +19,15 @@ pub trait Extension: Backend {
 
     /// `e^x - 1`, to full relative precision near zero.
     fn float_expm1(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// `1 / sqrt(x)` in one launch.
+    fn float_rsqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// The cube root, negative for negative `x`.
+    fn float_cbrt(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// The inverse error function.
+    fn float_erf_inv(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 
     /// A chain of elementwise float ops over `shape` in one launch (`ExCubeclBackend::float_fused`);
     /// not tracked for gradients (defn programs differentiate before they run).
@@ -43,6 +53,18 @@ where
 
     fn float_expm1(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         ExCubeclBackend::<R>::float_expm1(tensor)
+    }
+
+    fn float_rsqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::float_rsqrt(tensor)
+    }
+
+    fn float_cbrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::float_cbrt(tensor)
+    }
+
+    fn float_erf_inv(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::float_erf_inv(tensor)
     }
 
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
@@ -80,6 +102,38 @@ where
             Self::float_sub_scalar(Self::float_exp(tensor), burn_backend::Scalar::Float(1.0))
         } else {
             Self::from_inner(ExCubeclBackend::<R>::float_expm1(Self::inner(tensor)))
+        }
+    }
+
+    fn float_rsqrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        if Self::float_is_require_grad(&tensor) {
+            Self::float_recip(Self::float_sqrt(tensor))
+        } else {
+            Self::from_inner(ExCubeclBackend::<R>::float_rsqrt(Self::inner(tensor)))
+        }
+    }
+
+    fn float_cbrt(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        if Self::float_is_require_grad(&tensor) {
+            // Tracked: sign(x) |x|^(1/3), whose gradient is the cube root's.
+            let third = burn_backend::Scalar::Float(1.0 / 3.0);
+            Self::float_mul(Self::float_sign(tensor.clone()), Self::float_powf_scalar(Self::float_abs(tensor), third))
+        } else {
+            Self::from_inner(ExCubeclBackend::<R>::float_cbrt(Self::inner(tensor)))
+        }
+    }
+
+    fn float_erf_inv(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
+        if Self::float_is_require_grad(&tensor) {
+            // Tracked: the value from the kernel, the gradient √π/2 e^(y²) through the tape:
+            // y = v + (x - erf(v)) / erf'(v) at v = erf⁻¹(x) untracked is y itself, with
+            // dy/dx = 1 / erf'(y).
+            let v = Self::from_inner(ExCubeclBackend::<R>::float_erf_inv(Self::inner(tensor.clone())));
+            let slope = Self::float_mul_scalar(Self::float_exp(Self::float_neg(Self::float_mul(v.clone(), v.clone()))), burn_backend::Scalar::Float(std::f64::consts::FRAC_2_SQRT_PI));
+            let step = Self::float_div(Self::float_sub(tensor, Self::float_erf(v.clone())), slope);
+            Self::float_add(v, step)
+        } else {
+            Self::from_inner(ExCubeclBackend::<R>::float_erf_inv(Self::inner(tensor)))
         }
     }
 

@@ -3,7 +3,7 @@
 //! and logical ops) and broadcast them as Nx does.
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor};
 use crate::ops::Extension;
-use burn_backend::{DType, Scalar, TensorMetadata};
+use burn_backend::{DType, Scalar};
 
 use super::Out;
 use super::any::{self, BOOL};
@@ -211,11 +211,11 @@ fn float_unary<B: Extension>(op: &str, t: FloatTensor<B>) -> NifResult<FloatTens
         "asinh" => B::float_asinh(t),
         "atanh" => B::float_atanh(t),
         "sqrt" => B::float_sqrt(t),
-        "rsqrt" => B::float_recip(B::float_sqrt(t)),
-        "cbrt" => B::float_mul(B::float_sign(t.clone()), B::float_powf_scalar(B::float_abs(t), s(1.0 / 3.0))),
+        "rsqrt" => B::float_rsqrt(t),
+        "cbrt" => B::float_cbrt(t),
         "erf" => B::float_erf(t),
         "erfc" => B::float_erfc(t),
-        "erf_inv" => erf_inv::<B>(t),
+        "erf_inv" => B::float_erf_inv(t),
         "abs" => B::float_abs(t),
         "ceil" => B::float_ceil(t),
         "floor" => B::float_floor(t),
@@ -244,37 +244,6 @@ fn int_unary<B: Extension>(op: &str, t: IntTensor<B>, dtype: DType) -> NifResult
         "ceil" | "floor" | "round" => t,
         _ => return Err(NifError::new(op, format!("does not take integers ({})", name(dtype)), "")),
     })
-}
-
-/// Giles' single-precision approximation of the inverse error function.
-fn erf_inv<B: Extension>(x: FloatTensor<B>) -> FloatTensor<B> {
-    let s = |v: f64| Scalar::Float(v);
-    let one_minus = B::float_add_scalar(B::float_neg(x.clone()), s(1.0));
-    let one_plus = B::float_add_scalar(x.clone(), s(1.0));
-    let w = B::float_neg(B::float_log(B::float_mul(one_minus, one_plus)));
-    let central = B::float_lower_elem(w.clone(), s(5.0), BOOL);
-    let poly = |w: FloatTensor<B>, coefficients: &[f64]| {
-        let mut p = B::float_full(w.shape(), s(coefficients[0]), &B::float_device(&w), w.dtype().into());
-        for &c in &coefficients[1..] {
-            p = B::float_add_scalar(B::float_mul(p, w.clone()), s(c));
-        }
-        p
-    };
-    let w1 = B::float_sub_scalar(w.clone(), s(2.5));
-    let p1 = poly(w1, &[
-        2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
-        0.246640727, 1.50140941,
-    ]);
-    let w2 = B::float_sub_scalar(B::float_sqrt(B::float_clamp_min(w, s(5.0))), s(3.0));
-    let p2 = poly(w2, &[
-        -0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
-        1.00167406, 2.83297682,
-    ]);
-    let p = B::float_mask_where(p2, central, p1);
-    let r = B::float_mul(p, x.clone());
-    // ±1 give ±infinity.
-    let edge = B::float_equal_elem(B::float_abs(x.clone()), s(1.0), BOOL);
-    B::float_mask_where(r, edge, B::float_mul_scalar(x, s(f64::INFINITY)))
 }
 
 /// `count_leading_zeros` and `population_count` of integers, by masks and shifts (every

@@ -17,8 +17,8 @@ use crate::ops::Extension;
 use crate::opts::{OptVal, Opts};
 use crate::tensor::Prim;
 
-/// The fused ops of Nx op `name` on `args` (registers of the kernel), writing to `next` on.
-fn lower(name: &str, args: &[usize], next: usize) -> Option<Vec<FusedOp>> {
+/// The fused ops of Nx op `name` on `args` (registers of the kernel).
+fn lower(name: &str, args: &[usize]) -> Option<Vec<FusedOp>> {
     let unary = |u: U| match args {
         [x] => Some(vec![FusedOp::Unary(u, *x)]),
         _ => None,
@@ -53,11 +53,9 @@ fn lower(name: &str, args: &[usize], next: usize) -> Option<Vec<FusedOp>> {
         "floor" => unary(U::Floor),
         "negate" => unary(U::Neg),
         "sign" => unary(U::Sign),
-        // As `nx_rsqrt`: the reciprocal of the square root.
-        "rsqrt" => unary(U::Sqrt).map(|mut ops| {
-            ops.push(FusedOp::Unary(U::Recip, next));
-            ops
-        }),
+        "rsqrt" => unary(U::Rsqrt),
+        "cbrt" => unary(U::Cbrt),
+        "erf_inv" => unary(U::ErfInv),
         "add" => binary(|x, y| FusedOp::Binary(B2::Add, x, y)),
         "subtract" => binary(|x, y| FusedOp::Binary(B2::Sub, x, y)),
         "multiply" => binary(|x, y| FusedOp::Binary(B2::Mul, x, y)),
@@ -118,8 +116,7 @@ fn program(op: &str, opts: &Opts, inputs: usize) -> NifResult<(Vec<FusedOp>, Vec
                 other => Err(bad(format!("op {i} ({name}) reads {other:?}, not one of the {} registers before it", registers.len()))),
             })
             .collect::<NifResult<Vec<usize>>>()?;
-        let next = inputs + ops.len();
-        let lowered = lower(name, &args, next).ok_or_else(|| bad(format!("op {i}: {name} of {} registers is not fusable", args.len())))?;
+        let lowered = lower(name, &args).ok_or_else(|| bad(format!("op {i}: {name} of {} registers is not fusable", args.len())))?;
         ops.extend(lowered);
         registers.push(inputs + ops.len() - 1);
     }
