@@ -35,6 +35,14 @@ defmodule ExBurn.Backend do
       implementations on them. `erf`, `erfc` and `erf_inv` of complex tensors raise, as in
       BinaryBackend.
     * Integer division by zero gives 0 (BinaryBackend raises).
+    * `triangular_solve` and `Nx.LinAlg.solve` of a singular matrix raise `ArgumentError`
+      as in BinaryBackend, eagerly; in a jitted `defn` the first gives infinities and NaN and
+      the second raises `ExBurn.Error` (a program does not stop to read its values).
+    * Out-of-range indices in `gather`, `take`, `indexed_add` and `indexed_put` are clamped
+      into range, as in EXLA (BinaryBackend raises): checking them would read every index
+      tensor back from the device.
+    * Shift amounts outside `0..bits - 1`, negative ones included, shift everything out: 0,
+      or -1 for a right shift of a negative number (BinaryBackend raises for negative ones).
     * `sign(NaN)` is NaN and `sign(-inf)` is -1.0, as in EXLA (BinaryBackend gives 1.0 for
       both).
     * `from_pointer/5` and `to_pointer/2` raise: device memory is not shared with other
@@ -298,8 +306,25 @@ defmodule ExBurn.Backend do
   end
 
   @impl true
-  def triangular_solve(out, a, b, opts),
-    do: nx(:triangular_solve, out, [a, b], left_side: opts[:left_side], lower: opts[:lower], transform_a: opts[:transform_a])
+  def triangular_solve(out, a, b, opts) do
+    if not ExBurn.Defn.Recorder.recording?() and singular?(a), do: raise(ArgumentError, "can't solve for singular matrix")
+    nx(:triangular_solve, out, [a, b], left_side: opts[:left_side], lower: opts[:lower], transform_a: opts[:transform_a])
+  end
+
+  # A zero on the diagonal, which BinaryBackend's substitution raises on: one reduction on the
+  # device and one number back. (Compiled programs don't stop: they give infinities and NaN.)
+  defp singular?(%T{shape: shape, data: %__MODULE__{device: dev}} = a) do
+    eye = Nx.eye(shape, type: :u8, backend: {__MODULE__, device: dev})
+    a |> Nx.equal(0) |> Nx.logical_and(eye) |> Nx.any() |> Nx.to_number() == 1
+  end
+
+  # The native solve refuses a zero pivot, where Nx's default raises ArgumentError.
+  defp solve(out, a, b) do
+    nx(:solve, out, [a, b])
+  rescue
+    e in ExBurn.Error ->
+      if e.reason =~ "singular", do: raise(ArgumentError, "can't solve for singular matrix"), else: reraise(e, __STACKTRACE__)
+  end
 
   @impl true
   def fft(out, t, opts), do: nx(:fft, out, [t], length: opts[:length], axis: opts[:axis] || -1)
@@ -377,7 +402,7 @@ defmodule ExBurn.Backend do
   end
 
   def block(%Nx.Block.LinAlg.Solve{} = s, out, [a, b] = args, fun) do
-    if complex?(a) or complex?(b), do: apply(fun, [s | args]), else: nx(:solve, out, [a, b])
+    if complex?(a) or complex?(b), do: apply(fun, [s | args]), else: solve(out, a, b)
   end
 
   def block(struct, _out, args, fun), do: apply(fun, [struct | args])

@@ -24,6 +24,10 @@ defmodule ExBurn.Defn.Recorder do
   end
 
   @doc false
+  # Whether a recording is active (the callbacks then see placeholders, no data).
+  def recording?, do: Process.get(@key) != nil
+
+  @doc false
   # Runs `fun` with recording on: `{:ok, result, calls}`, or `{:default, calls}` where `fun`
   # called `default/1` (a block the backend leaves to its default implementation).
   def record(fun) do

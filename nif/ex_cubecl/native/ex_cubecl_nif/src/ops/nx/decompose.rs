@@ -179,11 +179,29 @@ fn solve<B: Extension>(op: &str, a: FloatTensor<B>, b: Prim<B>, n: usize, k: usi
     let batch = a.shape()[0];
     let b = any::float::<B>(any::reshape(any::cast(op, b, out.dtype)?, &[batch, n, k]));
     let (_, l, u, perm) = lu::<B>(a, n);
+    // Nx's default solve raises in its triangular solve where a pivot is exactly zero.
+    if zero_diagonal::<B>(&u, batch, n)? {
+        return Err(NifError::new(op, SINGULAR, format!("{batch} matrices of {n}x{n}, a zero pivot")));
+    }
     let spread = B::int_expand(B::int_reshape(perm, [batch, n, 1].into()), [batch, n, k].into());
     let pb = Prim::Float(B::float_gather(1, b, spread));
     let y = solve_triangular::<B, _>(Prim::Float(l), pb, true, true, false)?;
     let x = solve_triangular::<B, _>(Prim::Float(u), y, true, false, false)?;
     Ok(any::reshape(x, &out.shape))
+}
+
+/// The reason a solve of a singular matrix gives, as Nx's words ("can't solve for singular
+/// matrix"): ExBurn raises `ArgumentError` for it, as Nx does.
+pub const SINGULAR: &str = "can't solve for singular matrix";
+
+/// Whether any matrix of the `[batch, n, n]` tensor `u` has a zero on its diagonal (one bool
+/// read back).
+fn zero_diagonal<B: Extension>(u: &FloatTensor<B>, batch: usize, n: usize) -> NifResult<bool> {
+    let diag = compare::<B>(batch, n, u, false);
+    let zero = B::bool_and(B::float_equal_elem(u.clone(), Scalar::Float(0.0), BOOL), diag);
+    let data = burn_backend::read_sync(B::bool_into_data(B::bool_any(zero)))
+        .map_err(|e| NifError::new("solve", "reading the pivots back failed", format!("{e:?}")))?;
+    Ok(data.iter::<bool>().next().unwrap_or(false))
 }
 
 /// Householder QR as Nx computes it: for columns `0..=max_i`, the reflector of the column

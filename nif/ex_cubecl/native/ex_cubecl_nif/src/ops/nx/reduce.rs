@@ -1,6 +1,6 @@
 //! Reductions (over a list of axes), arg-reductions with Nx's tie break, `reduce` with one of
 //! Nx's associative ops, and the cumulative blocks.
-use burn_backend::tensor::BoolTensor;
+use burn_backend::tensor::{BoolTensor, IntTensor};
 use crate::ops::Extension;
 use burn_backend::{IntDType, Scalar};
 
@@ -112,7 +112,8 @@ fn identity<B: Extension>(op: &str, out: &Out, device: &B::Device) -> Prim<B> {
 }
 
 /// argmax / argmin along `axis` (or over the flattened tensor), the first index of the
-/// extreme or with `last` the last one.
+/// extreme or with `last` the last one. NaN counts as the extreme, as in Nx; of several NaNs
+/// the last, whatever the tie-break, as `Nx.BinaryBackend`'s fold keeps them.
 fn arg<B: Extension>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     let shape = t.shape().to_vec();
     let (t, axis) = if opts.bool(op, "flat", false)? || shape.is_empty() {
@@ -123,20 +124,26 @@ fn arg<B: Extension>(op: &str, t: Prim<B>, out: &Out, opts: &Opts) -> NifResult<
     };
     let n = t.shape()[axis] as i64;
     let last = opts.bool(op, "last", false)?;
-    let t = if last { any::flip(t, &[axis]) } else { t };
+    // The index counted from the other end.
+    let from_end = |i: IntTensor<B>| B::int_add_scalar(B::int_neg(i), Scalar::Int(n - 1));
+    let max = op == "argmax";
     let idx = match t {
         Prim::Float(x) => {
-            // NaN counts as the extreme, as in Nx: found first by a max over is_nan.
             let nan = B::bool_into_int(B::float_is_nan(x.clone(), BOOL), IntDType::I32);
             let has_nan = B::int_greater_elem(B::int_max_dim(nan.clone(), axis), Scalar::Int(0), BOOL);
-            let at_nan = B::int_cast(B::int_argmax(nan, axis), IntDType::I64);
-            let found = if op == "argmax" { B::float_argmax(x, axis, IntDType::I64) } else { B::float_argmin(x, axis, IntDType::I64) };
-            B::int_mask_where(found, has_nan, at_nan)
+            let last_nan = from_end(B::int_cast(B::int_argmax(B::int_flip(nan, &[axis]), axis), IntDType::I64));
+            let x = if last { B::float_flip(x, &[axis]) } else { x };
+            let found = if max { B::float_argmax(x, axis, IntDType::I64) } else { B::float_argmin(x, axis, IntDType::I64) };
+            let found = if last { from_end(found) } else { found };
+            B::int_mask_where(found, has_nan, last_nan)
         }
-        Prim::Int(x) => if op == "argmax" { B::int_argmax(x, axis) } else { B::int_argmin(x, axis) },
+        Prim::Int(x) => {
+            let x = if last { B::int_flip(x, &[axis]) } else { x };
+            let found = if max { B::int_argmax(x, axis) } else { B::int_argmin(x, axis) };
+            if last { from_end(found) } else { found }
+        }
         other => return Err(NifError::new(op, "takes numbers", other.describe())),
     };
-    let idx = if last { B::int_add_scalar(B::int_neg(idx), Scalar::Int(n - 1)) } else { idx };
     let idx = any::cast(op, Prim::Int(idx), out.dtype)?;
     Ok(any::reshape(idx, &out.shape))
 }
