@@ -47,6 +47,8 @@ pub enum UnaryFloatOp {
     Sign,
     /// `x ^ a`.
     PowScalar,
+    /// `x ^ a` for an integer `a` within ±127, by squaring (see [`UnaryFloatOp::pow_scalar`]).
+    PowInt,
     /// `clamp(x, a, b)`.
     Clamp,
     /// `max(x, a)`.
@@ -62,6 +64,14 @@ pub enum UnaryFloatOp {
     LogSigmoid,
     /// Exact (erf) GELU.
     Gelu,
+}
+
+impl UnaryFloatOp {
+    /// The op for `x ^ y` with a scalar `y`: [`UnaryFloatOp::PowInt`] for integers within ±127
+    /// (the usual squares and cubes), [`UnaryFloatOp::PowScalar`] otherwise.
+    pub fn pow_scalar(y: f64) -> Self {
+        if y.fract() == 0.0 && y.abs() <= 127.0 { UnaryFloatOp::PowInt } else { UnaryFloatOp::PowScalar }
+    }
 }
 
 /// A unary integer operation, also used on bool storage (values 0 and 1).
@@ -198,6 +208,7 @@ pub(crate) fn apply_unary_float<F: Float>(x: F, a: F, b: F, #[comptime] op: Unar
             }
         }
         UnaryFloatOp::PowScalar => pow::<F>(x, a),
+        UnaryFloatOp::PowInt => pow_int::<F>(x, a),
         UnaryFloatOp::Clamp => clamp_nan_aware::<F>(x, a, b),
         UnaryFloatOp::ClampMin => select(x < a, a, x),
         UnaryFloatOp::ClampMax => select(x > a, a, x),
@@ -280,22 +291,37 @@ pub fn pow<F: Float>(x: F, y: F) -> F {
     if math::powers_by_squaring::<F>() {
         small = integer && F::abs(y) <= F::new(127.0);
     }
-    let mut n = u32::cast_from(select(small, F::abs(y), zero));
+    let exact = pow_int::<F>(x, select(small, y, zero));
+    // x^0.5 as a correctly rounded square root (C's pow is exact there too: 25^0.5 is 5).
+    let root = select(x == zero, zero, sqrt_rounded::<F>(x));
+    let negative_infinity = is_inf::<F>(x) && x < zero;
+    let value = select(small, exact, select(y == F::new(0.5) && !negative_infinity, root, general));
+    // C's cases that a device's `exp2(y log2 x)` may miss: infinite exponents (1 for |x| = 1,
+    // else ∞ or 0 by whether |x| < 1 and y < 0 agree), x^0 = 1 and 1^y = 1 (NaN included), NaN.
+    let one = F::new(1.0);
+    let ax = F::abs(x);
+    let infinite = select(ax == one, one, select((ax < one) == (y < zero), F::new(1.0) / zero, zero));
+    let nan = !(x == x) || !(y == y);
+    select(y == zero || x == one, one, select(nan, x + y, select(is_inf::<F>(y), infinite, value)))
+}
+
+/// `x^n` for an integer `n` within ±127 by squaring (as a CPU's `pow`, exact where the
+/// product is: `1.5^2` is 2.25), `1 / x^-n` for negative `n`: what `x^2` and other integer
+/// powers of a scalar exponent need, without compiling a general `pow`.
+#[cube]
+pub fn pow_int<F: Float>(x: F, n: F) -> F {
+    let mut k = u32::cast_from(F::abs(n));
     let mut base = x;
     let mut acc = F::new(1.0);
     #[unroll]
     for _ in 0..7 {
-        if n & 1 == 1 {
+        if k & 1 == 1 {
             acc *= base;
         }
         base *= base;
-        n >>= 1;
+        k >>= 1;
     }
-    let exact = select(y < zero, crate::binary::div_rounded::<F>(F::new(1.0), acc), acc);
-    // x^0.5 as a correctly rounded square root (C's pow is exact there too: 25^0.5 is 5).
-    let root = select(x == zero, zero, sqrt_rounded::<F>(x));
-    let negative_infinity = is_inf::<F>(x) && x < zero;
-    select(small, exact, select(y == F::new(0.5) && !negative_infinity, root, general))
+    select(n < F::new(0.0), crate::binary::div_rounded::<F>(F::new(1.0), acc), acc)
 }
 
 /// `sqrt(x)`, rounded correctly where the device's is approximate (Vulkan allows 3 ULP;

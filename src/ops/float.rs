@@ -360,7 +360,7 @@ where
     }
 
     fn float_powf_scalar_impl(tensor: T<R>, value: Scalar) -> T<R> {
-        unary_float_op(tensor, U::PowScalar, f(value), 0.0)
+        unary_float_op(tensor, U::pow_scalar(f(value)), f(value), 0.0)
     }
 
     fn float_sqrt(tensor: T<R>) -> T<R> {

@@ -142,6 +142,18 @@ pub fn powf<F: Float>(x: F, y: F) -> F {
     }
 }
 
+/// `x^y` for `x >= 0` by the device's own f32 `pow` (ours in f64): cheaper to compile than
+/// [`powf`] where that runs in f64, for callers that need no more than Vulkan's bound (Adam's
+/// bias corrections).
+#[cube]
+pub fn powf_device<F: Float>(x: F, y: F) -> F {
+    if is_f64::<F>() {
+        F::cast_from(double::powf(f64::cast_from(x), f64::cast_from(y)))
+    } else {
+        F::cast_from(f32::powf(f32::cast_from(x), f32::cast_from(y)))
+    }
+}
+
 /// `sin x` and `cos x` at once.
 #[derive(CubeType, Clone, Copy)]
 pub struct SinCos<F: Float> {
