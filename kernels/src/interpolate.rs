@@ -65,7 +65,7 @@ fn lanczos3<A: Float>(x: A) -> A {
     let px = pi * x;
     let px3 = px / A::new(3.0);
     let safe = select(x == A::new(0.0), A::new(1.0), px * px3);
-    let w = crate::math::sin::<A>(px) * crate::math::sin::<A>(px3) / safe;
+    let w = crate::math::sin_bounded::<A>(px) * crate::math::sin_bounded::<A>(px3) / safe;
     select(x == A::new(0.0), A::new(1.0), select(A::abs(x) >= A::new(3.0), A::new(0.0), w))
 }
 

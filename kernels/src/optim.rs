@@ -11,7 +11,7 @@
 //! launch replayed at later steps applies their corrections.
 use cubecl::prelude::*;
 
-use crate::math::powf_device;
+use crate::math::powf;
 
 /// How the weight decay enters an update.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -251,8 +251,8 @@ fn folded_corrections<A: Float>(args: &AdamArgs) -> Corrected<A> {
 #[cube]
 fn device_corrections<A: Float>(t: A, args: &AdamArgs, #[comptime] decoupled: bool) -> Corrected<A> {
     let one = A::new(1.0);
-    let c1 = one - powf_device::<A>(args.beta_1.get::<A>(), t);
-    let c2 = one - powf_device::<A>(args.beta_2.get::<A>(), t);
+    let c1 = one - powf::<A>(args.beta_1.get::<A>(), t);
+    let c2 = one - powf::<A>(args.beta_2.get::<A>(), t);
     let (lr, eps) = (args.step.get::<A>(), args.eps.get::<A>());
     if decoupled {
         Corrected::<A> { step: lr / c1, v_scale: one / c2, eps }

@@ -7,8 +7,9 @@
 //! f32 functions ([`single`]) everywhere else: Vulkan's built-ins are loosely bounded,
 //! lavapipe's lose digits near zero and its `sin` is wrong past 10^5; ours are within 4 ULP
 //! over each whole domain. `expm1`, `erfc`, `cbrt` and `erf_inv`, which cubecl lacks, are
-//! ours on every device; `atan2` and `pow` stay the device's. The branches are taken when the
-//! kernel is expanded ([`is_f64`], [`device_math`]), so a kernel carries only one of them.
+//! ours on every device; f32 `pow` stays the device's (see [`pow_in_f64`]). The branches are
+//! taken when the kernel is expanded ([`is_f64`], [`device_math`]), so a kernel carries only
+//! one of them.
 use cubecl::prelude::*;
 
 
@@ -40,8 +41,6 @@ struct Device {
     f64: cubecl::ir::StorageType,
     /// See [`device_math`].
     accurate_math: bool,
-    /// Whether the device has f64 arithmetic.
-    computes_f64: bool,
 }
 
 impl Device {
@@ -51,9 +50,6 @@ impl Device {
         Device {
             f64,
             accurate_math: props.is_some_and(|p| p.features.copy_async),
-            computes_f64: props.is_some_and(|p| {
-                p.features.types.storage.get(&f64).is_some_and(|u| u.contains(cubecl::features::TypeUsage::Arithmetic))
-            }),
         }
     }
 }
@@ -110,25 +106,27 @@ float_function!(expm1);
 float_function!(cbrt);
 float_function!(erf_inv);
 
-/// Whether the f32 `pow` of `F` runs in f64 ([`double::powf`], rounded once to f32): where the
-/// device's own is not accurate ([`device_math`]) and the device computes f64. Without f64 (Metal),
-/// the device's `pow` stays.
+/// Whether `pow` of `F` is ours ([`double::powf`]): for f64 only. f32 `pow` is the device's
+/// (CUDA's within 4 ULP; Vulkan's is `exp2(y log2 x)`, 38 ULP off on lavapipe even for results
+/// within [2^-8, 2^8]). Running f32 `pow` in f64 was accurate to 0.5 ULP there, but every kernel
+/// with a `pow` then compiled the double-double `pow`, which tripled lavapipe's time for programs
+/// full of `x ** 2`; an f32 `pow` of our own is still to be written.
 #[cube]
 pub fn pow_in_f64<F: Float>() -> comptime_type!(bool) {
     intrinsic!(|scope| {
         let device = Device::of(scope);
-        F::as_type(scope).storage_type() == device.f64 || (!device.accurate_math && device.computes_f64)
+        F::as_type(scope).storage_type() == device.f64
     })
 }
 
 /// Whether [`powf`] of `F` may be off by more than an ULP for integer exponents, so that
 /// [`crate::unary::pow`] multiplies them out (f64, whose `pow` is ours, and the device's f32
-/// `pow` where neither [`device_math`] nor [`pow_in_f64`] holds).
+/// `pow` where [`device_math`] doesn't hold).
 #[cube]
 pub fn powers_by_squaring<F: Float>() -> comptime_type!(bool) {
     intrinsic!(|scope| {
         let device = Device::of(scope);
-        F::as_type(scope).storage_type() == device.f64 || !(device.accurate_math || device.computes_f64)
+        F::as_type(scope).storage_type() == device.f64 || !device.accurate_math
     })
 }
 
@@ -142,15 +140,15 @@ pub fn powf<F: Float>(x: F, y: F) -> F {
     }
 }
 
-/// `x^y` for `x >= 0` by the device's own f32 `pow` (ours in f64): cheaper to compile than
-/// [`powf`] where that runs in f64, for callers that need no more than Vulkan's bound (Adam's
-/// bias corrections).
+/// `sin x` for `|x| <= 10` by the device's own f32 `sin` (ours in f64), which is within 2 ULP
+/// there on lavapipe too: for the kernels' own weights (Lanczos), without compiling the full-range
+/// reduction of [`sin`] into each tap.
 #[cube]
-pub fn powf_device<F: Float>(x: F, y: F) -> F {
+pub fn sin_bounded<F: Float>(x: F) -> F {
     if is_f64::<F>() {
-        F::cast_from(double::powf(f64::cast_from(x), f64::cast_from(y)))
+        F::cast_from(double::sin(f64::cast_from(x)))
     } else {
-        F::cast_from(f32::powf(f32::cast_from(x), f32::cast_from(y)))
+        F::cast_from(f32::sin(f32::cast_from(x)))
     }
 }
 
