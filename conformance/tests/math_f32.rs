@@ -1,8 +1,9 @@
-//! The kernels' software f32 math (`ex_cubecl_kernels::math::single`) against the host's f64
-//! libm, argument by argument, in units of the last place of the f32 result: every function
-//! within 4 ULP of the exact value over its whole domain (subnormal arguments, the
-//! neighbourhood of zero and the overflow edges included), the IEEE special values exactly.
-//! Prints the worst error per function on the device that runs it.
+//! The kernels' f32 math (ours, `ex_cubecl_kernels::math::single`, or CUDA's on CUDA) against
+//! the host's f64 libm, argument by argument, in units of the last place of the f32 result:
+//! every function within 4 ULP of the exact value over its whole domain (subnormal arguments,
+//! the neighbourhood of zero and the overflow edges included), the IEEE special values exactly;
+//! `pow` on wgpu, which is still the device's, only for C's special cases. Prints the worst
+//! error per function on the device that runs it.
 use burn_backend::ops::*;
 use burn_backend::TensorData;
 use ex_cubecl_conformance::*;
