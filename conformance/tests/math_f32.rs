@@ -206,7 +206,7 @@ fn f32_binary_math_within_4_ulp() {
         println!("f32 math: {name}: worst {worst:.2} ULP (at {x:e}, {y:e}), over {} pairs", xs.len());
         if name == "pow" && !ACCURATE_POW {
             // The device's pow (Vulkan's exp2(y log2 x)): C's special cases exactly, the rest
-            // reported above (ex_cubecl_kernels::math::pow_in_f64 says why it is not ours yet).
+            // reported above (ex_cubecl_kernels::math::powf says why it is not ours yet).
             for (i, (&x, &y)) in xs.iter().zip(&ys).enumerate().skip(xs.len() - 100) {
                 let want = reference(x as f64, y as f64) as f32;
                 if !(got[i] == want || (got[i].is_nan() && want.is_nan()) || (got[i] - want).abs() <= 2e-6 * want.abs()) {

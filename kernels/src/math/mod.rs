@@ -7,7 +7,7 @@
 //! f32 functions ([`single`]) everywhere else: Vulkan's built-ins are loosely bounded,
 //! lavapipe's lose digits near zero and its `sin` is wrong past 10^5; ours are within 4 ULP
 //! over each whole domain. `expm1`, `erfc`, `cbrt` and `erf_inv`, which cubecl lacks, are
-//! ours on every device; f32 `pow` stays the device's (see [`pow_in_f64`]). The branches are
+//! ours on every device; f32 `pow` stays the device's (see [`powf`]). The branches are
 //! taken when the kernel is expanded ([`is_f64`], [`device_math`]), so a kernel carries only
 //! one of them.
 use cubecl::prelude::*;
@@ -32,26 +32,12 @@ pub fn is_f64<F: Float>() -> comptime_type!(bool) {
 /// get our [`single`] functions.
 #[cube]
 pub fn device_math() -> comptime_type!(bool) {
-    intrinsic!(|scope| { Device::of(scope).accurate_math })
+    intrinsic!(|scope| { accurate_math(scope) })
 }
 
-/// What the math entries ask of the device a kernel is expanded for.
-struct Device {
-    /// f64's storage type.
-    f64: cubecl::ir::StorageType,
-    /// See [`device_math`].
-    accurate_math: bool,
-}
-
-impl Device {
-    fn of(scope: &cubecl::ir::Scope) -> Self {
-        let f64 = cubecl::ir::StorageType::Scalar(cubecl::ir::ElemType::Float(cubecl::ir::FloatKind::F64));
-        let props = scope.properties.as_deref();
-        Device {
-            f64,
-            accurate_math: props.is_some_and(|p| p.features.copy_async),
-        }
-    }
+/// Whether the device a kernel is expanded for reports `copy_async` (see [`device_math`]).
+fn accurate_math(scope: &cubecl::ir::Scope) -> bool {
+    scope.properties.as_deref().is_some_and(|p| p.features.copy_async)
 }
 
 /// An f32 function for every float type: our f64 one for f64; for f32, f16 and bf16 (in f32)
@@ -106,34 +92,23 @@ float_function!(expm1);
 float_function!(cbrt);
 float_function!(erf_inv);
 
-/// Whether `pow` of `F` is ours ([`double::powf`]): for f64 only. f32 `pow` is the device's
-/// (CUDA's within 4 ULP; Vulkan's is `exp2(y log2 x)`, 38 ULP off on lavapipe even for results
-/// within [2^-8, 2^8]). Running f32 `pow` in f64 was accurate to 0.5 ULP there, but every kernel
-/// with a `pow` then compiled the double-double `pow`, which tripled lavapipe's time for programs
-/// full of `x ** 2`; an f32 `pow` of our own is still to be written.
-#[cube]
-pub fn pow_in_f64<F: Float>() -> comptime_type!(bool) {
-    intrinsic!(|scope| {
-        let device = Device::of(scope);
-        F::as_type(scope).storage_type() == device.f64
-    })
-}
-
 /// Whether [`powf`] of `F` may be off by more than an ULP for integer exponents, so that
 /// [`crate::unary::pow`] multiplies them out (f64, whose `pow` is ours, and the device's f32
 /// `pow` where [`device_math`] doesn't hold).
 #[cube]
 pub fn powers_by_squaring<F: Float>() -> comptime_type!(bool) {
-    intrinsic!(|scope| {
-        let device = Device::of(scope);
-        F::as_type(scope).storage_type() == device.f64 || !device.accurate_math
-    })
+    intrinsic!(|scope| { F::as_type(scope).storage_type() == f64::as_type(scope).storage_type() || !accurate_math(scope) })
 }
 
-/// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`] for negative bases).
+/// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`] for negative bases): ours
+/// in f64; in f32 the device's (CUDA's within 4 ULP; Vulkan's is `exp2(y log2 x)`, 38 ULP off
+/// on lavapipe even for results within [2^-8, 2^8]). Running f32 `pow` in f64 was accurate to
+/// 0.5 ULP there, but every kernel with a `pow` then compiled the double-double `pow`, which
+/// tripled lavapipe's time for programs full of `x ** 2`; an f32 `pow` of our own is still to
+/// be written.
 #[cube]
 pub fn powf<F: Float>(x: F, y: F) -> F {
-    if pow_in_f64::<F>() {
+    if is_f64::<F>() {
         F::cast_from(double::powf(f64::cast_from(x), f64::cast_from(y)))
     } else {
         F::cast_from(f32::powf(f32::cast_from(x), f32::cast_from(y)))
