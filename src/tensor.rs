@@ -7,7 +7,7 @@ use cubecl::prelude::{ArrayArg, ComputeClient, TensorArg};
 use cubecl::server::Handle;
 use cubecl::zspace::{Strides, Shape as ZShape};
 
-use crate::runtime::{Layout, alloc, elem_size, storage_type, take_device_failure};
+use crate::runtime::{Layout, alloc, bf16_in_u16, elem_size, storage_type, take_device_failure};
 
 /// A tensor on an ExCubecl device: a buffer handle (shared by views), a layout and a dtype.
 #[derive(Clone)]
@@ -130,7 +130,16 @@ impl<R: Runtime> CubeTensor<R> {
 
     /// The cubecl storage type of the elements.
     pub fn storage(&self) -> cubecl::ir::StorageType {
-        storage_type(self.dtype)
+        match self.bf16_bits() {
+            true => storage_type(DType::U16),
+            false => storage_type(self.dtype),
+        }
+    }
+
+    /// Whether this is a bf16 tensor held as its bits in u16 (see
+    /// [`crate::runtime::bf16_in_u16`]): kernels that compute never see one.
+    pub fn bf16_bits(&self) -> bool {
+        self.dtype == DType::BF16 && bf16_in_u16(&self.client)
     }
 }
 

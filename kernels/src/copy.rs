@@ -4,6 +4,7 @@ use cubecl::prelude::*;
 
 use cubecl::std::FastDivmod;
 
+use crate::bf16::bf16_bits;
 use crate::strided::{seq_offset, seq_offset_flipped};
 
 /// How the copy converts each element.
@@ -13,6 +14,11 @@ pub enum CopyConvert {
     Cast,
     /// To bool storage: `x != 0 ? 1 : 0`.
     ToBool,
+    /// bf16 bits (`I` = u16) to f32 (`O`): the bits are the upper half of the f32's.
+    WidenBf16,
+    /// f32 (`I`) to bf16 bits (`O` = u16), rounded to nearest even; NaN stays a quiet NaN
+    /// of its sign (rounding could carry its payload into infinity).
+    NarrowBf16,
 }
 
 /// `output[view pos] = convert(input[view pos])`, `pos` running over the iteration shape
@@ -41,6 +47,8 @@ pub fn copy_view<I: Numeric, O: Numeric>(
     let y = match convert {
         CopyConvert::Cast => O::cast_from(x),
         CopyConvert::ToBool => O::cast_from(!(x == I::cast_from(0u32))),
+        CopyConvert::WidenBf16 => O::cast_from(f32::reinterpret(u32::cast_from(x) << 16)),
+        CopyConvert::NarrowBf16 => O::cast_from(bf16_bits(f32::cast_from(x))),
     };
     if out_linear {
         output[out_offset + ABSOLUTE_POS] = y;

@@ -9,6 +9,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
+use crate::bf16::round_to_bf16;
 use crate::binary::{BinaryFloatOp, apply_binary_float};
 use crate::compare::{CompareOp, apply_compare};
 use crate::unary::{UnaryFloatOp, apply_unary_float};
@@ -53,6 +54,9 @@ pub struct FusedProgram {
     pub ops: Vec<FusedOp>,
     /// The register that output `j` takes.
     pub outputs: Vec<usize>,
+    /// Whether each op's result is rounded to bf16 (an f32 program standing for a bf16 one
+    /// on a device without bf16: the bits that separate bf16 launches give).
+    pub round_to_bf16: bool,
 }
 
 /// Runs `program` at each of the `len` positions of the iteration shape: output `j` (all
@@ -109,6 +113,10 @@ pub fn fused_float<F: Float, A: Float>(
             FusedOp::Compare(c, x, y) => F::cast_from(apply_compare::<F>(regs[x] * l, regs[y] * r, c)),
             FusedOp::Select(p, x, y) => select(!(regs[p] * l == F::new(0.0)), regs[x] * l, regs[y] * r),
             FusedOp::Const(bits) => F::new(comptime!(f32::from_bits(bits))),
+        };
+        let y = match comptime!(program.round_to_bf16) {
+            true => F::cast_from(round_to_bf16(f32::cast_from(y))),
+            false => y,
         };
         regs.push(y);
     }

@@ -19,6 +19,8 @@
 #[allow(missing_docs)]
 pub mod attention;
 #[allow(missing_docs)]
+pub mod bf16;
+#[allow(missing_docs)]
 pub mod binary;
 #[allow(missing_docs)]
 pub mod compare;

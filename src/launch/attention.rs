@@ -15,6 +15,7 @@ use cubecl::prelude::{ComputeClient, CubeDim};
 use ex_cubecl_kernels::attention::attention_probs;
 use ex_cubecl_kernels::flash_attention::flash_attention;
 
+use super::bf16;
 use super::conv::check_float;
 use super::matmul::{cmma_operand, vector_size};
 use super::{accumulator, accumulator_dtype, float_arg, matmul::matmul};
@@ -96,6 +97,10 @@ pub fn attention_with<R: Runtime>(
     let mut all = vec![("query", &query), ("key", &key), ("value", &value)];
     all.extend(bias.as_ref().map(|b| ("attn_bias", b)));
     check_float(op, &all);
+    if query.bf16_bits() {
+        let (key, value, bias) = (bf16::widen(key), bf16::widen(value), bf16::widen_opt(bias));
+        return bf16::map(query, |q| attention_with(q, key, value, mask, bias, options, warps));
+    }
     let (q, k, v) = (query.dims().to_vec(), key.dims().to_vec(), value.dims().to_vec());
     let fits = q.len() == 4 && k.len() == 4 && v.len() == 4 && q[..2] == k[..2] && k[..3] == v[..3] && q[3] == k[3];
     if !fits {

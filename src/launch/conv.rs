@@ -16,6 +16,7 @@ use ex_cubecl_kernels::conv_weight_cmma::conv_weight_cmma;
 use ex_cubecl_kernels::conv_weight_gemm::conv_weight_gemm;
 use ex_cubecl_kernels::reduce::ReduceOp;
 
+use super::bf16;
 use super::copy::{cast, into_contiguous};
 use super::matmul::{cmma_operand, vector_size};
 use super::{accumulator, accumulator_dtype, cubes_on_cpu, reduce::reduce_dim, view::reshape};
@@ -155,6 +156,10 @@ pub fn conv_with<R: Runtime>(
 ) -> CubeTensor<R> {
     let n = spec.n;
     check_inputs(op, &x, &weight, bias.as_ref(), n);
+    if bf16::any(&[&x, &weight]) {
+        let bias = bf16::widen_opt(bias);
+        return bf16::map2(op, x, weight, |x, weight| conv_with(op, x, weight, bias, spec, tiling));
+    }
     let (xd, wd) = (x.dims().to_vec(), weight.dims().to_vec());
     let groups = spec.groups;
     if xd[1] != wd[1] * groups || wd[0] % groups != 0 {
@@ -409,6 +414,10 @@ pub fn conv_transpose<R: Runtime>(
 ) -> CubeTensor<R> {
     let n = spec.n;
     check_inputs(op, &x, &weight, bias.as_ref(), n);
+    if bf16::any(&[&x, &weight]) {
+        let bias = bf16::widen_opt(bias);
+        return bf16::map2(op, x, weight, |x, weight| conv_transpose(op, x, weight, bias, spec, padding_out));
+    }
     let (xd, wd) = (x.dims().to_vec(), weight.dims().to_vec());
     let groups = spec.groups;
     if xd[1] != wd[0] || xd[1] % groups != 0 {
@@ -467,6 +476,9 @@ pub fn conv_weight_backward<R: Runtime>(
     spec: ConvSpec,
     transposed: bool,
 ) -> CubeTensor<R> {
+    if bf16::any(&[&x, &output_grad]) {
+        return bf16::map2(op, x, output_grad, |x, g| conv_weight_backward(op, x, g, weight_shape, spec, transposed));
+    }
     let n = spec.n;
     check_rank(op, "x", &x, n + 2);
     check_rank(op, "output_grad", &output_grad, n + 2);
@@ -620,6 +632,9 @@ fn weight_tiling_cmma(outer_g: usize, frag_k: usize) -> WeightTiling {
 /// Bias gradient: the output gradient summed over every dimension but the channels (in f32
 /// for half-precision gradients, whose long sums would lose too much in their own type).
 pub fn bias_backward<R: Runtime>(output_grad: CubeTensor<R>) -> CubeTensor<R> {
+    if output_grad.bf16_bits() {
+        return bf16::map(output_grad, bias_backward);
+    }
     let dtype = output_grad.dtype;
     let sum_dtype = accumulator_dtype(dtype);
     let output_grad = if sum_dtype == dtype { output_grad } else { cast(output_grad, sum_dtype) };

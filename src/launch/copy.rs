@@ -21,10 +21,11 @@ pub(crate) fn copy_into<R: Runtime>(
     if input.dtype == output.dtype && flip_mask == 0 && copy_by_rows(input, in_view, output, out_view) {
         return;
     }
-    let convert = if output.dtype.is_bool() && !input.dtype.is_bool() {
-        CopyConvert::ToBool
-    } else {
-        CopyConvert::Cast
+    let convert = match (input.bf16_bits(), output.bf16_bits()) {
+        (true, false) => CopyConvert::WidenBf16,
+        (false, true) => CopyConvert::NarrowBf16,
+        _ if output.dtype.is_bool() && !input.dtype.is_bool() => CopyConvert::ToBool,
+        _ => CopyConvert::Cast,
     };
     let n = in_view.num_elements();
     let client = &output.client;
@@ -117,12 +118,16 @@ pub(crate) fn copy_as<R: Runtime>(tensor: &CubeTensor<R>, dtype: DType, flip_mas
 /// `tensor` cast to `dtype` (a no-op for the same dtype). Casting to bool gives `x != 0`.
 /// Integers convert as Rust's `as` does: a signed value going to a wider unsigned type is
 /// sign-extended first (-30i8 as u16 is 65506), which cubecl's SPIR-V conversion doesn't do,
-/// so it goes through the signed type of the target's width.
+/// so it goes through the signed type of the target's width. bf16 held as bits converts
+/// through f32.
 pub fn cast<R: Runtime>(tensor: CubeTensor<R>, dtype: DType) -> CubeTensor<R> {
     if tensor.dtype == dtype {
         return tensor;
     }
+    let bits = super::bf16::in_u16(&tensor.client);
     let widened = match (tensor.dtype, dtype) {
+        (DType::BF16, to) if bits && to != DType::F32 => Some(DType::F32),
+        (from, DType::BF16) if bits && from != DType::F32 => Some(DType::F32),
         (DType::I8, DType::U16) => Some(DType::I16),
         (DType::I8 | DType::I16, DType::U32) => Some(DType::I32),
         (DType::I8 | DType::I16 | DType::I32, DType::U64) => Some(DType::I64),
@@ -152,6 +157,9 @@ pub fn flip<R: Runtime>(tensor: CubeTensor<R>, axes: &[usize]) -> CubeTensor<R> 
 /// A new contiguous tensor of `shape` filled with `value`.
 pub fn full<R: Runtime>(device: &R::Device, shape: Shape, value: Scalar, dtype: DType) -> CubeTensor<R> {
     let client = crate::runtime::DeviceContext::client::<R>(device);
+    if dtype == DType::BF16 && super::bf16::in_u16(&client) {
+        return cast(full(device, shape, value, DType::F32), dtype);
+    }
     let out = CubeTensor::empty(&client, device, shape, dtype);
     let value = scalar_arg("full", value, dtype);
     let o = out.clone();

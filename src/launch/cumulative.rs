@@ -8,6 +8,9 @@ use crate::tensor::CubeTensor;
 
 /// The running `op` along `dim`.
 pub fn cumulative<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ScanOp) -> CubeTensor<R> {
+    if tensor.bf16_bits() {
+        return super::bf16::map(tensor, |t| cumulative(t, dim, op));
+    }
     let name = format!("cumulative {op:?}");
     check_dim(&name, &tensor, dim);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);

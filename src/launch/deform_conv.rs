@@ -6,6 +6,7 @@ use cubecl::Runtime;
 use ex_cubecl_kernels::binary::BinaryFloatOp;
 use ex_cubecl_kernels::deform_conv::{DeformParamsLaunch, deform_col2im, deform_im2col, deform_offset_grad};
 
+use super::bf16::{self, narrow, widen, widen_opt};
 use super::conv::{bias_backward, check_float, check_rank};
 use super::copy::{cast, full, into_contiguous};
 use super::elementwise::{Rhs, binary_float_op};
@@ -147,6 +148,10 @@ pub fn deform_conv2d<R: Runtime>(
 ) -> CubeTensor<R> {
     let op = "deform_conv2d";
     let d = check(op, &x, &offset, &weight, mask.as_ref(), bias.as_ref(), options);
+    if x.bf16_bits() {
+        let (offset, weight, mask, bias) = (widen(offset), widen(weight), widen_opt(mask), widen_opt(bias));
+        return bf16::map(x, |x| deform_conv2d(x, offset, weight, mask, bias, options));
+    }
     let cols = columns(op, &x, &offset, mask.as_ref(), &d);
     let out = matmul(op, grouped_weight(weight, &d), cols);
     let out = reshape(out, Shape::new([d.c_out, d.batch, d.out_h, d.out_w]));
@@ -174,6 +179,12 @@ pub fn deform_conv2d_backward<R: Runtime>(
     let op = "deform_conv2d_backward";
     let d = check(op, &x, &offset, &weight, mask.as_ref(), bias.as_ref(), options);
     check_float(op, &[("x", &x), ("output_grad", &output_grad)]);
+    if x.bf16_bits() {
+        let (x, offset, weight, grad) = (widen(x), widen(offset), widen(weight), widen(output_grad));
+        let (gx, go, gw, gm, gb) = deform_conv2d_backward(x, offset, weight, widen_opt(mask), widen_opt(bias), grad, options);
+        let back = |t| narrow(t, DType::BF16);
+        return (back(gx), back(go), back(gw), gm.map(back), gb.map(back));
+    }
     if output_grad.dims() != [d.batch, d.c_out, d.out_h, d.out_w] {
         panic!("ex_cubecl: {op}: output_grad must have shape {:?}, got {:?}", [d.batch, d.c_out, d.out_h, d.out_w], output_grad.dims());
     }

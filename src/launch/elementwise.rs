@@ -6,6 +6,7 @@ use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary
 use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
 use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
+use super::bf16;
 use super::views::Views;
 use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
@@ -17,6 +18,25 @@ pub enum Rhs<R: Runtime> {
     Tensor(CubeTensor<R>),
     /// A scalar.
     Scalar(Scalar),
+}
+
+impl<R: Runtime> Rhs<R> {
+    /// Whether the operand is a bf16 tensor held as bits (see [`super::bf16`]).
+    fn bf16_bits(&self) -> bool {
+        matches!(self, Rhs::Tensor(t) if t.bf16_bits())
+    }
+
+    /// The operand with a bf16 tensor held as bits widened to f32, after checking that it has
+    /// `lhs`'s dtype (widening would hide a mismatch).
+    fn widen(self, name: &str, lhs: &CubeTensor<R>) -> Self {
+        match self {
+            Rhs::Tensor(t) => {
+                check_same_dtype(name, lhs, &t);
+                Rhs::Tensor(bf16::widen(t))
+            }
+            scalar => scalar,
+        }
+    }
 }
 
 /// The widest vector (among the device's efficient sizes) in which `n` contiguous elements of
@@ -43,6 +63,9 @@ fn check_int<R: Runtime>(op: &str, t: &CubeTensor<R>) {
 
 /// `op(tensor)` for a float tensor; `a` and `b` are the op's parameters.
 pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f64, b: f64) -> CubeTensor<R> {
+    if tensor.bf16_bits() {
+        return bf16::map(tensor, |t| unary_float_op(t, op, a, b));
+    }
     let name = format!("float {op:?}");
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
@@ -184,6 +207,10 @@ fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DTy
 /// `op(lhs, rhs)` for float tensors, broadcasting.
 pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
     let name = format!("float {op:?}");
+    if lhs.bf16_bits() || rhs.bf16_bits() {
+        let rhs = rhs.widen(&name, &lhs);
+        return bf16::map(lhs, |lhs| binary_float_op(lhs, rhs, op));
+    }
     check_float(&name, &lhs);
     let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, lhs.dtype);
     let n = out.num_elements();
@@ -265,6 +292,10 @@ pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntO
 /// `lhs op rhs` as a bool tensor stored as `store`.
 pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store: BoolStore) -> CubeTensor<R> {
     let name = format!("compare {op:?}");
+    if lhs.bf16_bits() || rhs.bf16_bits() {
+        let rhs = rhs.widen(&name, &lhs);
+        return compare(bf16::widen(lhs), rhs, op, store);
+    }
     let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, DType::Bool(store));
     let o = out.clone();
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
@@ -294,6 +325,9 @@ pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store
 
 /// `predicate(tensor)` for a float tensor, as a bool tensor stored as `store`.
 pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: BoolStore) -> CubeTensor<R> {
+    if tensor.bf16_bits() {
+        return predicate(bf16::widen(tensor), op, store);
+    }
     let name = format!("float {op:?}");
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::Bool(store));

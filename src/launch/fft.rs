@@ -33,6 +33,10 @@ const CUBE_UNITS: usize = 256;
 pub fn rfft<R: Runtime>(signal: CubeTensor<R>, dim: usize, n: Option<usize>) -> (CubeTensor<R>, CubeTensor<R>) {
     let op = "rfft";
     check_float(op, &signal);
+    if signal.bf16_bits() {
+        let (re, im) = rfft(super::bf16::widen(signal), dim, n);
+        return (super::bf16::narrow(re, DType::BF16), super::bf16::narrow(im, DType::BF16));
+    }
     check_dim(op, &signal, dim);
     let len = signal.dims()[dim];
     let n = transform_len(op, &signal, dim, n, len, "signal length");
@@ -94,6 +98,9 @@ pub fn irfft<R: Runtime>(re: CubeTensor<R>, im: CubeTensor<R>, dim: usize, n: Op
     let op = "irfft";
     check_float(op, &re);
     check_same_dtype(op, &re, &im);
+    if re.bf16_bits() {
+        return super::bf16::map2(op, re, im, |re, im| irfft(re, im, dim, n));
+    }
     if re.dims() != im.dims() {
         panic!(
             "ex_cubecl: {op}: the real part has shape {:?} and the imaginary part {:?} ({:?})",

@@ -31,28 +31,42 @@ use crate::tensor::CubeTensor;
 pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<CubeTensor<R>> {
     let first = inputs.first().unwrap_or_else(|| panic!("ex_cubecl: fused: no inputs (ops {ops:?})"));
     let (dtype, client, device) = (first.dtype, first.client.clone(), first.device.clone());
-    let describe = || inputs.iter().map(|t| format!("{:?} {:?}", t.dims(), t.dtype)).collect::<Vec<_>>().join(", ");
     if !dtype.is_float() || inputs.iter().any(|t| t.dtype != dtype) {
-        panic!("ex_cubecl: fused: the inputs must share one float dtype, got {}", describe());
+        panic!("ex_cubecl: fused: the inputs must share one float dtype, got {}", describe(&inputs));
     }
     check_registers(inputs.len(), &ops, &outputs);
     if dtype != DType::F32 && ops.iter().any(|op| matches!(op, FusedOp::Const(_))) {
-        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe());
+        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe(&inputs));
     }
-    let views: Vec<Layout> = inputs
-        .iter()
-        .map(|t| {
-            let view = t.layout.broadcast_to(&shape);
-            view.unwrap_or_else(|| panic!("ex_cubecl: fused: {:?} doesn't broadcast to {:?} (inputs {})", t.dims(), shape.as_slice(), describe()))
-        })
-        .collect();
+    let views = |inputs: &[CubeTensor<R>]| -> Vec<Layout> {
+        inputs
+            .iter()
+            .map(|t| {
+                let view = t.layout.broadcast_to(&shape);
+                view.unwrap_or_else(|| panic!("ex_cubecl: fused: {:?} doesn't broadcast to {:?} (inputs {})", t.dims(), shape.as_slice(), describe(inputs)))
+            })
+            .collect()
+    };
+    views(&inputs);
     if inputs.len() + outputs.len() > client.properties().hardware.max_bindings as usize {
         return one_by_one(inputs, shape, &ops, &outputs);
     }
+    // bf16 held as bits (see `super::bf16`): the program runs in f32 and rounds each op's
+    // result to bf16, the bits that separate bf16 launches give.
+    let round_to_bf16 = first.bf16_bits();
+    let (inputs, dtype) = match round_to_bf16 {
+        true => (inputs.into_iter().map(super::bf16::widen).collect::<Vec<_>>(), DType::F32),
+        false => (inputs, dtype),
+    };
+    let views = views(&inputs);
     let results: Vec<CubeTensor<R>> = outputs.iter().map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect();
+    let results_out = |results: Vec<CubeTensor<R>>| match round_to_bf16 {
+        true => results.into_iter().map(|t| super::bf16::narrow(t, DType::BF16)).collect(),
+        false => results,
+    };
     let n = shape.num_elements();
     if n == 0 {
-        return results;
+        return results_out(results);
     }
     let reads: Vec<FusedRead> = views.iter().map(read).collect();
     let strided: Vec<&[usize]> = views.iter().zip(&reads).filter(|(_, r)| **r == FusedRead::Strided).map(|(v, _)| v.strides.as_slice()).collect();
@@ -70,7 +84,7 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
         })
         .collect();
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
-    let program = FusedProgram { reads, ops, outputs };
+    let program = FusedProgram { reads, ops, outputs, round_to_bf16 };
     let name = format!("fused {:?}", program.ops);
     let dtypes = [storage_type(dtype), storage_type(accumulator_dtype(dtype))];
     let one = InputScalar::new(1.0, storage_type(dtype));
@@ -100,7 +114,12 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
             )
         }
     });
-    results
+    results_out(results)
+}
+
+/// The inputs' shapes and dtypes, for messages.
+fn describe<R: Runtime>(inputs: &[CubeTensor<R>]) -> String {
+    inputs.iter().map(|t| format!("{:?} {:?}", t.dims(), t.dtype)).collect::<Vec<_>>().join(", ")
 }
 
 /// The program run one launch per op (the registers keep their own broadcast shapes), each

@@ -85,6 +85,9 @@ pub fn scatter<R: Runtime>(
     check_dim(op, &tensor, dim);
     check_indices(op, &indices);
     check_same_dtype(op, &tensor, &value);
+    if tensor.bf16_bits() {
+        return super::bf16::map2(op, tensor, value, |t, v| scatter(op, dim, t, indices, v, combine));
+    }
     let (t, i, v) = (tensor.dims(), indices.dims(), value.dims());
     if i != v || t.len() != i.len() || t.iter().zip(i).enumerate().any(|(d, (&a, &b))| d != dim && b > a) {
         panic!("ex_cubecl: {op}: tensor {t:?}, indices {i:?} and values {v:?} don't fit along dim {dim}");
@@ -135,6 +138,9 @@ pub fn select_scatter<R: Runtime>(
     check_dim(op, &tensor, dim);
     check_indices(op, &indices);
     check_same_dtype(op, &tensor, &value);
+    if tensor.bf16_bits() {
+        return super::bf16::map2(op, tensor, value, |t, v| select_scatter(op, t, dim, indices, v, combine));
+    }
     let (t, i, v) = (tensor.dims().to_vec(), indices.dims().to_vec(), value.dims().to_vec());
     let mut expected = t.clone();
     if i.len() == 1 {

@@ -63,6 +63,9 @@ pub fn scatter_nd<R: Runtime>(
 ) -> CubeTensor<R> {
     let (k, tuples, slice) = check(op, &data, &indices);
     check_same_dtype(op, &data, &values);
+    if data.bf16_bits() {
+        return super::bf16::map2(op, data, values, |d, v| scatter_nd(op, d, indices, v, update));
+    }
     let i = indices.dims();
     let mut expected = i[..i.len() - 1].to_vec();
     expected.extend_from_slice(&data.dims()[k..]);

@@ -32,6 +32,9 @@ fn check<R: Runtime>(op: &str, x: &CubeTensor<R>, output_size: [usize; 2]) {
 pub fn interpolate<R: Runtime>(x: CubeTensor<R>, output_size: [usize; 2], options: &InterpolateOptions) -> CubeTensor<R> {
     let op = "interpolate";
     check(op, &x, output_size);
+    if x.bf16_bits() {
+        return super::bf16::map(x, |x| interpolate(x, output_size, options));
+    }
     let d = x.dims();
     let out = CubeTensor::empty(&x.client, &x.device, Shape::new([d[0], d[1], output_size[0], output_size[1]]), x.dtype);
     let (o, mode, align) = (out.clone(), kind(&options.mode), options.align_corners);
@@ -57,6 +60,9 @@ pub fn interpolate_backward<R: Runtime>(
     let op = "interpolate_backward";
     check(op, &x, output_size);
     check_float(op, &[("x", &x), ("grad", &grad)]);
+    if x.bf16_bits() {
+        return super::bf16::map2(op, x, grad, |x, grad| interpolate_backward(x, grad, output_size, options));
+    }
     let d = x.dims();
     if grad.dims() != [d[0], d[1], output_size[0], output_size[1]] {
         panic!("ex_cubecl: {op}: grad {:?} must be x {d:?} resampled to {output_size:?}", grad.dims());

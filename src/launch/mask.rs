@@ -6,7 +6,7 @@ use ex_cubecl_kernels::mask::mask_where as mask_kernel;
 
 use super::views::Views;
 use super::{broadcast_shape, check_same_dtype, scalar_arg};
-use crate::runtime::{Geometry, launch, storage_type};
+use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
 /// Where the mask is set, the value (a tensor or a scalar); elsewhere the tensor.
@@ -18,6 +18,10 @@ pub fn mask_where<R: Runtime>(
 ) -> CubeTensor<R> {
     if !mask.dtype.is_bool() {
         panic!("ex_cubecl: {op}: the mask must be bool, got {:?} with shape {:?}", mask.dtype, mask.dims());
+    }
+    // A tensor value's bf16 bits are selected as they are; a scalar is rounded in f32.
+    if tensor.bf16_bits() && matches!(value, super::elementwise::Rhs::Scalar(_)) {
+        return super::bf16::map(tensor, |t| mask_where(op, t, mask, value));
     }
     let mut shape = broadcast_shape(op, &tensor, &mask);
     let (value, scalar, value_scalar) = match value {
@@ -32,7 +36,7 @@ pub fn mask_where<R: Runtime>(
                     tensor.dtype
                 ),
             };
-            (value, InputScalar::new(0, storage_type(tensor.dtype)), false)
+            (value, InputScalar::new(0, tensor.storage()), false)
         }
         super::elementwise::Rhs::Scalar(s) => (tensor.clone(), scalar_arg(op, s, tensor.dtype), true),
     };

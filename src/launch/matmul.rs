@@ -19,6 +19,7 @@ use cubecl::prelude::{ComputeClient, CubeDim};
 use ex_cubecl_kernels::matmul::cmma::{matmul_cmma, matmul_cmma_async};
 use ex_cubecl_kernels::matmul::tiled::matmul_tiled;
 
+use super::bf16;
 use super::copy::into_contiguous;
 use super::matmul_mma::{launch_mma, mma_operands, mma_tiling, tf32_k_major};
 use super::{accumulator, check_same_dtype};
@@ -168,6 +169,9 @@ pub fn matmul_with<R: Runtime>(
     rhs: CubeTensor<R>,
     kernel: Option<TensorCoreKernel>,
 ) -> CubeTensor<R> {
+    if bf16::any(&[&lhs, &rhs]) {
+        return bf16::map2(op, lhs, rhs, |lhs, rhs| matmul_with(op, lhs, rhs, kernel));
+    }
     check_same_dtype(op, &lhs, &rhs);
     let (a, b) = (lhs.dims().to_vec(), rhs.dims().to_vec());
     if a.len() < 2 || b.len() < 2 || a[a.len() - 1] != b[b.len() - 2] {

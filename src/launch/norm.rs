@@ -13,6 +13,10 @@ pub fn layer_norm<R: Runtime>(x: CubeTensor<R>, gamma: CubeTensor<R>, beta: Opti
     let mut all = vec![("x", &x), ("gamma", &gamma)];
     all.extend(beta.as_ref().map(|b| ("beta", b)));
     check_float(op, &all);
+    if x.bf16_bits() {
+        let (gamma, beta) = (super::bf16::widen(gamma), super::bf16::widen_opt(beta));
+        return super::bf16::map(x, |x| layer_norm(x, gamma, beta, epsilon));
+    }
     let d = *x.dims().last().unwrap_or_else(|| panic!("ex_cubecl: {op}: x must have rank >= 1, got a scalar ({:?})", x.dtype));
     for (name, t) in &all[1..] {
         if t.dims() != [d] {

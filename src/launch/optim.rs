@@ -10,6 +10,7 @@ use ex_cubecl_kernels::optim::{
     adam_step_at, next_step_count as next_step_kernel, sgd_momentum_step, sgd_step as sgd_kernel,
 };
 
+use super::bf16;
 use super::copy::{copy_as, full, into_contiguous};
 use super::elementwise::flat_vector_size;
 use super::{accumulator_dtype, float_arg};
@@ -103,6 +104,13 @@ pub struct AdamMoments<R: Runtime> {
     pub max_moment_2: Option<CubeTensor<R>>,
 }
 
+impl<R: Runtime> AdamMoments<R> {
+    /// Each moment through `f`.
+    fn map(self, f: impl Fn(CubeTensor<R>) -> CubeTensor<R>) -> Self {
+        AdamMoments { moment_1: f(self.moment_1), moment_2: f(self.moment_2), max_moment_2: self.max_moment_2.map(&f) }
+    }
+}
+
 /// The SGD update of `param` by `grad`, in place where `param` (and `velocity`) are uniquely
 /// owned. `velocity` is the state of the previous step (`None` on the first). Returns the new
 /// parameter and the new velocity (with momentum).
@@ -113,6 +121,10 @@ pub fn sgd_step<R: Runtime>(
     rule: &SgdRule,
 ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
     check("sgd step", &param, &[Some(&grad), velocity.as_ref()]);
+    if param.bf16_bits() {
+        let (param, velocity) = sgd_step(bf16::widen(param), bf16::widen(grad), bf16::widen_opt(velocity), rule);
+        return (bf16::narrow(param, DType::BF16), velocity.map(|v| bf16::narrow(v, DType::BF16)));
+    }
     let compute = accumulator_dtype(param.dtype);
     let dtypes = [param.storage(), storage_type(compute)];
     let momentum = rule.momentum.unwrap_or(SgdMomentum { momentum: 0.0, dampening: 0.0, nesterov: false });
@@ -161,6 +173,11 @@ pub fn adam_step<R: Runtime>(
     let op = "adam step";
     let states = state.as_ref().map(|s| [Some(&s.moment_1), Some(&s.moment_2), s.max_moment_2.as_ref()]);
     check(op, &param, &[&[Some(&grad)][..], states.as_ref().map_or(&[][..], |s| &s[..])].concat());
+    if param.bf16_bits() {
+        let state = state.map(|s| s.map(bf16::widen));
+        let (param, state) = adam_step(bf16::widen(param), bf16::widen(grad), state, rule, amsgrad);
+        return (bf16::narrow(param, DType::BF16), state.map(|m| bf16::narrow(m, DType::BF16)));
+    }
     let time = device_time(op, &param, &rule.time);
     let compute = accumulator_dtype(param.dtype);
     let (scalars, decay) = adam_scalars(rule, compute);
@@ -193,6 +210,9 @@ pub fn adam_step<R: Runtime>(
 /// Unless `count` holds one float or int element.
 pub fn next_step_count<R: Runtime>(count: CubeTensor<R>) -> CubeTensor<R> {
     check_count("next step count", &count);
+    if count.bf16_bits() {
+        return bf16::map(count, next_step_count);
+    }
     let count = owned(count);
     let c = count.clone();
     launch(&count.client, "next step count", Geometry::Units(1), move |client, cubes, dim| {

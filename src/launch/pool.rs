@@ -8,6 +8,7 @@ use ex_cubecl_kernels::pool::{
     max_pool2d_backward as max_backward_kernel,
 };
 
+use super::bf16;
 use super::conv::{check_float, check_rank};
 use super::{accumulator, float_arg};
 use crate::runtime::{Geometry, launch, storage_type};
@@ -63,6 +64,9 @@ impl Window {
 
 /// Average pooling.
 pub fn avg_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, count_include_pad: bool) -> CubeTensor<R> {
+    if x.bf16_bits() {
+        return bf16::map(x, |x| avg_pool2d(x, window, count_include_pad));
+    }
     let op = "avg_pool2d";
     let out = CubeTensor::empty(&x.client, &x.device, window.output_shape(op, &x), x.dtype);
     let o = out.clone();
@@ -81,6 +85,9 @@ pub fn avg_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, count_include_pa
 /// Gradient of [`avg_pool2d`] with respect to `x`.
 pub fn avg_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, window: Window, count_include_pad: bool) -> CubeTensor<R> {
     let op = "avg_pool2d_backward";
+    if bf16::any(&[&x, &grad]) {
+        return bf16::map2(op, x, grad, |x, grad| avg_pool2d_backward(x, grad, window, count_include_pad));
+    }
     check_grad(op, &x, &grad, window);
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
     let o = out.clone();
@@ -99,6 +106,10 @@ pub fn avg_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, wi
 
 /// Max pooling; with `index_dtype`, also the flat index `h·W + w` of every maximum.
 pub fn max_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, index_dtype: Option<DType>) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
+    if x.bf16_bits() {
+        let (values, indices) = max_pool2d(bf16::widen(x), window, index_dtype);
+        return (bf16::narrow(values, DType::BF16), indices);
+    }
     let op = if index_dtype.is_some() { "max_pool2d_with_indices" } else { "max_pool2d" };
     let shape = window.output_shape(op, &x);
     let out = CubeTensor::empty(&x.client, &x.device, shape.clone(), x.dtype);
@@ -123,6 +134,9 @@ pub fn max_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, index_dtype: Opt
 /// Gradient of [`max_pool2d`] with respect to `x`, routed through the recorded indices.
 pub fn max_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, indices: CubeTensor<R>, window: Window) -> CubeTensor<R> {
     let op = "max_pool2d_with_indices_backward";
+    if bf16::any(&[&x, &grad]) {
+        return bf16::map2(op, x, grad, |x, grad| max_pool2d_backward(x, grad, indices, window));
+    }
     check_grad(op, &x, &grad, window);
     if indices.dims() != grad.dims() || !indices.dtype.is_int() {
         panic!("ex_cubecl: {op}: indices {:?} ({:?}) must be ints shaped like the gradient {:?}", indices.dims(), indices.dtype, grad.dims());
@@ -144,6 +158,9 @@ pub fn max_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, in
 
 /// Adaptive average pooling to `output_size`.
 pub fn adaptive_avg_pool2d<R: Runtime>(x: CubeTensor<R>, output_size: [usize; 2]) -> CubeTensor<R> {
+    if x.bf16_bits() {
+        return bf16::map(x, |x| adaptive_avg_pool2d(x, output_size));
+    }
     let op = "adaptive_avg_pool2d";
     check_rank(op, "x", &x, 4);
     check_float(op, &[("x", &x)]);
@@ -168,6 +185,9 @@ pub fn adaptive_avg_pool2d<R: Runtime>(x: CubeTensor<R>, output_size: [usize; 2]
 /// Gradient of [`adaptive_avg_pool2d`] with respect to `x`.
 pub fn adaptive_avg_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>) -> CubeTensor<R> {
     let op = "adaptive_avg_pool2d_backward";
+    if bf16::any(&[&x, &grad]) {
+        return bf16::map2(op, x, grad, adaptive_avg_pool2d_backward);
+    }
     check_rank(op, "x", &x, 4);
     check_rank(op, "grad", &grad, 4);
     check_float(op, &[("x", &x), ("grad", &grad)]);

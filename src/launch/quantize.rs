@@ -142,6 +142,7 @@ pub fn quantize_dynamic<R: Runtime>(tensor: CubeTensor<R>, scheme: &QuantScheme)
 
 /// Quantizes `tensor` with contiguous f32 `scales`, `block` elements per scale.
 fn encode<R: Runtime>(tensor: &CubeTensor<R>, scheme: &QuantScheme, scales: CubeTensor<R>, block: usize) -> Q<R> {
+    let tensor = &super::bf16::widen(tensor.clone());
     let values = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::I8);
     let n = tensor.num_elements();
     let (t, s, v, quant_range) = (tensor.clone(), scales.clone(), values.clone(), range(scheme));
@@ -163,6 +164,9 @@ pub fn dequantize<R: Runtime>(q: Q<R>, dtype: DType) -> CubeTensor<R> {
     let values = &q.values;
     if !dtype.is_float() {
         panic!("ex_cubecl: dequantize: target dtype {dtype:?} is not a float dtype (shape {:?})", values.dims());
+    }
+    if dtype == DType::BF16 && super::bf16::in_u16(&values.client) {
+        return super::bf16::narrow(dequantize(q, DType::F32), dtype);
     }
     let out = CubeTensor::empty(&values.client, &values.device, values.layout.shape.clone(), dtype);
     let n = out.num_elements();

@@ -44,6 +44,11 @@ fn launch_reduce<R: Runtime>(
     out_dtype: DType,
     index_dtype: Option<DType>,
 ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
+    if tensor.bf16_bits() || (out_dtype == DType::BF16 && super::bf16::in_u16(&tensor.client)) {
+        let wide = if out_dtype == DType::BF16 { DType::F32 } else { out_dtype };
+        let (values, indices) = launch_reduce(super::bf16::widen(tensor), dim, op, wide, index_dtype);
+        return (super::bf16::narrow(values, out_dtype), indices);
+    }
     let name = format!("reduce {op:?}");
     check_dim(&name, &tensor, dim);
     let mut shape = tensor.dims().to_vec();

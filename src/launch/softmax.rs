@@ -17,6 +17,9 @@ const CUBE_MIN_LEN: usize = 512;
 /// long contiguous lines (reads coalesced), one unit per line otherwise (neighbouring units
 /// read neighbouring lines).
 pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> CubeTensor<R> {
+    if tensor.bf16_bits() {
+        return super::bf16::map(tensor, |t| softmax(t, dim, log));
+    }
     let name = if log { "log_softmax" } else { "softmax" };
     check_dim(name, &tensor, dim);
     if !tensor.dtype.is_float() {

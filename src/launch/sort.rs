@@ -16,6 +16,10 @@ pub fn sort<R: Runtime>(
     descending: bool,
     index_dtype: DType,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
+    if tensor.bf16_bits() {
+        let (values, indices) = sort(super::bf16::widen(tensor), dim, descending, index_dtype);
+        return (super::bf16::narrow(values, DType::BF16), indices);
+    }
     check_dim("sort", &tensor, dim);
     let rank = tensor.layout.rank();
     // Move `dim` last: lines are then the rows of a [lines, n] view.

@@ -40,11 +40,26 @@ pub fn elem_size(dtype: DType) -> usize {
     storage_type(dtype).size()
 }
 
+/// Whether bf16 tensors on the device behind `client` hold their bits in u16 buffers and
+/// compute in f32: on devices without bf16 arithmetic (lavapipe, most Vulkan and Metal GPUs).
+/// Ops that move elements move the bits; ops that compute widen their bf16 operands to f32
+/// and round their results to nearest even (`crate::launch::bf16`), which is what the
+/// kernels do with native bf16, whose arithmetic is in f32 too.
+pub fn bf16_in_u16<R: Runtime>(client: &ComputeClient<R>) -> bool {
+    let usage = client.properties().type_usage(storage_type(DType::BF16));
+    !usage.is_superset(TypeUsage::Buffer | TypeUsage::Conversion | TypeUsage::Arithmetic)
+}
+
 /// What the device behind `client` supports of `dtype`: storage when it has buffers of the
-/// type, arithmetic when it also computes in it. Quantized dtypes are not supported.
+/// type, arithmetic when it also computes in it. bf16 has both everywhere: where the device
+/// lacks it, stored as u16 bits and computed in f32 ([`bf16_in_u16`]). Quantized dtypes are
+/// not supported.
 pub fn dtype_usage<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> DTypeUsageSet {
     if matches!(dtype, DType::QFloat(_)) {
         return DTypeUsageSet::empty();
+    }
+    if dtype == DType::BF16 && bf16_in_u16(client) {
+        return dtype_usage(client, DType::U16) & dtype_usage(client, DType::F32);
     }
     let usage = match dtype {
         // cubecl 0.10's CUDA runtime leaves f64 out of its registered types (its own matmul

@@ -1,8 +1,9 @@
 defmodule ExBurn.NarrowTypesTest do
   # The Nx types that the device stores narrow and computes wider (the NIF's
-  # `ops/nx/narrow.rs`): the 8-bit floats, bf16 where the device lacks it, and the sub-byte
-  # integers. Conversions bit for bit with Nx.BinaryBackend; ops against BinaryBackend, eagerly
-  # and compiled by ExBurn.Defn.Compiler.
+  # `ops/nx/narrow.rs`): the 8-bit floats and the sub-byte integers. Conversions bit for bit
+  # with Nx.BinaryBackend; ops against BinaryBackend, eagerly and compiled by
+  # ExBurn.Defn.Compiler. And bf16, which ExCubecl's backend holds itself on every device (as
+  # u16 bits computed in f32 where the device lacks it), rounding to nearest even.
   use ExUnit.Case, async: false
 
   @floats8 [{:f, 8}, {:f8_e4m3fn, 8}]
@@ -41,9 +42,9 @@ defmodule ExBurn.NarrowTypesTest do
     grid ++ Enum.map(grid, &(-&1)) ++ Enum.filter(random, &(abs(&1) <= max)) ++ [0.0, max, -max]
   end
 
-  test "f32 to f8, f8_e4m3fn and bf16 rounds as Nx writes each type, specials included" do
+  test "f32 to f8 and f8_e4m3fn rounds as Nx writes each type, specials included" do
     # f8 through f16 (whose largest finite value bounds Nx's conversion), f8_e4m3fn saturating
-    cases = [{{:f, 8}, samples(57_344.0)}, {{:f8_e4m3fn, 8}, samples(600.0) ++ [:infinity, :neg_infinity]}, {{:bf, 16}, samples(1.0e30) ++ [:infinity, :neg_infinity]}]
+    cases = [{{:f, 8}, samples(57_344.0)}, {{:f8_e4m3fn, 8}, samples(600.0) ++ [:infinity, :neg_infinity]}]
 
     for {type, values} <- cases do
       x = f32(values ++ [:nan])
@@ -52,6 +53,28 @@ defmodule ExBurn.NarrowTypesTest do
       mismatches = for {w, g, v} <- Enum.zip([bytes(want), bytes(got), values ++ [:nan]]), w != g, do: {v, w, g}
       assert mismatches == [], "#{inspect(type)}: {value, Nx's bits, ours}: #{inspect(Enum.take(mismatches, 10))}"
     end
+  end
+
+  test "f32 to bf16 rounds to nearest even (BinaryBackend truncates), specials included" do
+    values = samples(1.0e30) ++ [3.4028234663852886e38, -3.4028234663852886e38, :infinity, :neg_infinity, :nan]
+    x = f32(values)
+    got = x |> on_device() |> Nx.as_type(:bf16)
+    mismatches = for {w, g, v} <- Enum.zip([bytes(bf16_rne(x)), bytes(got), values]), w != g, do: {v, w, g}
+    assert mismatches == [], "{value, bits rounded to nearest even, ours}: #{inspect(Enum.take(mismatches, 10))}"
+  end
+
+  # An f32 tensor rounded to bf16, ties to even (the largest f32 values round to infinity); NaN
+  # is the quiet NaN of its sign.
+  defp bf16_rne(%Nx.Tensor{type: {:f, 32}, shape: shape} = t) do
+    import Bitwise
+
+    bits =
+      for <<b::unsigned-32-native <- Nx.to_binary(t)>>, into: <<>> do
+        r = if (b &&& 0x7FFFFFFF) > 0x7F800000, do: (b >>> 16 &&& 0x8000) ||| 0x7FC0, else: (b + 0x7FFF + (b >>> 16 &&& 1)) >>> 16
+        <<r::unsigned-16-native>>
+      end
+
+    bits |> Nx.from_binary(:bf16, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
   end
 
   defp bytes(%Nx.Tensor{type: {_, bits}} = t) do
@@ -106,8 +129,8 @@ defmodule ExBurn.NarrowTypesTest do
     ]
   end
 
-  defp check(type, {name, fun, inputs}) do
-    want = Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(fun, inputs) end)
+  defp check(type, {name, fun, inputs}, want \\ nil) do
+    want = want || Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(fun, inputs) end)
     device = Enum.map(inputs, &on_device/1)
     eager = Nx.with_default_backend(ExBurn.Backend, fn -> apply(fun, device) end)
     compiled = Nx.with_default_backend(ExBurn.Backend, fn -> apply(Nx.Defn.jit(fun, compiler: ExBurn.Defn.Compiler), device) end)
@@ -119,8 +142,17 @@ defmodule ExBurn.NarrowTypesTest do
     end
   end
 
-  test "8-bit floats and bf16 compute in f32 and give BinaryBackend's results" do
-    for type <- @floats8 ++ [{:bf, 16}], c <- float_cases(type), do: check(type, c)
+  test "8-bit floats compute in f32 and give BinaryBackend's results" do
+    for type <- @floats8, c <- float_cases(type), do: check(type, c)
+  end
+
+  test "bf16 gives BinaryBackend's f32 results rounded to nearest even" do
+    for {name, fun, inputs} <- float_cases({:bf, 16}) do
+      typed = Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(fun, inputs) end)
+      wide = Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(fun, Enum.map(inputs, &Nx.as_type(&1, :f32))) end)
+      want = if typed.type == {:bf, 16}, do: bf16_rne(wide), else: Nx.as_type(wide, typed.type)
+      check({:bf, 16}, {name, fun, inputs}, want)
+    end
   end
 
   test "sub-byte integers compute in a byte and wrap to their width as BinaryBackend does" do

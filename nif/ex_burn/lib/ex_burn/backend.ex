@@ -14,12 +14,14 @@ defmodule ExBurn.Backend do
 
   ## Where it differs from `Nx.BinaryBackend`
 
-    * Every Nx type runs on every device. Where the device has no arithmetic for a type, it
-      is stored at its width and computed wider, and each result converted back as
-      `Nx.BinaryBackend` converts to the type: bf16 (on lavapipe and most Vulkan and Metal
-      GPUs) as its bits in u16, computed in f32 and truncated as Nx truncates; the 8-bit
-      floats `f8` (E5M2) and `f8_e4m3fn` as their bits in u8, computed in f32 (E5M2 rounds
-      through f16 and keeps its upper byte, E4M3FN saturates at ±448 as
+    * Every Nx type runs on every device. bf16 results round to nearest even on every
+      device, as EXLA's and Torchx's do (BinaryBackend truncates the f32 value); where the
+      device has no bf16 arithmetic (lavapipe, most Vulkan and Metal GPUs), ExCubecl's backend
+      holds bf16 tensors as their bits in u16 and computes them in f32. The other types a
+      device has no arithmetic for are stored at their width and computed wider, and each
+      result converted back as `Nx.BinaryBackend` converts to the type: the 8-bit floats
+      `f8` (E5M2) and `f8_e4m3fn` as their bits in u8, computed in f32 (E5M2 rounds through
+      f16 and keeps its upper byte, E4M3FN saturates at ±448 as
       `Nx.Floating.dump_f8_e4m3fn` does); the sub-byte integers (`s2`, `s4`, `u2`, `u4`) one
       per byte, wrapping to their width after every op. Partial sums of the cumulative ops
       stay in f32 (BinaryBackend rounds each to the type), and E5M2's subnormals read as the
@@ -429,7 +431,7 @@ defmodule ExBurn.Backend do
     dev = dev || input_device(inputs)
     name = "Nx.#{op}"
     refs = Enum.map(inputs, &ref!(&1, dev, name))
-    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ complex_flags(first, inputs) ++ narrow_flags(outs, inputs, dev) ++ opts
+    opts = [type: type_name(first.type), shape: Tuple.to_list(first.shape)] ++ complex_flags(first, inputs) ++ narrow_flags(outs, inputs) ++ opts
 
     case ExBurn.Defn.Recorder.run_kernel("nx_#{op}", refs, opts, dev, length(outs)) do
       {:ok, results} when length(results) == length(outs) -> Enum.zip_with(outs, results, &wrap(&1, elem(&2, 0), dev))
@@ -469,38 +471,22 @@ defmodule ExBurn.Backend do
 
   # How a tensor is stored on the device. A complex tensor: its parts (f32 for c64, f64 for
   # c128) with a trailing axis of 2 (Nx's binary layout). A narrow type (the NIF's
-  # `ops/nx/narrow.rs`), computed wider by every entry: 8-bit floats as their bits in u8, bf16
-  # where the device lacks it as its bits in u16, sub-byte integers one per byte.
+  # `ops/nx/narrow.rs`), computed wider by every entry: 8-bit floats as their bits in u8,
+  # sub-byte integers one per byte. (bf16 is the backend's own on every device.)
   defp stored_shape(shape, {:c, _}), do: Tuple.to_list(shape) ++ [2]
   defp stored_shape(shape, _type), do: Tuple.to_list(shape)
   defp stored_type({:c, bits}, _dev), do: type_name({:f, div(bits, 2)})
-  defp stored_type(type, dev), do: if(narrow?(type, dev), do: narrow_storage(type), else: type_name(type))
+  defp stored_type(type, _dev), do: if(narrow?(type), do: narrow_storage(type), else: type_name(type))
 
   defp narrow_storage({kind, _}) when kind in [:f, :f8_e4m3fn], do: "u8"
-  defp narrow_storage({:bf, 16}), do: "u16"
   defp narrow_storage({:s, _}), do: "s8"
   defp narrow_storage({:u, _}), do: "u8"
 
-  # Whether `type` is stored narrow on `dev` (bf16: where the device has no bf16).
-  defp narrow?({:f, 8}, _dev), do: true
-  defp narrow?({:f8_e4m3fn, 8}, _dev), do: true
-  defp narrow?({kind, bits}, _dev) when kind in [:s, :u] and bits < 8, do: true
-  defp narrow?({:bf, 16}, dev), do: not bf16?(dev)
-  defp narrow?(_type, _dev), do: false
-
-  defp bf16?(dev) do
-    key = {__MODULE__, :bf16, dev}
-
-    case :persistent_term.get(key, nil) do
-      nil ->
-        native = :bf16 in ExCubecl.supported_dtypes(device: dev)
-        :persistent_term.put(key, native)
-        native
-
-      native ->
-        native
-    end
-  end
+  # Whether `type` is stored narrow (in a container dtype, computed wider by each entry).
+  defp narrow?({:f, 8}), do: true
+  defp narrow?({:f8_e4m3fn, 8}), do: true
+  defp narrow?({kind, bits}) when kind in [:s, :u] and bits < 8, do: true
+  defp narrow?(_type), do: false
 
   # Sub-byte integers: Nx packs them (the first element in the high bits); the device holds one
   # per byte.
@@ -525,8 +511,8 @@ defmodule ExBurn.Backend do
   def device_input(%T{type: type, shape: shape} = t, dev), do: {stored_binary(Nx.to_binary(t), type), stored_shape(shape, type), stored_type(type, dev)}
 
   # The narrow types of the inputs and outputs (option `narrow` / `narrow_out`), where any is.
-  defp narrow_flags(outs, inputs, dev) do
-    name = fn %T{type: type} -> if narrow?(type, dev), do: type_name(type), else: "" end
+  defp narrow_flags(outs, inputs) do
+    name = fn %T{type: type} -> if narrow?(type), do: type_name(type), else: "" end
     {ins, outs} = {Enum.map(inputs, name), Enum.map(outs, name)}
     if Enum.all?(ins ++ outs, &(&1 == "")), do: [], else: [narrow: ins, narrow_out: outs]
   end

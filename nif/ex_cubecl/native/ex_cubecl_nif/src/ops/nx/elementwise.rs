@@ -15,7 +15,7 @@ use crate::tensor::Prim;
 pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifResult<Prim<B>> {
     match <[Prim<B>; 2]>::try_from(inputs) {
         Ok([a, b]) => {
-            let compute = super::narrow::dtype_opt::<B>(op, opts, "compute", &a.device())?;
+            let compute = super::narrow::dtype_opt(op, opts, "compute")?;
             binary::<B>(op, a, b, out, compute)
         }
         Err(inputs) => match <[Prim<B>; 1]>::try_from(inputs) {

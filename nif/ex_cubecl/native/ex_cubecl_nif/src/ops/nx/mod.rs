@@ -48,7 +48,7 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B
     let complex_out = part.is_some();
     let out = match part {
         Some(dtype) => Out { dtype, shape },
-        None => Out { dtype: narrow::dtype_opt::<B>(op, opts, "type", device)?, shape },
+        None => Out { dtype: narrow::dtype_opt(op, opts, "type")?, shape },
     };
     super::computes::<B>(op, out.dtype, device)?;
     let lanes = if complex_out { 2 } else { 1 };
@@ -56,7 +56,7 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B
     if bytes.is_none_or(|b| b > max_bytes) {
         return Err(NifError::new(op, format!("the result needs more than the device's largest buffer ({max_bytes} bytes)"), out.describe()));
     }
-    let inputs = narrow::decode_inputs::<B>(op, opts, inputs, device)?;
+    let inputs = narrow::decode_inputs::<B>(op, opts, inputs)?;
     for p in &inputs {
         super::computes::<B>(op, p.dtype(), device)?;
     }
@@ -68,7 +68,7 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, opts: &Opts, device: &B
     } else {
         dispatch::<B>(callback, inputs, &out, opts, device)
     }
-    .and_then(|results| narrow::encode_outputs::<B>(op, opts, results, device))
+    .and_then(|results| narrow::encode_outputs::<B>(op, opts, results))
     .map_err(|e| NifError::new(op, e.reason, e.details))?;
     let mut want = out.shape.clone();
     if complex_out {

@@ -1,15 +1,12 @@
 //! Nx types that the device stores in a container dtype and computes in a wider one:
 //! - the 8-bit floats, `f8` (E5M2) and `f8_e4m3fn`, as their bits in u8;
-//! - bf16 where the device has no bf16 arithmetic (lavapipe, most Vulkan and Metal GPUs), as
-//!   its bits in u16;
 //! - the sub-byte integers `s2`, `s4`, `u2`, `u4`, one per byte in s8 / u8.
 //!
 //! The floats compute in f32, the integers in their container (wrapping arithmetic modulo 256
 //! then modulo 2^bits is arithmetic modulo 2^bits). An entry decodes its narrow inputs (option
 //! `narrow`: each input's Nx type name, "" for the others), runs in the compute dtype, and
 //! encodes each narrow result (option `narrow_out`, one name per result) as `Nx.BinaryBackend`
-//! writes the type: bf16 keeps the upper half of the f32 bits, f8 the upper half of the f16
-//! (rounded to nearest) bits, f8_e4m3fn saturates at ±448 and rounds its 3 mantissa bits half
+//! writes the type: f8 keeps the upper half of the f16 (rounded to nearest) bits, f8_e4m3fn saturates at ±448 and rounds its 3 mantissa bits half
 //! away from zero as `Nx.Floating.dump_f8_e4m3fn`, NaN is each type's NaN, integers wrap.
 use burn_backend::{BoolStore, DType, Scalar};
 use crate::ops::Extension;
@@ -28,17 +25,16 @@ pub enum Narrow {
     F8,
     /// E4M3FN: bias 7, no infinities, NaN only at S.1111.111.
     F8E4M3FN,
-    BF16,
     Int { signed: bool, bits: u32 },
 }
 
 impl Narrow {
-    /// The narrow type of Nx type `name` on `device` (bf16 only where the device lacks it).
-    pub fn parse<B: Extension>(name: &str, device: &B::Device) -> Option<Narrow> {
+    /// The narrow type of Nx type `name`. (bf16 is not one: the backend has it on every
+    /// device, held as u16 bits and computed in f32 where the device lacks it.)
+    pub fn parse(name: &str) -> Option<Narrow> {
         Some(match name {
             "f8" => Narrow::F8,
             "f8_e4m3fn" => Narrow::F8E4M3FN,
-            "bf16" if !B::supports_dtype(device, DType::BF16) => Narrow::BF16,
             "s2" | "s4" | "u2" | "u4" => Narrow::Int { signed: name.starts_with('s'), bits: name[1..].parse().ok()? },
             _ => return None,
         })
@@ -48,7 +44,6 @@ impl Narrow {
     pub fn storage(self) -> DType {
         match self {
             Narrow::F8 | Narrow::F8E4M3FN | Narrow::Int { signed: false, .. } => DType::U8,
-            Narrow::BF16 => DType::U16,
             Narrow::Int { signed: true, .. } => DType::I8,
         }
     }
@@ -65,7 +60,6 @@ impl Narrow {
     pub fn decode<B: Extension>(self, op: &str, p: Prim<B>) -> NifResult<Prim<B>> {
         match self {
             Narrow::Int { .. } => Ok(p),
-            Narrow::BF16 => Ok(B::bitcast(shl(any::cast(op, p, DType::U32)?, 16), DType::F32)),
             Narrow::F8 => {
                 let half = B::bitcast(shl(any::cast(op, p, DType::U16)?, 8), DType::F16);
                 any::cast(op, half, DType::F32)
@@ -96,12 +90,6 @@ impl Narrow {
                 let low = and(p, (1 << bits) - 1);
                 // Sign-extend: (x ^ 2^(b-1)) - 2^(b-1).
                 Ok(if signed { plus(xor(low, 1 << (bits - 1)), -(1 << (bits - 1))) } else { low })
-            }
-            Narrow::BF16 => {
-                let f = any::cast(op, p, DType::F32)?;
-                let nan = B::float_is_nan(any::float::<B>(f.clone()), BOOL);
-                let upper = any::cast(op, shr(B::bitcast(f, DType::U32), 16), DType::U16)?;
-                Ok(Prim::Int(B::int_mask_fill(any::int::<B>(upper), nan, int_scalar(DType::U16, 0x7FC0))))
             }
             Narrow::F8 => {
                 let f = any::cast(op, p, DType::F32)?;
@@ -179,24 +167,24 @@ fn or<B: Extension>(a: Prim<B>, b: Prim<B>) -> Prim<B> {
 }
 
 /// The dtype named by option `key`, a narrow type standing for the dtype it computes in.
-pub fn dtype_opt<B: Extension>(op: &str, opts: &Opts, key: &str, device: &B::Device) -> NifResult<DType> {
+pub fn dtype_opt(op: &str, opts: &Opts, key: &str) -> NifResult<DType> {
     let name = opts.name(op, key, None)?;
-    match Narrow::parse::<B>(&name, device) {
+    match Narrow::parse(&name) {
         Some(n) => Ok(n.compute()),
         None => crate::dtype::parse(op, &name),
     }
 }
 
 /// The narrow types named by option `key` (one name per tensor, "" for the others; absent:
-/// none), on `device`.
-pub fn list<B: Extension>(op: &str, opts: &Opts, key: &str, n: usize, device: &B::Device) -> NifResult<Vec<Option<Narrow>>> {
+/// none).
+pub fn list(op: &str, opts: &Opts, key: &str, n: usize) -> NifResult<Vec<Option<Narrow>>> {
     match opts.get(key) {
         None => Ok(vec![None; n]),
         Some(OptVal::List(items)) if items.len() == n => items
             .iter()
             .map(|v| match v {
                 OptVal::Str(s) | OptVal::Atom(s) if s.is_empty() => Ok(None),
-                OptVal::Str(s) | OptVal::Atom(s) => Narrow::parse::<B>(s, device).map(Some).ok_or_else(|| NifError::new(op, format!("option {key}: {s} is not a narrow type"), "f8, f8_e4m3fn, bf16 (where the device lacks it), s2, s4, u2, u4")),
+                OptVal::Str(s) | OptVal::Atom(s) => Narrow::parse(s).map(Some).ok_or_else(|| NifError::new(op, format!("option {key}: {s} is not a narrow type"), "f8, f8_e4m3fn, s2, s4, u2, u4")),
                 other => Err(NifError::new(op, format!("option {key} holds type names"), format!("{other:?}"))),
             })
             .collect(),
@@ -205,8 +193,8 @@ pub fn list<B: Extension>(op: &str, opts: &Opts, key: &str, n: usize, device: &B
 }
 
 /// `inputs` with each narrow one (stored in its container) decoded.
-pub fn decode_inputs<B: Extension>(op: &str, opts: &Opts, inputs: Vec<Prim<B>>, device: &B::Device) -> NifResult<Vec<Prim<B>>> {
-    let kinds = list::<B>(op, opts, "narrow", inputs.len(), device)?;
+pub fn decode_inputs<B: Extension>(op: &str, opts: &Opts, inputs: Vec<Prim<B>>) -> NifResult<Vec<Prim<B>>> {
+    let kinds = list(op, opts, "narrow", inputs.len())?;
     inputs
         .into_iter()
         .zip(kinds)
@@ -219,9 +207,9 @@ pub fn decode_inputs<B: Extension>(op: &str, opts: &Opts, inputs: Vec<Prim<B>>, 
 }
 
 /// `results` with each narrow one (option `narrow_out`) encoded.
-pub fn encode_outputs<B: Extension>(op: &str, opts: &Opts, results: Vec<Prim<B>>, device: &B::Device) -> NifResult<Vec<Prim<B>>> {
+pub fn encode_outputs<B: Extension>(op: &str, opts: &Opts, results: Vec<Prim<B>>) -> NifResult<Vec<Prim<B>>> {
     let Some(OptVal::List(names)) = opts.get("narrow_out") else { return Ok(results) };
-    let kinds = list::<B>(op, opts, "narrow_out", names.len(), device)?;
+    let kinds = list(op, opts, "narrow_out", names.len())?;
     results.into_iter().enumerate().map(|(k, p)| match kinds.get(k).copied().flatten() {
         Some(n) => n.encode(op, p),
         None => Ok(p),

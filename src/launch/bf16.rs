@@ -1,0 +1,64 @@
+//! bf16 on devices without bf16 arithmetic (lavapipe, most Vulkan and Metal GPUs): a bf16
+//! tensor keeps its dtype and holds its bits in a u16 buffer ([`crate::runtime::bf16_in_u16`]).
+//! Ops that only move elements (views, copies, `cat`, `gather`, `select`, `slice_assign`,
+//! `mask_where`) move the bits. Every entry point that computes starts with one line that
+//! sends bf16 operands through [`map`]: widened to f32 (exact), computed in f32, the bf16
+//! results rounded to nearest even, as a kernel computing in native bf16 rounds its stores.
+use burn_backend::DType;
+use cubecl::Runtime;
+use cubecl::prelude::ComputeClient;
+
+use super::copy::cast;
+use crate::tensor::CubeTensor;
+
+/// Whether bf16 tensors on `client`'s device are held as bits.
+pub(crate) fn in_u16<R: Runtime>(client: &ComputeClient<R>) -> bool {
+    crate::runtime::bf16_in_u16(client)
+}
+
+/// Whether any of `tensors` is bf16 held as bits: the entry point calls [`map`] then.
+pub(crate) fn any<R: Runtime>(tensors: &[&CubeTensor<R>]) -> bool {
+    tensors.iter().any(|t| t.bf16_bits())
+}
+
+/// `tensor` in f32 when it is bf16 held as bits; unchanged otherwise.
+pub(crate) fn widen<R: Runtime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
+    match tensor.bf16_bits() {
+        true => cast(tensor, DType::F32),
+        false => tensor,
+    }
+}
+
+/// `tensor` (a result computed from widened operands) rounded to bf16 bits when `dtype`, the
+/// dtype the op gives without widening, is bf16 held as bits; unchanged otherwise.
+pub(crate) fn narrow<R: Runtime>(tensor: CubeTensor<R>, dtype: DType) -> CubeTensor<R> {
+    match dtype == DType::BF16 && tensor.dtype == DType::F32 && in_u16(&tensor.client) {
+        true => cast(tensor, DType::BF16),
+        false => tensor,
+    }
+}
+
+/// `op` of `tensor` computed in f32 and its result rounded back to bf16 when `tensor` is bf16
+/// held as bits (the result of a float op has its operand's dtype).
+pub(crate) fn map<R: Runtime>(tensor: CubeTensor<R>, op: impl FnOnce(CubeTensor<R>) -> CubeTensor<R>) -> CubeTensor<R> {
+    let dtype = tensor.dtype;
+    narrow(op(widen(tensor)), dtype)
+}
+
+/// [`map`] for an op of two float tensors of one dtype (checked first: widening would hide a
+/// mismatch).
+pub(crate) fn map2<R: Runtime>(
+    name: &str,
+    a: CubeTensor<R>,
+    b: CubeTensor<R>,
+    op: impl FnOnce(CubeTensor<R>, CubeTensor<R>) -> CubeTensor<R>,
+) -> CubeTensor<R> {
+    super::check_same_dtype(name, &a, &b);
+    let dtype = a.dtype;
+    narrow(op(widen(a), widen(b)), dtype)
+}
+
+/// The widened form of an optional operand.
+pub(crate) fn widen_opt<R: Runtime>(tensor: Option<CubeTensor<R>>) -> Option<CubeTensor<R>> {
+    tensor.map(widen)
+}
