@@ -271,10 +271,9 @@ pub fn round_half_even<F: Float>(x: F) -> F {
 /// `x^y` with C's `pow` semantics for a negative base: `±|x|^y` when `y` is an integer
 /// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
 /// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
-/// Where `powf` may be off for integer exponents ([`math::powers_by_squaring`]), those up to 127
-/// in magnitude multiply by squaring, as a CPU's `pow` is exact for them (`1.5^2` is 2.25, where
-/// `exp(2 ln 1.5)` on Vulkan gives 2.2500002); `y = 0.5` is a correctly rounded square root.
-#[allow(unused_assignments)]
+/// Small integer exponents ([`math::squaring_limit`]) multiply by squaring, as a CPU's `pow`
+/// is exact where the product is (`1.5^2` is 2.25, where `exp(2 ln 1.5)` on Vulkan gives
+/// 2.2500002, and `x^2` is `x * x` rounded once); `y = 0.5` is a correctly rounded square root.
 #[cube]
 pub fn pow<F: Float>(x: F, y: F) -> F {
     let zero = F::new(0.0);
@@ -286,11 +285,8 @@ pub fn pow<F: Float>(x: F, y: F) -> F {
     // base has no real non-integer power.
     let negative = x < zero || F::new(1.0) / x < zero;
     let general = nan_unless::<F>(!(x < zero && !is_inf::<F>(x) && !integer), select(negative && odd, zero - magnitude, magnitude));
-    // Binary exponentiation over the 7 bits of |y| <= 127, where `powf` may be off for them.
-    let mut small = false;
-    if math::powers_by_squaring::<F>() {
-        small = integer && F::abs(y) <= F::new(127.0);
-    }
+    // Binary exponentiation over the 7 bits of |y| up to the limit.
+    let small = integer && F::abs(y) <= math::squaring_limit::<F>();
     let exact = pow_int::<F>(x, select(small, y, zero));
     // x^0.5 as a correctly rounded square root (C's pow is exact there too: 25^0.5 is 5).
     let root = select(x == zero, zero, sqrt_rounded::<F>(x));

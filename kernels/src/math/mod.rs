@@ -7,7 +7,7 @@
 //! f32 functions ([`single`]) everywhere else: Vulkan's built-ins are loosely bounded,
 //! lavapipe's lose digits near zero and its `sin` is wrong past 10^5; ours are within 4 ULP
 //! over each whole domain. `expm1`, `erfc`, `cbrt` and `erf_inv`, which cubecl lacks, are
-//! ours on every device; f32 `pow` stays the device's (see [`powf`]). The branches are
+//! ours on every device. The branches are
 //! taken when the kernel is expanded ([`is_f64`], [`device_math`]), so a kernel carries only
 //! one of them.
 use cubecl::prelude::*;
@@ -92,26 +92,33 @@ float_function!(expm1);
 float_function!(cbrt);
 float_function!(erf_inv);
 
-/// Whether [`powf`] of `F` may be off by more than an ULP for integer exponents, so that
-/// [`crate::unary::pow`] multiplies them out (f64, whose `pow` is ours, and the device's f32
-/// `pow` where [`device_math`] doesn't hold).
+/// The largest `|y|` for which [`crate::unary::pow`] multiplies out an integer exponent (a
+/// CPU's `pow` is exact where the product is: `1.5^2` is 2.25, `x^2` is `x * x` rounded once):
+/// 127 in f64; 4 in f32, within 2 ULP that way (the roundings of repeated squaring add up past
+/// it, where [`powf`] stays within 1.4).
 #[cube]
-pub fn powers_by_squaring<F: Float>() -> comptime_type!(bool) {
-    intrinsic!(|scope| { F::as_type(scope).storage_type() == f64::as_type(scope).storage_type() || !accurate_math(scope) })
+pub fn squaring_limit<F: Float>() -> F {
+    if is_f64::<F>() {
+        F::new(127.0)
+    } else {
+        F::new(4.0)
+    }
 }
 
-/// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`] for negative bases): ours
-/// in f64; in f32 the device's (CUDA's within 4 ULP; Vulkan's is `exp2(y log2 x)`, 38 ULP off
-/// on lavapipe even for results within [2^-8, 2^8]). Running f32 `pow` in f64 was accurate to
-/// 0.5 ULP there, but every kernel with a `pow` then compiled the double-double `pow`, which
-/// tripled lavapipe's time for programs full of `x ** 2`; an f32 `pow` of our own is still to
-/// be written.
+/// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`] for negative bases and C's
+/// special cases): ours in f64; in f32 CUDA's where [`device_math`] holds (within 4 ULP),
+/// else ours (`single::powf`, from f32 arithmetic alone: Vulkan's is `exp2(y log2 x)`, 38 ULP
+/// off on lavapipe even for results within [2^-8, 2^8]).
 #[cube]
 pub fn powf<F: Float>(x: F, y: F) -> F {
     if is_f64::<F>() {
         F::cast_from(double::powf(f64::cast_from(x), f64::cast_from(y)))
     } else {
-        F::cast_from(f32::powf(f32::cast_from(x), f32::cast_from(y)))
+        if device_math() {
+            F::cast_from(f32::powf(f32::cast_from(x), f32::cast_from(y)))
+        } else {
+            F::cast_from(single::powf(f32::cast_from(x), f32::cast_from(y)))
+        }
     }
 }
 

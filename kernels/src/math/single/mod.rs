@@ -19,13 +19,14 @@
 //!
 //! One file per family: `exp_log` (exp, expm1, ln, log1p), `hyperbolic`, `trig` (sin, cos,
 //! tan), `inverse_trig` (atan, atan2, asin, acos), `error_function` (erf, erfc, erf_inv),
-//! `roots` (cbrt); the shared helpers are here.
+//! `roots` (cbrt), `pow`; the shared helpers are here.
 use cubecl::prelude::*;
 
 mod error_function;
 mod exp_log;
 mod hyperbolic;
 mod inverse_trig;
+mod pow;
 mod roots;
 mod trig;
 
@@ -34,6 +35,7 @@ pub use error_function::{erf, erf_inv, erf_inv_start, erfc};
 pub use exp_log::{exp, expm1, ln, log1p};
 pub use hyperbolic::{acosh, asinh, atanh, cosh, sinh, tanh};
 pub use inverse_trig::{acos, asin, atan, atan2};
+pub use pow::powf;
 pub use roots::cbrt;
 pub use trig::{cos, sin, sin_cos, tan};
 
