@@ -6,6 +6,7 @@
 # carry). scripts/elixir_gpu.sh unpacks it there and runs an Elixir script with it:
 #   bash scripts/elixir_cuda.sh                         # here
 #   bash scripts/elixir_gpu.sh nif/ex_burn/bench/train_step.exs --batches 64,1024   # there
+#   bash scripts/elixir_gpu.sh nif/ex_burn/test/gpu/doctests.exs     # Nx's doctests there
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -36,7 +37,7 @@ done
 # Elixir: its launcher scripts and the applications a script run needs.
 elixir_home="$(dirname "$(dirname "$(command -v elixir)")")"
 cp -r "$elixir_home/bin" "$stage/exb/elixir/"
-for app in elixir logger eex; do
+for app in elixir logger eex ex_unit; do
     mkdir -p "$stage/exb/elixir/lib/$app"
     cp -r "$elixir_home/lib/$app/ebin" "$stage/exb/elixir/lib/$app/"
 done

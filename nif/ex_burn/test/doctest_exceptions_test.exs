@@ -15,7 +15,7 @@ defmodule ExBurn.DoctestExceptionsTest do
     end
   end
 
-  test "precision: atan2, exp and log within a few ULP of BinaryBackend" do
+  test "precision, precision_cuda: atan2, exp and log within a few ULP of BinaryBackend" do
     x = Nx.tensor([[1, 2], [3, 4], [5, 6]], backend: Nx.BinaryBackend)
     cases = [
       {fn a -> Nx.phase(Nx.complex(a, 2)) end, 4.0e-6},

@@ -23,7 +23,6 @@ defmodule ExBurn.LinAlgDoctestTest do
     "Nx.LinAlg.cholesky/1 (5)",
     "Nx.LinAlg.triangular_solve/3 (26)",
     "Nx.LinAlg.triangular_solve/3 (29)",
-    "Nx.LinAlg.triangular_solve/3 (40)",
     "Nx.LinAlg.solve/2 (43)",
     "Nx.LinAlg.solve/2 (46)",
     "Nx.LinAlg.pinv/2 (67)",
@@ -45,20 +44,18 @@ defmodule ExBurn.LinAlgDoctestTest do
     "Nx.LinAlg.least_squares/3 (108)"
   ]
 
-  # CUDA only: svd's iterations end one f32 ulp from BinaryBackend's (0.99999994 is 1.0)
-  @precision_gpu [
-    "Nx.LinAlg.svd/2 (75)"
-  ]
-
   computes? = fn type -> type in ExCubecl.supported_dtypes() end
   lavapipe? = ExBurn.device_info().kind == :cpu
 
   # (each list read once here, so that none is "set but never used" on any device)
-  {f64, precision_lavapipe, precision_gpu} = {@f64, @precision_lavapipe, @precision_gpu}
+  {f64, precision_lavapipe} = {@f64, @precision_lavapipe}
 
   @except @precision ++
             if(computes?.(:f64), do: [], else: f64) ++
-            if(lavapipe?, do: precision_lavapipe, else: precision_gpu)
+            if(lavapipe?, do: precision_lavapipe, else: [])
+
+  @doc false
+  def except, do: @except
 
   doctest_except(Nx.LinAlg, @except)
 end
