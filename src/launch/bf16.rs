@@ -11,9 +11,9 @@ use cubecl::prelude::ComputeClient;
 use super::copy::cast;
 use crate::tensor::CubeTensor;
 
-/// Whether bf16 tensors on `client`'s device are held as bits.
-pub(crate) fn in_u16<R: Runtime>(client: &ComputeClient<R>) -> bool {
-    crate::runtime::bf16_in_u16(client)
+/// Whether tensors of `dtype` on `client`'s device are bf16 held as bits.
+pub(crate) fn held_as_bits<R: Runtime>(client: &ComputeClient<R>, dtype: DType) -> bool {
+    dtype == DType::BF16 && crate::runtime::bf16_in_u16(client)
 }
 
 /// Whether any of `tensors` is bf16 held as bits: the entry point calls [`map`] then.
@@ -32,7 +32,7 @@ pub(crate) fn widen<R: Runtime>(tensor: CubeTensor<R>) -> CubeTensor<R> {
 /// `tensor` (a result computed from widened operands) rounded to bf16 bits when `dtype`, the
 /// dtype the op gives without widening, is bf16 held as bits; unchanged otherwise.
 pub(crate) fn narrow<R: Runtime>(tensor: CubeTensor<R>, dtype: DType) -> CubeTensor<R> {
-    match dtype == DType::BF16 && tensor.dtype == DType::F32 && in_u16(&tensor.client) {
+    match tensor.dtype == DType::F32 && held_as_bits(&tensor.client, dtype) {
         true => cast(tensor, DType::BF16),
         false => tensor,
     }

@@ -124,10 +124,9 @@ pub fn cast<R: Runtime>(tensor: CubeTensor<R>, dtype: DType) -> CubeTensor<R> {
     if tensor.dtype == dtype {
         return tensor;
     }
-    let bits = super::bf16::in_u16(&tensor.client);
+    let bits = |d| super::bf16::held_as_bits(&tensor.client, d);
     let widened = match (tensor.dtype, dtype) {
-        (DType::BF16, to) if bits && to != DType::F32 => Some(DType::F32),
-        (from, DType::BF16) if bits && from != DType::F32 => Some(DType::F32),
+        (from, to) if from != DType::F32 && to != DType::F32 && (bits(from) || bits(to)) => Some(DType::F32),
         (DType::I8, DType::U16) => Some(DType::I16),
         (DType::I8 | DType::I16, DType::U32) => Some(DType::I32),
         (DType::I8 | DType::I16 | DType::I32, DType::U64) => Some(DType::I64),
@@ -157,7 +156,7 @@ pub fn flip<R: Runtime>(tensor: CubeTensor<R>, axes: &[usize]) -> CubeTensor<R> 
 /// A new contiguous tensor of `shape` filled with `value`.
 pub fn full<R: Runtime>(device: &R::Device, shape: Shape, value: Scalar, dtype: DType) -> CubeTensor<R> {
     let client = crate::runtime::DeviceContext::client::<R>(device);
-    if dtype == DType::BF16 && super::bf16::in_u16(&client) {
+    if super::bf16::held_as_bits(&client, dtype) {
         return cast(full(device, shape, value, DType::F32), dtype);
     }
     let out = CubeTensor::empty(&client, device, shape, dtype);

@@ -165,7 +165,7 @@ pub fn dequantize<R: Runtime>(q: Q<R>, dtype: DType) -> CubeTensor<R> {
     if !dtype.is_float() {
         panic!("ex_cubecl: dequantize: target dtype {dtype:?} is not a float dtype (shape {:?})", values.dims());
     }
-    if dtype == DType::BF16 && super::bf16::in_u16(&values.client) {
+    if super::bf16::held_as_bits(&values.client, dtype) {
         return super::bf16::narrow(dequantize(q, DType::F32), dtype);
     }
     let out = CubeTensor::empty(&values.client, &values.device, values.layout.shape.clone(), dtype);

@@ -9,7 +9,7 @@ use crate::tensor::CubeTensor;
 /// A tensor of `shape` with samples of `distribution` as `dtype`.
 pub fn random<R: Runtime>(shape: Shape, distribution: Distribution, device: &R::Device, dtype: DType) -> CubeTensor<R> {
     let client = DeviceContext::client::<R>(device);
-    if dtype == DType::BF16 && super::bf16::in_u16(&client) {
+    if super::bf16::held_as_bits(&client, dtype) {
         return super::bf16::narrow(random(shape, distribution, device, DType::F32), dtype);
     }
     let out = CubeTensor::empty(&client, device, shape, dtype);

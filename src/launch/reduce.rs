@@ -44,7 +44,7 @@ fn launch_reduce<R: Runtime>(
     out_dtype: DType,
     index_dtype: Option<DType>,
 ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
-    if tensor.bf16_bits() || (out_dtype == DType::BF16 && super::bf16::in_u16(&tensor.client)) {
+    if tensor.bf16_bits() || super::bf16::held_as_bits(&tensor.client, out_dtype) {
         let wide = if out_dtype == DType::BF16 { DType::F32 } else { out_dtype };
         let (values, indices) = launch_reduce(super::bf16::widen(tensor), dim, op, wide, index_dtype);
         return (super::bf16::narrow(values, out_dtype), indices);
