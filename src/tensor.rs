@@ -7,7 +7,7 @@ use cubecl::prelude::{ArrayArg, ComputeClient, TensorArg};
 use cubecl::server::Handle;
 use cubecl::zspace::{Strides, Shape as ZShape};
 
-use crate::runtime::{Layout, alloc, bf16_in_u16, elem_size, storage_type, take_device_failure};
+use crate::runtime::{Layout, alloc, bf16_in_u16, bound, elem_size, storage_type, take_device_failure};
 
 /// A tensor on an ExCubecl device: a buffer handle (shared by views), a layout and a dtype.
 #[derive(Clone)]
@@ -98,8 +98,9 @@ impl<R: Runtime> CubeTensor<R> {
     /// The kernel argument for `layout` over this tensor's buffer. The layout's offset is
     /// passed to kernels separately.
     pub fn view_arg(&self, layout: &Layout) -> TensorArg<R> {
+        let handle = bound(&self.handle);
         debug_assert!(
-            layout.span() * elem_size(self.dtype) <= self.handle.size_in_used() as usize
+            layout.span() * elem_size(self.dtype) <= handle.size_in_used() as usize
                 || layout.num_elements() == 0
         );
         // A rank-0 tensor (a scalar; Burn never makes one, the NIF does for Nx) goes to
@@ -110,17 +111,18 @@ impl<R: Runtime> CubeTensor<R> {
         };
         // SAFETY: the layout stays inside the buffer (checked when views are made), and the
         // kernels guard every access with the iteration size.
-        unsafe { TensorArg::from_raw_parts(self.handle.clone(), Strides::new(&strides), ZShape::from(shape)) }
+        unsafe { TensorArg::from_raw_parts(handle, Strides::new(&strides), ZShape::from(shape)) }
     }
 
     /// The kernel argument for this tensor's whole buffer, as an array: kernels get a view's
     /// offset and strides besides it (see `ex_cubecl_kernels::strided::seq_offset`), which
     /// spares the metadata upload that a tensor argument costs every launch.
     pub fn buffer_arg(&self) -> ArrayArg<R> {
-        let len = self.handle.size_in_used() as usize / elem_size(self.dtype);
+        let handle = bound(&self.handle);
+        let len = handle.size_in_used() as usize / elem_size(self.dtype);
         // SAFETY: the length is the buffer's, and kernels guard their accesses with the
         // iteration size.
-        unsafe { ArrayArg::from_raw_parts(self.handle.clone(), len) }
+        unsafe { ArrayArg::from_raw_parts(handle, len) }
     }
 
     /// Whether this tensor is the only user of its buffer, so that a kernel may write into it.

@@ -3,7 +3,10 @@
 //! give bit for bit what N eager steps give; state updated in place costs no copy launch;
 //! a new state that is a fresh tensor is copied, also when the new states swap buffers;
 //! `state` / `set_state` round trip; bad new state, bad `set_state` and aliasing of state
-//! updated in place give errors that name the index, shapes and dtypes.
+//! updated in place give errors that name the index, shapes and dtypes. Runs bind their
+//! inputs and outputs rather than copying them where they can: contiguous inputs are read
+//! where the caller has them, outputs are written where the caller gets them, and only
+//! views of constants, state and copied inputs are copied out.
 //!
 //! The launch counter is process-wide, so the tests of this file take one lock.
 use std::sync::Mutex;
@@ -158,7 +161,7 @@ fn replays_match_eager(suite: &mut Suite, name: &str, step: Step, start: Vec<T>,
         let before = launch_count();
         let replayed = pipeline.run(&inputs).unwrap();
         let launched = launch_count() - before;
-        let expected_launches = (pipeline.num_launches() + inputs.len() + replayed.len()) as u64;
+        let expected_launches = (pipeline.num_launches() + pipeline.num_copies(&inputs)) as u64;
         let (outputs, state) = step(inputs, eager_state);
         eager_state = state;
         suite.record(format!("{name}: run {run} outputs"), same_bits("output", &replayed, &outputs));
@@ -272,5 +275,61 @@ fn bad_state_and_aliases_of_donated_state_give_errors() {
     let wrong_dtype = Ex::int_from_data(int_data(&mut rng, &[2, 3], DType::I32, 0, 5), &device);
     suite.expect_error("set_state: wrong dtype", pipeline.set_state(&[wrong_dtype, state[1].clone()]), &["state 0", "I32", "F32"]);
     suite.expect_error("set_state: wrong count", pipeline.set_state(&state[..1]), &["got 1 state tensors", "has 2"]);
+    suite.finish();
+}
+
+/// Outputs of every kind: an intermediate, a view of it, an input, a constant uploaded in the
+/// closure, a slice (with an offset) of another intermediate.
+fn io_step(inputs: Vec<T>) -> Vec<T> {
+    let [x, y] = <[T; 2]>::try_from(inputs).unwrap();
+    let s = float::<2>(x.clone()).mul_scalar(2.0) + float::<2>(y.clone());
+    let c = Tensor::<Ex, 2>::from_data(TensorData::new(vec![1.0f32, 2.0, 3.0], [1, 3]), &dev::<Ex>());
+    let t = (float::<2>(y) + 1.0).slice([1..2, 0..3]);
+    vec![to_cube(s.clone()), to_cube(s.transpose()), x, to_cube(c), to_cube(t)]
+}
+
+/// A run of `pipeline` (of [`io_step`]) on `inputs`, checked: `copies` copy launches
+/// besides the recorded ones, the outputs of eager execution, the inputs unchanged.
+fn bound_run(suite: &mut Suite, pipeline: &Pipeline<Rt>, name: &str, inputs: Vec<T>, copies: usize) -> (Vec<T>, Vec<T>) {
+    let kept: Vec<TensorData> = inputs.iter().map(read).collect();
+    let counted = pipeline.num_copies(&inputs);
+    suite.record(format!("{name}: copies"), if counted == copies { Ok(()) } else { Err(format!("{counted}, expected {copies}")) });
+    let before = launch_count();
+    let out = pipeline.run(&inputs).unwrap();
+    let launched = launch_count() - before;
+    let expected = (pipeline.num_launches() + copies) as u64;
+    suite.record(format!("{name}: launches"), if launched == expected { Ok(()) } else { Err(format!("{launched}, expected {expected}")) });
+    let eager = io_step(inputs.iter().map(|t| upload(read(t))).collect());
+    suite.record(format!("{name}: outputs"), same_bits("output", &out, &eager));
+    let unchanged = inputs.iter().zip(&kept).all(|(t, d)| read(t).as_bytes() == d.as_bytes());
+    suite.record(format!("{name}: inputs not written"), if unchanged { Ok(()) } else { Err("written".into()) });
+    (out, eager)
+}
+
+#[test]
+fn inputs_and_outputs_are_bound_not_copied() {
+    let _guard = lock();
+    let mut suite = Suite::new("pipeline bindings");
+    let mut rng = Rng::new(9);
+    let mut batch = || [0, 1].map(|_| upload(float_data(&mut rng, &[2, 3], DType::F32, -1.0, 1.0))).to_vec();
+    let (pipeline, _) = Pipeline::capture_with_outputs(&dev::<Ex>(), &batch(), io_step).unwrap();
+    // Contiguous inputs: only the constant is copied out.
+    let (first, first_eager) = bound_run(&mut suite, &pipeline, "contiguous inputs", batch(), 1);
+    let (second, _) = bound_run(&mut suite, &pipeline, "second run", batch(), 1);
+    suite.record("a run leaves the previous run's outputs alone", same_bits("output", &first, &first_eager));
+    // A transposed input is copied in, and its pass-through output copied out.
+    let mut inputs = batch();
+    inputs[0] = Ex::float_swap_dims(upload(float_data(&mut Rng::new(10), &[3, 2], DType::F32, -1.0, 1.0)), 0, 1);
+    bound_run(&mut suite, &pipeline, "a transposed input", inputs, 3);
+    // The caller owns what a run gives: updating outputs in place (the fused SGD writes a
+    // uniquely owned tensor in place) changes neither the pipeline's constant nor what the
+    // next run writes.
+    let rule = SgdRule { lr: 1.0, penalty: None, momentum: None };
+    let ones = |t: &T| upload(TensorData::new(vec![1.0f32; t.num_elements()], t.dims().to_vec()));
+    let [s, _, _, c, _] = <[T; 5]>::try_from(second).unwrap();
+    let (s_ones, c_ones) = (ones(&s), ones(&c));
+    drop(sgd_step(s, s_ones, None, &rule));
+    drop(sgd_step(c, c_ones, None, &rule));
+    bound_run(&mut suite, &pipeline, "after the caller updated outputs in place", batch(), 1);
     suite.finish();
 }

@@ -42,7 +42,10 @@ pub fn checked_bytes<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Sh
 /// See [`checked_bytes`]; and when the device fails to reserve a large buffer.
 pub fn empty<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Shape, dtype: DType) -> Handle {
     let bytes = checked_bytes(client, op, shape, dtype);
-    confirm(client, op, client.empty(bytes), bytes, shape, dtype)
+    let handle = confirm(client, op, client.empty(bytes), bytes, shape, dtype);
+    // A pipeline's replays may bind such a buffer, when an output views it, to a fresh one.
+    super::capture::note_scratch(&handle);
+    handle
 }
 
 /// A buffer holding `bytes` (the device layout of `shape` elements of `dtype`).

@@ -36,6 +36,9 @@ pub(crate) struct Recording {
     pub state: Vec<(BufferId, usize)>,
     /// The indices of the state buffers that an op updated in place.
     pub updated: BTreeSet<usize>,
+    /// The buffers allocated uninitialised during the capture: the buffers that the
+    /// recorded launches write (constants are uploaded, not allocated so).
+    pub scratch: Vec<BufferId>,
 }
 
 thread_local! {
@@ -75,6 +78,16 @@ pub(crate) fn update_in_place(id: BufferId, elements: usize) -> bool {
 /// Ends the capture of this thread and gives what it recorded.
 pub(crate) fn end() -> Option<Recording> {
     CAPTURE.with(|c| c.borrow_mut().take())
+}
+
+/// Notes a buffer allocated uninitialised in this thread's recording, if a capture is
+/// active.
+pub(crate) fn note_scratch(handle: &cubecl::server::Handle) {
+    CAPTURE.with(|c| {
+        if let Some(recording) = c.borrow_mut().as_mut() {
+            recording.scratch.push(BufferId::of(handle));
+        }
+    });
 }
 
 /// Appends a launch to this thread's recording (nothing when no capture is active).

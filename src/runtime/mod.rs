@@ -4,6 +4,7 @@
 //! ([`CommandQueue`]).
 
 pub mod alloc;
+mod bindings;
 mod buffer_id;
 mod capture;
 pub mod command_queue;
@@ -15,7 +16,9 @@ mod launcher;
 mod layout;
 pub mod pipeline;
 mod pipeline_error;
+mod pipeline_io;
 
+pub(crate) use bindings::bound;
 pub use capture::check_host_read;
 pub(crate) use capture::is_capturing;
 pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, CommandQueue, CommandStatus, DEFAULT_RETENTION, Work};

@@ -14,15 +14,20 @@
 //! Buffers:
 //! - **Inputs.** At capture, each input is copied into a contiguous buffer owned by the
 //!   pipeline, and the closure sees those buffers. [`Pipeline::run`] checks each new input
-//!   (shape, dtype, device) and copies it into the same buffer, so the caller's tensors are
-//!   never written and may be views of any layout.
+//!   (shape, dtype, device). One that is contiguous from its buffer's start is *bound*: the
+//!   replayed launches read the caller's buffer in place of the pipeline's, with no copy.
+//!   One of any other layout is copied into the pipeline's buffer. Either way the caller's
+//!   tensors are never written.
 //! - **Intermediates** are the buffers the ops allocated during the capture. The recorded
 //!   launches hold them, so they live as long as the pipeline and every replay reuses them:
 //!   they are the pipeline's pool, and a replay allocates nothing for them. Buffers that the
 //!   closure uploaded (constants made with `from_data`) are held the same way and keep their
 //!   values; no op of this backend writes into a buffer that another tensor still holds.
-//! - **Outputs.** After a replay, each output is copied into a fresh contiguous tensor that
-//!   the caller owns, so the next replay cannot overwrite what the caller holds.
+//! - **Outputs** are fresh tensors that the caller owns, so the next replay cannot overwrite
+//!   what the caller holds. An output that views an intermediate is written there directly:
+//!   the run binds that intermediate's buffer to a fresh one, which the recorded launches
+//!   write and the caller gets. An output that views a bound input is a view of the
+//!   caller's tensor. Others (views of the state or of constants) are copied out.
 //! - **State** ([`Pipeline::capture_with_state`]): what a step reads and replaces, such as
 //!   parameters, optimizer moments and a step count. It is copied once into contiguous
 //!   buffers that the pipeline keeps; the closure gets them besides the inputs and returns
@@ -62,9 +67,12 @@
 //!   random numbers** (dropout masks change from step to step, as in eager training), and
 //!   after the same `Backend::seed` a replay repeats the numbers of an eager run.
 //!
-//! Costs: a replay launches one copy kernel per input and per output besides the recorded
-//! launches, and one per state tensor whose new value is not its buffer (two for those
-//! copied aside); a pipeline keeps every intermediate of the captured closure alive at once
+//! Costs: besides the recorded launches, a replay launches one copy kernel per input that is
+//! not contiguous from its buffer's start and per output that is copied out
+//! ([`Pipeline::num_copies`]; none in a training step fed its own outputs), and one per
+//! state tensor whose new value is not its buffer (two for those copied aside). It looks
+//! each kernel argument's buffer up in its bindings (a scan of a few dozen bytes, no
+//! allocation). A pipeline keeps every intermediate of the captured closure alive at once
 //! (eager execution frees and reuses them within the step).
 //!
 //! [`AdamTime::Device`]: crate::launch::optim::AdamTime::Device
@@ -182,7 +190,9 @@ use cubecl::stream_id::StreamId;
 
 use super::buffer_id::BufferId;
 use super::capture::{self, RecordedLaunch, Recording};
+use super::bindings::with_bindings;
 use super::launcher::replay;
+use super::pipeline_io::Io;
 use super::Layout;
 pub use super::pipeline_error::PipelineError;
 use crate::launch::copy::copy_into;
@@ -199,6 +209,8 @@ pub struct Pipeline<R: Runtime> {
     state: Vec<CubeTensor<R>>,
     /// The closure's outputs: views of intermediates, inputs, state or constants.
     outputs: Vec<CubeTensor<R>>,
+    /// Which inputs and outputs a run binds rather than copies.
+    io: Io,
     /// The launches; the lock serialises runs and state copies.
     replay: Mutex<Replayer>,
 }
@@ -294,6 +306,7 @@ impl<R: Runtime> Pipeline<R> {
         let buffers: Vec<CubeTensor<R>> = state.iter().map(fresh_copy).collect();
         let (outputs, new_state, recording) = record_step(&owned, &buffers, f)?;
         let copies = StateCopies::plan(&buffers, &new_state, &outputs, &recording.updated)?;
+        let io = Io::plan(&owned, &outputs, &recording.scratch);
         let fresh = outputs.iter().map(fresh_copy).collect();
         let state_copies = copies.record()?;
         let pipeline = Self {
@@ -302,6 +315,7 @@ impl<R: Runtime> Pipeline<R> {
             inputs: owned,
             state: buffers,
             outputs,
+            io,
             replay: Mutex::new(Replayer { launches: recording.launches, state_copies, stream: StreamId::current() }),
         };
         Ok((pipeline, fresh))
@@ -334,13 +348,17 @@ impl<R: Runtime> Pipeline<R> {
         let mut replayer = self.replay.lock().unwrap_or_else(|e| e.into_inner());
         catch_unwind(AssertUnwindSafe(|| {
             self.align_streams(&mut replayer);
-            for (new, owned) in inputs.iter().zip(&self.inputs) {
+            for (new, owned) in inputs.iter().zip(&self.inputs).filter(|(new, _)| !Io::binds(new)) {
                 copy_to(new, owned);
             }
-            replayer.launches.iter().for_each(replay);
-            let outputs = self.outputs.iter().map(fresh_copy).collect();
-            replayer.state_copies.iter().for_each(replay);
-            outputs
+            let mut run = self.io.bind(inputs, &self.client);
+            with_bindings(std::mem::take(&mut run.bindings), || {
+                replayer.launches.iter().for_each(replay);
+                let give = |(k, output)| self.io.give(k, output, inputs, &run, fresh_copy);
+                let outputs = self.outputs.iter().enumerate().map(give).collect();
+                replayer.state_copies.iter().for_each(replay);
+                outputs
+            })
         }))
         .map_err(|payload| PipelineError::ReplayPanicked { message: panic_message(payload.as_ref()) })
     }
@@ -417,6 +435,13 @@ impl<R: Runtime> Pipeline<R> {
     pub fn num_launches(&self) -> usize {
         let replayer = self.replay.lock().unwrap_or_else(|e| e.into_inner());
         replayer.launches.len() + replayer.state_copies.len()
+    }
+
+    /// Number of copy launches a run on `inputs` makes for its inputs and outputs: one per
+    /// input not contiguous from its buffer's start, and one per output that views the
+    /// state, a constant, or an input so copied (see the [module docs](self)).
+    pub fn num_copies(&self, inputs: &[CubeTensor<R>]) -> usize {
+        self.io.copies(inputs)
     }
 
     /// Number of copy launches a run makes to write the new state into the state buffers:

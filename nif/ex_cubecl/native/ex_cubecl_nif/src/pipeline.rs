@@ -48,6 +48,8 @@ enum Kind {
 pub struct Recorded<R: Runtime> {
     pipeline: Arc<Pipeline<R>>,
     kinds: Vec<Kind>,
+    /// The copies a run makes on inputs laid out as the capture's.
+    copies: usize,
 }
 
 /// A captured pipeline of steps, with the outputs asked for at its first run.
@@ -420,6 +422,7 @@ where
         .map(|(t, k)| from_cube(t, *k))
         .collect();
     let recorded = Recorded {
+        copies: pipeline.num_copies(&cubes),
         pipeline: Arc::new(pipeline),
         kinds: out_kinds,
     };
@@ -448,6 +451,12 @@ where
     /// The number of recorded launches.
     pub fn launches(&self) -> usize {
         self.pipeline.num_launches()
+    }
+
+    /// The copy launches a run makes for its inputs and outputs, on inputs laid out as the
+    /// capture's.
+    pub fn copies(&self) -> usize {
+        self.copies
     }
 }
 

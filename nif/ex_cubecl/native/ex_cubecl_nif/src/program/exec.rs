@@ -28,19 +28,19 @@ enum SegRun<R: Runtime> {
     Direct,
 }
 
-/// Whether replaying a capture of `ops` instructions making `launches` kernels beats running
-/// the ops. A replay saves the ops' host-side work but copies each input into the pipeline's
-/// buffers and each output out, about one launch each. On an H100 (2026-11-24): a launch
-/// costs 14 µs run directly and 8 µs replayed (benches' `pipeline --micro`), and an Nx entry
-/// adds about 16 µs of host work of its own when run directly (the digits MLP's fused
-/// training step: 44 entries making 57 launches ran directly in 1.6 ms). So a segment of a
-/// few ops on many values (a jitted `Nx.add`: one launch, three copies) runs directly, and a
-/// training step (44 entries, 57 launches, 50 values in and out) replays.
-fn worth_replaying(ops: usize, launches: usize, inputs: usize, outputs: usize) -> bool {
+/// Whether replaying a capture of `ops` instructions making `launches` kernels, with
+/// `copies` copies of inputs and outputs, beats running the ops. A replay saves the ops'
+/// host-side work; it binds inputs and outputs in place where it can and copies the rest
+/// (views of constants, inputs that are views), about one launch each. On an H100
+/// (2026-11-24): a launch costs 14 µs run directly and 8 µs replayed (benches' `pipeline
+/// --micro`), and an Nx entry adds about 16 µs of host work of its own when run directly
+/// (the digits MLP's fused training step: 44 entries making 57 launches ran directly in 1.6
+/// ms). A jitted `Nx.add` (one op, one launch, no copy) replays.
+fn worth_replaying(ops: usize, launches: usize, copies: usize) -> bool {
     const REPLAYED: usize = 8;
     const DIRECT_LAUNCH: usize = 14;
     const DIRECT_OP: usize = 16;
-    REPLAYED * (launches + inputs + outputs) < DIRECT_LAUNCH * launches + DIRECT_OP * ops
+    REPLAYED * (launches + copies) < DIRECT_LAUNCH * launches + DIRECT_OP * ops
 }
 
 /// A program's runs on runtime `R`: its constants as the inner backend's primitives, and
@@ -274,7 +274,7 @@ where
             SegRun::Control => Err(NifError::new(OP, "internal: a control unit run as a segment", format!("block {b}"))),
             SegRun::Pending => match record::<R>(self.device, inputs.clone(), ops) {
                 Ok((captured, outs)) => {
-                    *run = if worth_replaying(seg.instrs.len(), captured.launches(), inputs.len(), outs.len()) { SegRun::Replay(captured) } else { SegRun::Direct };
+                    *run = if worth_replaying(seg.instrs.len(), captured.launches(), captured.copies()) { SegRun::Replay(captured) } else { SegRun::Direct };
                     Ok(outs)
                 }
                 Err(RecordError::Capture(PipelineError::HostRead { .. })) => {
