@@ -7,17 +7,17 @@ use std::cell::RefCell;
 
 use cubecl::server::Handle;
 
-use super::buffer_id::BufferId;
+use super::buffer_id::MemoryKey;
 
 thread_local! {
     /// The bindings of the replay running on this thread: (a captured buffer, the buffer
     /// that stands for it). Empty outside replays.
-    static BINDINGS: RefCell<Vec<(BufferId, Handle)>> = const { RefCell::new(Vec::new()) };
+    static BINDINGS: RefCell<Vec<(MemoryKey, Handle)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Runs `f` with `bindings` in force on this thread (each: a buffer and the handle that
 /// stands for it), then removes them, also when `f` panics.
-pub(crate) fn with_bindings<T>(bindings: Vec<(BufferId, Handle)>, f: impl FnOnce() -> T) -> T {
+pub(crate) fn with_bindings<T>(bindings: Vec<(MemoryKey, Handle)>, f: impl FnOnce() -> T) -> T {
     struct Clear;
     impl Drop for Clear {
         fn drop(&mut self) {
@@ -37,7 +37,7 @@ pub(crate) fn bound(handle: &Handle) -> Handle {
         if b.is_empty() {
             return handle.clone();
         }
-        let id = BufferId::of(handle);
+        let id = MemoryKey::of(handle);
         match b.iter().find(|(captured, _)| captured.same_memory(&id)) {
             Some((captured, to)) => {
                 // Every handle of a buffer is the one its allocation gave (views keep their

@@ -29,6 +29,43 @@ impl BufferId {
     }
 }
 
+/// A buffer by the address of its memory handle's shared parts (the two reference counts
+/// that clones of a handle share): the same for every clone, different for two allocations
+/// as long as a handle of each lives (addresses are reused once both are gone). Cheaper
+/// than [`BufferId::of`] by far: a pipeline replay looks every kernel argument up by it
+/// (see [`super::bindings`]), and holds a handle of each buffer it looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MemoryKey {
+    address: [usize; 2],
+    start: Option<u64>,
+    end: Option<u64>,
+}
+
+impl MemoryKey {
+    /// The key of the buffer `handle` refers to.
+    ///
+    /// # Panics
+    /// When cubecl's memory handle is no longer two pointers (a cubecl upgrade changed it).
+    pub(crate) fn of(handle: &Handle) -> Self {
+        fn words<T>(memory: &T) -> [usize; 2] {
+            assert!(
+                size_of::<T>() == size_of::<[usize; 2]>(),
+                "ex_cubecl: buffer identity: cubecl's memory handle is no longer two reference counts"
+            );
+            // SAFETY: the sizes are equal (checked above); the handle is two `Arc`s, whose
+            // bytes are all initialised pointers; the copy is read as plain words, never used
+            // as the `Arc`s (nothing is cloned or dropped).
+            unsafe { std::mem::transmute_copy(memory) }
+        }
+        Self { address: words(&handle.memory), start: handle.offset_start, end: handle.offset_end }
+    }
+
+    /// Whether the two share memory (the same allocation, whatever their offsets).
+    pub(crate) fn same_memory(&self, other: &Self) -> bool {
+        self.address == other.address
+    }
+}
+
 /// The id of `handle`'s memory: clones of a handle share it, two allocations never do.
 ///
 /// Cheap enough to call per kernel argument (pipeline replays look their bindings up by it):
@@ -95,6 +132,18 @@ mod tests {
         assert_ne!(memory_id(&a), memory_id(&b));
         assert_eq!(BufferId::of(&a), BufferId::of(&a.clone()));
         assert_ne!(BufferId::of(&a), BufferId::of(&b));
+    }
+
+    #[test]
+    fn keys_follow_ids() {
+        let a = Handle::new(StreamId::current(), 64);
+        let b = Handle::new(StreamId::current(), 64);
+        assert_eq!(MemoryKey::of(&a), MemoryKey::of(&a.clone()));
+        assert_ne!(MemoryKey::of(&a), MemoryKey::of(&b));
+        let tail = a.clone().offset_start(16);
+        assert_ne!(MemoryKey::of(&a), MemoryKey::of(&tail));
+        assert!(MemoryKey::of(&a).same_memory(&MemoryKey::of(&tail)));
+        assert!(!MemoryKey::of(&a).same_memory(&MemoryKey::of(&b)));
     }
 
     #[test]

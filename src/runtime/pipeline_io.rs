@@ -16,7 +16,7 @@ use cubecl::Runtime;
 use cubecl::server::Handle;
 
 use super::alloc;
-use super::buffer_id::BufferId;
+use super::buffer_id::{BufferId, MemoryKey};
 use crate::tensor::CubeTensor;
 
 /// How a run gives one output.
@@ -32,18 +32,19 @@ enum Give {
 
 /// A pipeline's plan for binding its inputs and outputs, made at capture.
 pub(crate) struct Io {
-    /// Each input buffer of the pipeline.
-    inputs: Vec<BufferId>,
+    /// Each input buffer of the pipeline (which keeps them).
+    inputs: Vec<MemoryKey>,
     /// How each output is given.
     gives: Vec<Give>,
-    /// The buffers (and their bytes) that outputs view and that runs bind to fresh buffers.
-    fresh: Vec<(BufferId, u64)>,
+    /// The buffers (and their bytes) that outputs view and that runs bind to fresh buffers
+    /// (the pipeline keeps them through its outputs).
+    fresh: Vec<(MemoryKey, u64)>,
 }
 
 /// What one run binds: the bindings and, per input, whether it is bound; per fresh buffer,
 /// the buffer.
 pub(crate) struct RunIo {
-    pub bindings: Vec<(BufferId, Handle)>,
+    pub bindings: Vec<(MemoryKey, Handle)>,
     bound: Vec<bool>,
     fresh: Vec<Handle>,
 }
@@ -52,17 +53,17 @@ impl Io {
     /// The plan for a pipeline whose input buffers are `inputs` and whose closure returned
     /// `outputs`, with `scratch` the buffers allocated during the capture.
     pub(crate) fn plan<R: Runtime>(inputs: &[CubeTensor<R>], outputs: &[CubeTensor<R>], scratch: &[BufferId]) -> Self {
-        let inputs: Vec<BufferId> = inputs.iter().map(|t| BufferId::of(&t.handle)).collect();
-        let mut fresh: Vec<(BufferId, u64)> = Vec::new();
+        let inputs: Vec<MemoryKey> = inputs.iter().map(|t| MemoryKey::of(&t.handle)).collect();
+        let mut fresh: Vec<(MemoryKey, u64)> = Vec::new();
         let gives = outputs
             .iter()
             .map(|t| {
-                let id = BufferId::of(&t.handle);
-                if let Some(k) = inputs.iter().position(|&i| i == id) {
+                let key = MemoryKey::of(&t.handle);
+                if let Some(k) = inputs.iter().position(|&i| i == key) {
                     Give::Input(k)
-                } else if scratch.contains(&id) {
-                    let k = fresh.iter().position(|&(f, _)| f == id).unwrap_or_else(|| {
-                        fresh.push((id, t.handle.size_in_used()));
+                } else if scratch.contains(&BufferId::of(&t.handle)) {
+                    let k = fresh.iter().position(|&(f, _)| f == key).unwrap_or_else(|| {
+                        fresh.push((key, t.handle.size_in_used()));
                         fresh.len() - 1
                     });
                     Give::Fresh(k)
@@ -83,7 +84,7 @@ impl Io {
     /// The bindings of a run on `inputs`, with a fresh buffer for each output buffer.
     pub(crate) fn bind<R: Runtime>(&self, inputs: &[CubeTensor<R>], client: &cubecl::prelude::ComputeClient<R>) -> RunIo {
         let bound: Vec<bool> = inputs.iter().map(Self::binds).collect();
-        let mut bindings: Vec<(BufferId, Handle)> =
+        let mut bindings: Vec<(MemoryKey, Handle)> =
             (0..inputs.len()).filter(|&i| bound[i]).map(|i| (self.inputs[i], inputs[i].handle.clone())).collect();
         let fresh: Vec<Handle> = self
             .fresh
