@@ -136,7 +136,7 @@ fn main() {
             add_array_settings::launch_unchecked::<Runtime>(&client, count.clone(), dim, array(&a), array(&b), array(&out), settings);
         })),
         ("our backend's add, eager", 1, Box::new(|| drop(ours_a.clone() + ours_b.clone()))),
-        ("pipeline replay of 100 adds (+ 2 input copies, 1 output copy)", 103, Box::new(|| {
+        ("pipeline replay of 100 adds", 103, Box::new(|| {
             drop(pipeline.run(&[to_cube(ours_a.clone()), to_cube(ours_b.clone())]).expect("replay"));
         })),
     ];
