@@ -130,3 +130,14 @@ IO.puts("\njitted 16-element f32 add + read back: #{add_us} us (#{inspect(Bench.
 sync = fn -> :ok = ExCubecl.synchronize(device: device) end
 add_sync_us = Bench.median(fn -> add.(t, t); sync.() end, 100, 2000)
 IO.puts("jitted 16-element f32 add + sync: #{add_sync_us} us")
+
+# Where the jitted add's time goes: the program's NIF call alone (no Nx.Defn.jit around it),
+# the jit call without a sync (queued work), the sync alone, and the eager Nx.add.
+[{_, %{ref: program}}] = :ets.tab2list(ExBurn.Defn.Cache) |> Enum.filter(fn {_, p} -> match?(%Nx.Tensor{shape: {16}}, p.result) end)
+ref = t.data.ref
+part = fn label, fun -> IO.puts("  #{label}: #{Bench.median(fun, 100, 2000)} us") end
+part.("program_run NIF + sync", fn -> ExCubecl.Native.program_run(program, [ref, ref]); sync.() end)
+part.("program_run NIF alone, queued", fn -> ExCubecl.Native.program_run(program, [ref, ref]) end)
+part.("jitted add alone, queued", fn -> add.(t, t) end)
+part.("sync alone, idle device", sync)
+part.("eager Nx.add + sync", fn -> Nx.add(t, t); sync.() end)
