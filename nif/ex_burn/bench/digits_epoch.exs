@@ -1,4 +1,5 @@
-# Epoch time of the digits MLP (the Rust job's 64-128-64-10, batch 32, Adam) from Elixir, on
+# Epoch time of the digits MLP (the Rust job's 64-128-64-10, batch 32, Adam) and CNN (its two
+# 3x3 convolutions, max pool, 256-64-10; `--models mlp,cnn`, the default) from Elixir, on
 # the split that `digits --export-data PATH` writes; compare with the Rust job's "time per
 # epoch" on the same device (`digits --model mlp`):
 #   * ExBurn.Training.fit (Axon's loop, one compiled call per step), median of 3 epochs;
@@ -8,7 +9,7 @@
 # The ExBurn rows run fused and unfused (ExBurn.Defn.Compiler's :fuse), alternated twice.
 #
 #     cd nif/ex_burn
-#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary]
+#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary] [--models mlp,cnn]
 #
 # `--no-binary` leaves out the BinaryBackend epoch (about a minute).
 defmodule Bench.Digits do
@@ -18,6 +19,21 @@ defmodule Bench.Digits do
     |> Axon.dense(64, activation: :relu)
     |> Axon.dense(10)
   end
+
+  # The Rust job's Cnn, as examples/digits.exs builds it.
+  def cnn do
+    Axon.input("x", shape: {nil, 64})
+    |> Axon.reshape({:batch, 8, 8, 1})
+    |> Axon.conv(8, kernel_size: 3, padding: :same, activation: :relu)
+    |> Axon.conv(16, kernel_size: 3, padding: :same, activation: :relu)
+    |> Axon.max_pool(kernel_size: 2, strides: 2)
+    |> Axon.flatten()
+    |> Axon.dense(64, activation: :relu)
+    |> Axon.dense(10)
+  end
+
+  def model("mlp"), do: mlp()
+  def model("cnn"), do: cnn()
 
   def ms(fun) do
     {us, result} = :timer.tc(fun)
@@ -30,14 +46,15 @@ defmodule Bench.Digits do
     Enum.zip(Nx.to_batched(x, 32, leftover: :discard), Nx.to_batched(y, 32, leftover: :discard))
   end
 
-  def axon_epoch(batches, compiler) do
-    loop = Axon.Loop.trainer(mlp(), &Axon.Losses.categorical_cross_entropy(&1, &2, from_logits: true, reduction: :mean), Polaris.Optimizers.adam(learning_rate: 3.0e-3), log: 0)
+  def axon_epoch(axon, batches, compiler) do
+    loop = Axon.Loop.trainer(axon, &Axon.Losses.categorical_cross_entropy(&1, &2, from_logits: true, reduction: :mean), Polaris.Optimizers.adam(learning_rate: 3.0e-3), log: 0)
     state = Axon.Loop.run(loop, Enum.take(batches, 1), Axon.ModelState.empty(), epochs: 1, compiler: compiler)
     elem(ms(fn -> Axon.Loop.run(loop, batches, state, epochs: 1, compiler: compiler) end), 0)
   end
 end
 
-{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string, binary: :boolean])
+{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string, binary: :boolean, models: :string])
+models = String.split(opts[:models] || "mlp,cnn", ",")
 Logger.configure(level: :info)
 Nx.global_default_backend(ExBurn.Backend)
 d = ExBurn.Record.load!(opts[:data] || raise("digits_epoch.exs: --data DIGITS.mpk is required"))
@@ -45,19 +62,18 @@ x = d["train.images"]
 y = ExBurn.Dataset.one_hot(d["train.labels"], 10)
 IO.puts("device: #{ExBurn.default_device()}; #{elem(Nx.shape(x), 0)} training images, batch 32, ms per epoch\n")
 
-model =
-  ExBurn.Model.compile(Bench.Digits.mlp(), loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 3.0e-3, seed: 42)
-
 fit = fn model -> ExBurn.Training.fit(model, {x, y}, epochs: 1, batch_size: 32, log: false) end
 xb = Nx.slice_along_axis(x, 0, 32)
 yb = Nx.slice_along_axis(y, 0, 32)
 ex_batches = Bench.Digits.batches(x, y, ExBurn.Backend)
 
-# Fused and unfused programs (ExBurn.Defn.Compiler's :fuse), alternated.
-for fuse <- [true, false, true, false] do
+# Per model, fused and unfused programs (ExBurn.Defn.Compiler's :fuse), alternated.
+for name <- models, fuse <- [true, false, true, false] do
+  axon = Bench.Digits.model(name)
+  model = ExBurn.Model.compile(axon, loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 3.0e-3, seed: 42)
   Application.put_env(:ex_burn, :defn_fuse, fuse)
   ExBurn.Defn.Compiler.clear_cache()
-  tag = if fuse, do: "fused", else: "unfused"
+  tag = "#{name}, " <> if(fuse, do: "fused", else: "unfused")
   {model, _} = fit.(model)
   epochs = for _ <- 1..3, do: elem(Bench.Digits.ms(fn -> fit.(model) end), 0)
   IO.puts("| ExBurn.Training.fit, #{tag} | #{Enum.at(Enum.sort(epochs), 1)} |")
@@ -65,7 +81,7 @@ for fuse <- [true, false, true, false] do
   steps = fn -> Enum.reduce(1..45, m, fn _, m -> {m, loss} = ExBurn.Training.train_step(m, {xb, yb}); Nx.to_number(loss); m end) end
   steps.()
   IO.puts("| 45 ExBurn.Training.train_step calls, #{tag} | #{elem(Bench.Digits.ms(steps), 0)} |")
-  IO.puts("| Axon.Loop.trainer + run, ExBurn.Defn.Compiler, #{tag} | #{Bench.Digits.axon_epoch(ex_batches, ExBurn.Defn.Compiler)} |")
+  IO.puts("| Axon.Loop.trainer + run, ExBurn.Defn.Compiler, #{tag} | #{Bench.Digits.axon_epoch(axon, ex_batches, ExBurn.Defn.Compiler)} |")
 end
 
 Application.delete_env(:ex_burn, :defn_fuse)
@@ -73,5 +89,7 @@ Application.delete_env(:ex_burn, :defn_fuse)
 if Keyword.get(opts, :binary, true) do
   Nx.global_default_backend(Nx.BinaryBackend)
   bin_batches = Bench.Digits.batches(x, y, Nx.BinaryBackend)
-  IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend | #{Bench.Digits.axon_epoch(bin_batches, Nx.Defn.Evaluator)} |")
+  for name <- models do
+    IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend, #{name} | #{Bench.Digits.axon_epoch(Bench.Digits.model(name), bin_batches, Nx.Defn.Evaluator)} |")
+  end
 end
