@@ -347,6 +347,18 @@ defmodule ExBurn.ConformanceTest do
       check("#{op} #{inspect(type)}", &apply(Nx, op, [&1, &2, 0, {2, 3}, [strides: [2, 3]]]), [t, rand({2, 2}, type)], tol: max(tolerance(type), 1.0e-7))
     end
 
+    # Ties (the last extreme of a window in row-major order takes the source value), windows
+    # that overlap (a position sums what every window it is the extreme of sends it) and padding.
+    ties = Nx.tensor([[1, 3, 3, 0, 2, 2], [3, 1, 3, 2, 2, 0], [0, 0, 1, 1, 3, 3], [2, 2, 2, 2, 2, 2]], backend: Nx.BinaryBackend)
+
+    for type <- types, op <- [:window_scatter_max, :window_scatter_min] do
+      t = Nx.as_type(ties, type)
+      tol = max(tolerance(type), 1.0e-7)
+      check("#{op} #{inspect(type)} ties", &apply(Nx, op, [&1, &2, 0, {2, 3}, [strides: [2, 3]]]), [t, rand({2, 2}, type)], tol: tol)
+      check("#{op} #{inspect(type)} overlapping", &apply(Nx, op, [&1, &2, 0, {2, 2}, [strides: [1, 2]]]), [t, rand({3, 3}, type)], tol: tol)
+      check("#{op} #{inspect(type)} padded", &apply(Nx, op, [&1, &2, 0, {3, 3}, [strides: [2, 2], padding: :same]]), [t, rand({2, 3}, type)], tol: tol)
+    end
+
     for type <- types, op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min], opts <- [[axis: 1], [axis: 0, reverse: true]] do
       check("#{op} #{inspect(type)} #{inspect(opts)}", &apply(Nx, op, [&1, opts]), [rand({3, 4}, type, if(op == :cumulative_product, do: {1, 2}, else: nil))])
     end

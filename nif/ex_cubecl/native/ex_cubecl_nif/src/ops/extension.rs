@@ -14,6 +14,11 @@ use ex_cubecl::cubecl::Runtime;
 use crate::tensor::Prim;
 
 pub trait Extension: Backend {
+    /// Whether the backend records ops on Burn's tape (the autodiff backend, which the NIF
+    /// runs an op on only where an input is tracked): such ops must stay differentiable, so
+    /// entries that can fuse their work (`float_fused` drops the tape) compose ops instead.
+    const TAPE: bool;
+
     /// `1 - erf(x)`, to full relative precision in f64.
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 
@@ -47,6 +52,8 @@ impl<R: Runtime> Extension for ExCubeclBackend<R>
 where
     R::Device: DeviceOps,
 {
+    const TAPE: bool = false;
+
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         ExCubeclBackend::<R>::float_erfc(tensor)
     }
@@ -85,6 +92,8 @@ impl<R: Runtime> Extension for Autodiff<ExCubeclBackend<R>>
 where
     R::Device: DeviceOps,
 {
+    const TAPE: bool = true;
+
     fn float_erfc(tensor: FloatTensor<Self>) -> FloatTensor<Self> {
         if Self::float_is_require_grad(&tensor) {
             // Tracked: through ops that Burn's tape differentiates (erfc's own kernel keeps

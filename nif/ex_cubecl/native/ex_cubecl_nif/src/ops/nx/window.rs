@@ -1,7 +1,11 @@
 //! Window entries: sums, products, maxima and minima over windows with padding, strides and
 //! dilations; `window_reduce` with one of Nx's associative ops; and the window scatters.
-//! Each is a fold over the window's offsets, one strided view of the padded input per offset.
-use burn_backend::{DType, Slice};
+//! Each is a fold over the window's offsets, one strided view of the padded input per offset;
+//! a float fold runs as one fused launch over those views (where no input is on Burn's tape,
+//! whose ops must stay differentiable), bit for bit what the chain of launches gives.
+use burn_backend::{DType, Shape, Slice};
+use ex_cubecl::launch::fused::{BinaryFloatOp, CompareOp, FusedOp};
+
 use crate::ops::Extension;
 
 use super::Out;
@@ -82,19 +86,41 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts)
     let t = any::cast(op, t, out.dtype)?;
     let padded_shape: Vec<usize> = t.shape().iter().enumerate().map(|(i, &d)| (d as i64 + window.padding[3 * i] + window.padding[3 * i + 1]) as usize).collect();
     let padded = super::shape::pad::<B>(op, t, pad_value.clone(), &Out { dtype: out.dtype, shape: padded_shape }, &window.padding)?;
-    let mut acc: Option<Prim<B>> = None;
-    for w in window.offsets() {
-        let v = any::slice(padded.clone(), &window.view(&w, &out.shape));
-        acc = Some(match acc {
-            None => v,
-            Some(a) => binary::<B>(&fold, a, v, out, out.dtype)?,
-        });
-    }
-    let r = acc.ok_or_else(|| NifError::new(op, "the window is empty", out.describe()))?;
+    let r = fold_views::<B>(op, &fold, padded, &window, out)?;
     if op == "window_reduce" {
         return binary::<B>(&fold, r, pad_value, out, out.dtype);
     }
     Ok(r)
+}
+
+/// `fold` over the views of `padded` that the window's offsets read, in row-major order of the
+/// offsets: `out` elements of `out`'s dtype.
+fn fold_views<B: Extension>(op: &str, fold: &str, padded: Prim<B>, window: &Window, out: &Out) -> NifResult<Prim<B>> {
+    let views: Vec<Prim<B>> = window.offsets().iter().map(|w| any::slice(padded.clone(), &window.view(w, &out.shape))).collect();
+    let fused = |x: usize, y: usize| match fold {
+        "add" => Some(FusedOp::Binary(BinaryFloatOp::Add, x, y)),
+        "multiply" => Some(FusedOp::Binary(BinaryFloatOp::Mul, x, y)),
+        "max" => Some(FusedOp::NanMax(x, y)),
+        "min" => Some(FusedOp::NanMin(x, y)),
+        _ => None,
+    };
+    let floats: Option<Vec<_>> = views.iter().map(|v| if let Prim::Float(t) = v { Some(t.clone()) } else { None }).collect();
+    if let (false, Some(floats), Some(_)) = (B::TAPE || views.len() < 2, floats, fused(0, 0)) {
+        // Register k is view k; op i writes register n + i, folding in view i + 1.
+        let n = floats.len();
+        let ops: Vec<FusedOp> = (1..n).filter_map(|k| fused(if k == 1 { 0 } else { n + k - 2 }, k)).collect();
+        let last = n + ops.len() - 1;
+        let mut r = B::float_fused(floats, Shape::from(out.shape.clone()), ops, vec![last]);
+        return Ok(Prim::Float(r.remove(0)));
+    }
+    let mut acc: Option<Prim<B>> = None;
+    for v in views {
+        acc = Some(match acc {
+            None => v,
+            Some(a) => binary::<B>(fold, a, v, out, out.dtype)?,
+        });
+    }
+    acc.ok_or_else(|| NifError::new(op, "the window is empty", out.describe()))
 }
 
 enum Identity {
@@ -134,33 +160,67 @@ fn scatter<B: Extension>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, o
     let win_out = Out { dtype: out.dtype, shape: windows.clone() };
     let pred_out = Out { dtype: DType::U8, shape: windows.clone() };
     // The extreme of each window.
-    let mut extreme: Option<Prim<B>> = None;
-    for w in window.offsets() {
-        let v = any::slice(padded.clone(), &window.view(&w, &windows));
-        extreme = Some(match extreme {
-            None => v,
-            Some(e) => binary::<B>(if is_max { "max" } else { "min" }, e, v, &win_out, out.dtype)?,
-        });
-    }
-    let extreme = extreme.ok_or_else(|| NifError::new(op, "the window is empty", out.describe()))?;
-    // The last offset holding it takes the source value.
-    let mut taken = any::full::<B>(&windows, DType::U8, 0.0, &device);
+    let extreme = fold_views::<B>(op, if is_max { "max" } else { "min" }, padded.clone(), window, &win_out)?;
+    // The last offset holding it takes the source value: per offset (last first), what it adds.
+    let offsets: Vec<Vec<usize>> = window.offsets().into_iter().rev().collect();
+    let views: Vec<Vec<Slice>> = offsets.iter().map(|w| window.view(w, &windows)).collect();
+    let reads: Vec<Prim<B>> = views.iter().map(|view| any::slice(padded.clone(), view)).collect();
+    let adds = match taken_fused::<B>(&reads, &extreme, &source, &windows) {
+        Some(adds) => adds,
+        None => {
+            let mut taken = any::full::<B>(&windows, DType::U8, 0.0, &device);
+            let zeros = any::full::<B>(&windows, out.dtype, 0.0, &device);
+            let mut adds = Vec::new();
+            for v in reads {
+                let hit = binary::<B>("equal", v, extreme.clone(), &pred_out, out.dtype)?;
+                let fresh = binary::<B>("logical_and", hit, binary::<B>("equal", taken.clone(), any::full::<B>(&windows, DType::U8, 0.0, &device), &pred_out, DType::U8)?, &pred_out, DType::U8)?;
+                taken = binary::<B>("logical_or", taken, fresh.clone(), &pred_out, DType::U8)?;
+                adds.push(any::select_where(any::nonzero(fresh), source.clone(), zeros.clone()));
+            }
+            adds
+        }
+    };
     let mut result = any::full::<B>(&padded_shape, out.dtype, 0.0, &device);
-    let zeros = any::full::<B>(&windows, out.dtype, 0.0, &device);
-    for w in window.offsets().into_iter().rev() {
-        let view = window.view(&w, &windows);
-        let v = any::slice(padded.clone(), &view);
-        let hit = binary::<B>("equal", v, extreme.clone(), &pred_out, out.dtype)?;
-        let fresh = binary::<B>("logical_and", hit, binary::<B>("equal", taken.clone(), any::full::<B>(&windows, DType::U8, 0.0, &device), &pred_out, DType::U8)?, &pred_out, DType::U8)?;
-        taken = binary::<B>("logical_or", taken, fresh.clone(), &pred_out, DType::U8)?;
-        let add = any::select_where(any::nonzero(fresh), source.clone(), zeros.clone());
-        let region = any::slice(result.clone(), &view);
+    for (view, add) in views.iter().zip(adds) {
+        let region = any::slice(result.clone(), view);
         let sum = binary::<B>("add", region, add, &win_out, out.dtype)?;
-        result = any::slice_assign(result, &view, sum);
+        result = any::slice_assign(result, view, sum);
     }
     let cut: Vec<Slice> = (0..padded_shape.len())
         .map(|i| any::range(window.padding[3 * i].max(0) as usize, out.shape[i], 1))
         .collect();
     let result = any::slice(result, &cut);
     binary::<B>("add", result, init, out, out.dtype)
+}
+
+
+/// What each of `reads` (one view per window offset, last offset first) adds for the window
+/// scatter, in one fused launch: `source` where the view holds the window's `extreme` and no
+/// earlier view did, else 0. f32 only (the program's 0 and 1 are f32 literals), and not on
+/// Burn's tape; `None` where it doesn't apply.
+fn taken_fused<B: Extension>(reads: &[Prim<B>], extreme: &Prim<B>, source: &Prim<B>, windows: &[usize]) -> Option<Vec<Prim<B>>> {
+    let float = |p: &Prim<B>| if let Prim::Float(t) = p { Some(t.clone()) } else { None };
+    if B::TAPE || extreme.dtype() != DType::F32 || reads.is_empty() {
+        return None;
+    }
+    let mut inputs: Vec<_> = reads.iter().map(float).collect::<Option<_>>()?;
+    inputs.push(float(extreme)?);
+    inputs.push(float(source)?);
+    let n = inputs.len();
+    let (extreme, source) = (n - 2, n - 1);
+    let mut ops = vec![FusedOp::Const(0f32.to_bits()), FusedOp::Const(1f32.to_bits())];
+    let (zero, one) = (n, n + 1);
+    let push = |ops: &mut Vec<FusedOp>, op| {
+        ops.push(op);
+        n + ops.len() - 1
+    };
+    let mut taken = zero;
+    let mut outputs = Vec::new();
+    for k in 0..reads.len() {
+        let hit = push(&mut ops, FusedOp::Compare(CompareOp::Equal, k, extreme));
+        let fresh = push(&mut ops, FusedOp::Select(taken, zero, hit));
+        taken = push(&mut ops, FusedOp::Select(hit, one, taken));
+        outputs.push(push(&mut ops, FusedOp::Select(fresh, source, zero)));
+    }
+    Some(B::float_fused(inputs, Shape::from(windows.to_vec()), ops, outputs).into_iter().map(Prim::Float).collect())
 }
