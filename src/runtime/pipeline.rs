@@ -71,7 +71,7 @@
 //! not contiguous from its buffer's start and per output that is copied out
 //! ([`Pipeline::num_copies`]; none in a training step fed its own outputs), and one per
 //! state tensor whose new value is not its buffer (two for those copied aside). It looks
-//! each kernel argument's buffer up in its bindings (a scan of a few dozen bytes, no
+//! each kernel argument's buffer up in its bindings (two words compared per binding, no
 //! allocation). A pipeline keeps every intermediate of the captured closure alive at once
 //! (eager execution frees and reuses them within the step).
 //!
