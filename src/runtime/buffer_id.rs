@@ -5,8 +5,6 @@
 //! cubecl 0.10 keeps the id of a handle's memory (`ManagedMemoryId`) crate-private; its
 //! `Debug` output prints it. [`memory_id`] reads it there, in one place, and its tests fail
 //! if a cubecl upgrade changes that output.
-use std::fmt;
-
 use cubecl::server::Handle;
 
 /// A buffer: cubecl's id of the handle's memory and the handle's byte offsets into it.
@@ -67,55 +65,23 @@ impl MemoryKey {
 }
 
 /// The id of `handle`'s memory: clones of a handle share it, two allocations never do.
-///
-/// Cheap enough to call per kernel argument (pipeline replays look their bindings up by it):
-/// the `Debug` output is scanned as it is written, on the stack, and cut off after the id.
+/// It formats the handle, so it is for captures and state checks, not for every launch
+/// (replays look their bindings up by [`MemoryKey`]).
 ///
 /// # Panics
 /// When cubecl's `Debug` output of the memory handle holds no `ManagedMemoryId { value: N }`
 /// (a cubecl upgrade changed it).
 pub(crate) fn memory_id(handle: &Handle) -> usize {
-    let mut scan = IdScan { seen: [0; SCAN_BYTES], len: 0, id: None };
-    // The scan stops the formatting with an error once it has the id.
-    let _ = fmt::write(&mut scan, format_args!("{:?}", handle.memory));
-    scan.id.unwrap_or_else(|| {
-        panic!("ex_cubecl: buffer identity: cubecl's memory handle prints no `{KEY}N }}` any more: {:?}", handle.memory)
-    })
-}
-
-const KEY: &str = "ManagedMemoryId { value: ";
-/// The memory handle's `Debug` output holds the id within its first 100 bytes or so.
-const SCAN_BYTES: usize = 160;
-
-/// A `fmt::Write` that keeps the first bytes written and stops at the first number after
-/// [`KEY`].
-struct IdScan {
-    seen: [u8; SCAN_BYTES],
-    len: usize,
-    id: Option<usize>,
-}
-
-impl fmt::Write for IdScan {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let room = SCAN_BYTES - self.len;
-        let take = s.len().min(room);
-        self.seen[self.len..self.len + take].copy_from_slice(&s.as_bytes()[..take]);
-        self.len += take;
-        let seen = &self.seen[..self.len];
-        let Some(at) = seen.windows(KEY.len()).position(|w| w == KEY.as_bytes()) else {
-            return if take < s.len() { Err(fmt::Error) } else { Ok(()) };
-        };
-        let digits = &seen[at + KEY.len()..];
-        let end = digits.iter().position(|b| !b.is_ascii_digit());
-        match end {
-            Some(end) if end > 0 => {
-                self.id = std::str::from_utf8(&digits[..end]).ok().and_then(|d| d.parse().ok());
-                Err(fmt::Error)
-            }
-            _ if take < s.len() => Err(fmt::Error),
-            _ => Ok(()),
-        }
-    }
+    const KEY: &str = "ManagedMemoryId { value: ";
+    let text = format!("{:?}", handle.memory);
+    text.find(KEY)
+        .and_then(|at| {
+            let digits: String = text[at + KEY.len()..].chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .unwrap_or_else(|| {
+            panic!("ex_cubecl: buffer identity: cubecl's memory handle prints no `{KEY}N }}` any more: {text}")
+        })
 }
 
 #[cfg(test)]

@@ -12,29 +12,9 @@
 #     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary] [--models mlp,cnn]
 #
 # `--no-binary` leaves out the BinaryBackend epoch (about a minute).
+Code.require_file("../examples/digits_models.exs", __DIR__)
+
 defmodule Bench.Digits do
-  def mlp do
-    Axon.input("x", shape: {nil, 64})
-    |> Axon.dense(128, activation: :relu)
-    |> Axon.dense(64, activation: :relu)
-    |> Axon.dense(10)
-  end
-
-  # The Rust job's Cnn, as examples/digits.exs builds it.
-  def cnn do
-    Axon.input("x", shape: {nil, 64})
-    |> Axon.reshape({:batch, 8, 8, 1})
-    |> Axon.conv(8, kernel_size: 3, padding: :same, activation: :relu)
-    |> Axon.conv(16, kernel_size: 3, padding: :same, activation: :relu)
-    |> Axon.max_pool(kernel_size: 2, strides: 2)
-    |> Axon.flatten()
-    |> Axon.dense(64, activation: :relu)
-    |> Axon.dense(10)
-  end
-
-  def model("mlp"), do: mlp()
-  def model("cnn"), do: cnn()
-
   def ms(fun) do
     {us, result} = :timer.tc(fun)
     {us / 1000, result}
@@ -69,7 +49,7 @@ ex_batches = Bench.Digits.batches(x, y, ExBurn.Backend)
 
 # Per model, fused and unfused programs (ExBurn.Defn.Compiler's :fuse), alternated.
 for name <- models, fuse <- [true, false, true, false] do
-  axon = Bench.Digits.model(name)
+  axon = Digits.Models.model(name)
   model = ExBurn.Model.compile(axon, loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 3.0e-3, seed: 42)
   Application.put_env(:ex_burn, :defn_fuse, fuse)
   ExBurn.Defn.Compiler.clear_cache()
@@ -90,6 +70,6 @@ if Keyword.get(opts, :binary, true) do
   Nx.global_default_backend(Nx.BinaryBackend)
   bin_batches = Bench.Digits.batches(x, y, Nx.BinaryBackend)
   for name <- models do
-    IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend, #{name} | #{Bench.Digits.axon_epoch(Bench.Digits.model(name), bin_batches, Nx.Defn.Evaluator)} |")
+    IO.puts("| Axon.Loop.trainer + run, Nx.Defn.Evaluator on Nx.BinaryBackend, #{name} | #{Bench.Digits.axon_epoch(Digits.Models.model(name), bin_batches, Nx.Defn.Evaluator)} |")
   end
 end

@@ -6,31 +6,12 @@
 #
 #     mix run examples/digits.exs --data DIGITS.mpk [--rust-mlp MLP.mpk] [--model mlp|cnn|all]
 #                                 [--rust-hits N] [--epochs N] [--batch N] [--lr X] [--out DIR]
+Code.require_file("digits_models.exs", __DIR__)
+
 defmodule Digits do
   @classes 10
   # The Rust job's module paths and the Axon layers they pair with (ExBurn.Record.Axon).
   @rust_mlp [{"hidden1", "dense_0"}, {"hidden2", "dense_1"}, {"output", "dense_2"}]
-
-  # The Rust job's Mlp: 64 -> 128 -> 64 -> 10 with ReLU.
-  def mlp do
-    Axon.input("x", shape: {nil, 64})
-    |> Axon.dense(128, activation: :relu)
-    |> Axon.dense(64, activation: :relu)
-    |> Axon.dense(@classes)
-  end
-
-  # The Rust job's Cnn in Axon's channels-last layout: two 3x3 convolutions (8 and 16
-  # channels, same padding) with ReLU, a 2x2 max pool (8x8 -> 4x4), then 256 -> 64 -> 10.
-  def cnn do
-    Axon.input("x", shape: {nil, 64})
-    |> Axon.reshape({:batch, 8, 8, 1})
-    |> Axon.conv(8, kernel_size: 3, padding: :same, activation: :relu)
-    |> Axon.conv(16, kernel_size: 3, padding: :same, activation: :relu)
-    |> Axon.max_pool(kernel_size: 2, strides: 2)
-    |> Axon.flatten()
-    |> Axon.dense(64, activation: :relu)
-    |> Axon.dense(@classes)
-  end
 
   def compile(axon, opts) do
     ExBurn.Model.compile(axon,
@@ -82,7 +63,7 @@ defmodule Digits do
   # The Rust job's saved MLP in the Axon MLP; with `--rust-hits N` (the test images the Rust
   # job classified right, as it printed), fails unless Elixir gets the same count.
   def rust_mlp(path, data, opts) do
-    {:ok, model} = ExBurn.Model.import_params(compile(mlp(), opts), path, @rust_mlp)
+    {:ok, model} = ExBurn.Model.import_params(compile(Digits.Models.mlp(), opts), path, @rust_mlp)
     hits = hits(model, data.x_test, data.labels_test)
     n = elem(Nx.shape(data.labels_test), 0)
     IO.puts("\nRust job's MLP (#{path}) in the Axon MLP: test accuracy #{pct(hits / n)} (#{hits}/#{n})")
@@ -112,7 +93,7 @@ Logger.configure(level: :info)
 IO.puts("device: #{ExBurn.default_device()}; #{elem(Nx.shape(data.x_train), 0)} training and #{elem(Nx.shape(data.x_test), 0)} test images")
 
 accuracies =
-  for {name, axon, epochs} <- [{"mlp", Digits.mlp(), 10}, {"cnn", Digits.cnn(), 8}], opts[:model] in [name, "all"] do
+  for {name, axon, epochs} <- [{"mlp", Digits.Models.mlp(), 10}, {"cnn", Digits.Models.cnn(), 8}], opts[:model] in [name, "all"] do
     Digits.train(name, axon, data, Keyword.put_new(opts, :epochs, epochs))
   end
 

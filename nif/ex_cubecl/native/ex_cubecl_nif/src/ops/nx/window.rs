@@ -193,7 +193,6 @@ fn scatter<B: Extension>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, o
     binary::<B>("add", result, init, out, out.dtype)
 }
 
-
 /// What each of `reads` (one view per window offset, last offset first) adds for the window
 /// scatter, in one fused launch: `source` where the view holds the window's `extreme` and no
 /// earlier view did, else 0. f32 only (the program's 0 and 1 are f32 literals), and not on
