@@ -33,6 +33,9 @@ for app in "$stage"/build/lib/*; do
     cp -rL "$app/ebin" "$stage/exb/apps/$name/"
     if [ -d "$app/priv" ]; then cp -rL "$app/priv" "$stage/exb/apps/$name/"; fi
 done
+# The protocols as `mix run` in prod has them: consolidated (scripts/elixir_gpu.sh puts them
+# first in the code path), else every dispatch looks its implementation up at run time.
+cp -rL "$stage/build/lib/ex_burn/consolidated" "$stage/exb/consolidated"
 
 # Elixir: its launcher scripts and the applications a script run needs.
 elixir_home="$(dirname "$(dirname "$(command -v elixir)")")"
@@ -47,7 +50,7 @@ otp="$(erl -noshell -eval 'io:put_chars(code:root_dir()), halt().')"
 cp -r "$otp/bin" "$otp/releases" "$otp"/erts-* "$stage/exb/erlang/"
 # Debian's bin/erl names its root (/usr/lib/erlang); the bundle's finds it from where it lies.
 sed -i 's|^\( *\)ROOTDIR=.*$|\1ROOTDIR="$(cd "$(dirname "$0")/.." \&\& pwd)"|' "$stage/exb/erlang/bin/erl"
-for app in kernel stdlib compiler crypto; do
+for app in kernel stdlib compiler crypto tools; do
     cp -r "$otp"/lib/"$app"-* "$stage/exb/erlang/lib/"
 done
 # beam.smp's libraries that a CUDA image may lack.

@@ -23,4 +23,7 @@ cat >"$root/boot.exs" <<'EOF'
 System.argv(args)
 Code.require_file(script)
 EOF
-exec elixir -pa "$root/apps/*/ebin" "$root/boot.exs" "$script" "$@"
+# EXB_UNCONSOLIDATED=1 leaves the consolidated protocols out (to measure what they save).
+consolidated=("-pa" "$root/consolidated")
+if [ -n "${EXB_UNCONSOLIDATED:-}" ]; then consolidated=(); fi
+exec elixir -pa "$root/apps/*/ebin" "${consolidated[@]}" "$root/boot.exs" "$script" "$@"
