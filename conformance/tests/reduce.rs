@@ -102,6 +102,47 @@ fn float_reductions_match_ndarray() {
     suite.finish();
 }
 
+/// Nx's `reduce_max` / `reduce_min` in one launch (`float_extreme_dim_nan`): NaN where a line
+/// holds one, else Burn's max / min; against ndarray's max / min with the NaN filled in, on
+/// every reduction path (a unit per line, a cube per line, split lines), every float dtype
+/// and view, with NaN first, last, alone, everywhere or nowhere in a line.
+#[test]
+fn nan_propagating_extremes_match_ndarray() {
+    let mut suite = Suite::new("float_extreme_dim_nan");
+    let mut rng = Rng::new(7);
+    for dtype in float_dtypes() {
+        for shape in [vec![4, 5], vec![3, 700], vec![2, 9000], vec![6, 1, 3]] {
+            for view in [View::Contiguous, View::Transposed, View::Reversed] {
+                let mut values: Vec<f32> = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0).to_vec().unwrap();
+                let line = *shape.last().unwrap();
+                // Row 0 NaN first, row 1 NaN last, row 2 all NaN (where it exists), the rest none.
+                values[0] = f32::NAN;
+                if values.len() >= 2 * line {
+                    values[2 * line - 1] = f32::NAN;
+                }
+                if values.len() >= 3 * line {
+                    values[2 * line..3 * line].iter_mut().for_each(|v| *v = f32::NAN);
+                }
+                let a = TensorData::new(values, shape.clone()).convert_dtype(dtype);
+                for dim in 0..shape.len() {
+                    for max in [true, false] {
+                        let ours = catch(|| rf::<Ex>(Ex::float_extreme_dim_nan(float_view::<Ex>(f::<Ex>(&a), view), dim, max)));
+                        let reference = {
+                            type B = Ref;
+                            let t = float_view::<B>(f::<B>(&a), view);
+                            let nan = B::bool_any_dim(B::float_is_nan(t.clone(), BoolStore::Native), dim);
+                            let r = if max { B::float_max_dim(t, dim) } else { B::float_min_dim(t, dim) };
+                            rf::<B>(B::float_mask_fill(r, nan, burn_backend::Scalar::Float(f64::NAN)))
+                        };
+                        suite.check(format!("max={max} dim={dim} shape={shape:?} {dtype:?} {view:?}"), Tol::EXACT, (ours, reference));
+                    }
+                }
+            }
+        }
+    }
+    suite.finish();
+}
+
 #[test]
 fn int_reductions_match_ndarray() {
     let mut suite = Suite::new("int reduce");

@@ -23,6 +23,10 @@ pub enum ReduceOp {
     Min,
     /// Max of absolute values.
     MaxAbs,
+    /// Max that is NaN where any element is NaN (Nx's `reduce_max`).
+    NanMax,
+    /// Min that is NaN where any element is NaN (Nx's `reduce_min`).
+    NanMin,
     /// First index of the max (output: an int dtype).
     ArgMax,
     /// First index of the min (output: an int dtype).
@@ -53,10 +57,10 @@ fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
         ReduceOp::Prod | ReduceOp::All => {
             value = T::from_int(1);
         }
-        ReduceOp::Max | ReduceOp::ArgMax => {
+        ReduceOp::Max | ReduceOp::ArgMax | ReduceOp::NanMax => {
             value = T::min_value();
         }
-        ReduceOp::Min | ReduceOp::ArgMin => {
+        ReduceOp::Min | ReduceOp::ArgMin | ReduceOp::NanMin => {
             value = T::max_value();
         }
         _ => {}
@@ -66,7 +70,8 @@ fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
 
 /// Folds element `x` (at index `k` of the reduced dimension) into the accumulator; `first`
 /// says the accumulator holds nothing yet. Max/min skip NaN unless every element is NaN, as
-/// burn-ndarray does, and arg reductions keep the first index on ties.
+/// burn-ndarray does, NanMax/NanMin keep the first NaN they meet, and arg reductions keep the
+/// first index on ties.
 #[cube]
 fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime] op: ReduceOp) {
     match op {
@@ -83,6 +88,16 @@ fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime]
         }
         ReduceOp::Min => {
             if first || x < acc.value || !(acc.value == acc.value) {
+                acc.value = x;
+            }
+        }
+        ReduceOp::NanMax => {
+            if first || !(x == x) || (acc.value == acc.value && x > acc.value) {
+                acc.value = x;
+            }
+        }
+        ReduceOp::NanMin => {
+            if first || !(x == x) || (acc.value == acc.value && x < acc.value) {
                 acc.value = x;
             }
         }
@@ -135,6 +150,16 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
             }
             ReduceOp::Min => {
                 if other.value < acc.value || !(acc.value == acc.value) {
+                    acc.value = other.value;
+                }
+            }
+            ReduceOp::NanMax => {
+                if !(other.value == other.value) || (acc.value == acc.value && other.value > acc.value) {
+                    acc.value = other.value;
+                }
+            }
+            ReduceOp::NanMin => {
+                if !(other.value == other.value) || (acc.value == acc.value && other.value < acc.value) {
                     acc.value = other.value;
                 }
             }

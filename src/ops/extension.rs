@@ -1,13 +1,16 @@
 //! Ops beyond Burn's traits that our kernels have, for callers that know the backend's type
 //! (the NIF's Nx entries).
-use burn_backend::{DType, Shape};
+use burn_backend::{DType, Shape, Slice};
 use cubecl::Runtime;
+use ex_cubecl_kernels::reduce::ReduceOp;
 use ex_cubecl_kernels::unary::UnaryFloatOp;
 
 use crate::backend::ExCubeclBackend;
-use crate::launch::copy::into_contiguous;
+use crate::launch::copy::{copy_into, into_contiguous};
 use crate::launch::elementwise::unary_float_op;
 use crate::launch::fused::{FusedOp, fused};
+use crate::launch::reduce::reduce_dim;
+use crate::launch::view::slice_view;
 use crate::runtime::elem_size;
 use crate::tensor::CubeTensor;
 
@@ -32,6 +35,13 @@ impl<R: Runtime> ExCubeclBackend<R> {
         unary_float_op(tensor, UnaryFloatOp::Cbrt, 0.0, 0.0)
     }
 
+    /// The max (or with `max: false` the min) along `dim`, NaN where the reduced elements
+    /// hold a NaN (Nx's `reduce_max`; Burn's `max_dim` skips NaN), in one launch.
+    pub fn float_extreme_dim_nan(tensor: CubeTensor<R>, dim: usize, max: bool) -> CubeTensor<R> {
+        let dtype = tensor.dtype;
+        reduce_dim(tensor, dim, if max { ReduceOp::NanMax } else { ReduceOp::NanMin }, dtype)
+    }
+
     /// The inverse error function (Burn has no such op): ±∞ at ±1, NaN beyond.
     pub fn float_erf_inv(tensor: CubeTensor<R>) -> CubeTensor<R> {
         unary_float_op(tensor, UnaryFloatOp::ErfInv, 0.0, 0.0)
@@ -43,6 +53,38 @@ impl<R: Runtime> ExCubeclBackend<R> {
     /// launch gives.
     pub fn float_fused(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<CubeTensor<R>> {
         fused(inputs, shape, ops, outputs)
+    }
+
+    /// A tensor of `shape` and `dtype` assembled from `parts`, each copied into the region
+    /// its slices select: one launch per part and none to fill, so the regions must cover
+    /// every element exactly once (the offsets of windows that tile a tensor, say).
+    ///
+    /// # Panics
+    /// When there are no parts, when a part is not of `dtype` or doesn't fit its region, or
+    /// when the regions' sizes don't add up to the tensor's.
+    pub fn assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, CubeTensor<R>)>) -> CubeTensor<R> {
+        let first = &parts.first().expect("ex_cubecl: assemble: no parts").1;
+        let out = CubeTensor::empty(&first.client, &first.device, shape, dtype);
+        let covered: usize = parts.iter().map(|(_, p)| p.num_elements()).sum();
+        assert!(
+            covered == out.num_elements(),
+            "ex_cubecl: assemble: the parts hold {covered} elements, the tensor {:?} {}",
+            out.dims(),
+            out.num_elements()
+        );
+        for (slices, part) in &parts {
+            let (region, flip_mask) = slice_view("assemble", &out.layout, slices);
+            assert!(
+                part.dtype == dtype && region.shape == part.layout.shape,
+                "ex_cubecl: assemble: a part {:?} ({:?}) doesn't fit the region {:?} of {:?} ({dtype:?})",
+                part.dims(),
+                part.dtype,
+                region.shape.to_vec(),
+                out.dims()
+            );
+            copy_into(part, &part.layout, flip_mask, &out, &region);
+        }
+        out
     }
 
     /// `tensor`'s bits read as `dtype`, which must have the same width: the same buffer with

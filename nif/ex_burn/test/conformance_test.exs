@@ -323,6 +323,9 @@ defmodule ExBurn.ConformanceTest do
 
     for type <- types, Nx.Type.float?(type), op <- [:reduce_max, :reduce_min, :sum] do
       check("#{op} #{inspect(type)} NaN", &apply(Nx, op, [&1]), [specials(type)])
+      rows = specials(type) |> Nx.reshape({3, 4})
+      check("#{op} #{inspect(type)} NaN by rows", &apply(Nx, op, [&1, [axes: [1]]]), [rows])
+      check("#{op} #{inspect(type)} NaN by columns", &apply(Nx, op, [&1, [axes: [0]]]), [rows])
     end
 
     check("reduce with add", &Nx.reduce(&1, 10, [axes: [1]], fn x, acc -> Nx.add(x, acc) end), [rand({3, 4}, {:s, 32})])
@@ -357,6 +360,8 @@ defmodule ExBurn.ConformanceTest do
       check("#{op} #{inspect(type)} ties", &apply(Nx, op, [&1, &2, 0, {2, 3}, [strides: [2, 3]]]), [t, rand({2, 2}, type)], tol: tol)
       check("#{op} #{inspect(type)} overlapping", &apply(Nx, op, [&1, &2, 0, {2, 2}, [strides: [1, 2]]]), [t, rand({3, 3}, type)], tol: tol)
       check("#{op} #{inspect(type)} padded", &apply(Nx, op, [&1, &2, 0, {3, 3}, [strides: [2, 2], padding: :same]]), [t, rand({2, 3}, type)], tol: tol)
+      # Windows that tile the padded input, with an init other than 0.
+      check("#{op} #{inspect(type)} tiled padded", &apply(Nx, op, [&1, &2, 2, {3, 2}, [strides: [3, 2], padding: [{1, 1}, {0, 0}]]]), [t, rand({2, 3}, type)], tol: tol)
     end
 
     for type <- types, op <- [:cumulative_sum, :cumulative_product, :cumulative_max, :cumulative_min], opts <- [[axis: 1], [axis: 0, reverse: true]] do
@@ -457,6 +462,7 @@ defmodule ExBurn.ConformanceTest do
       check("dot vector #{inspect(type)}", &Nx.dot/2, [rand({4}, type), rand({4}, type)])
       check("dot batched #{inspect(type)}", &Nx.dot(&1, [2], [0], &2, [1], [0]), [rand({2, 3, 4}, type), rand({2, 4, 5}, type)])
       check("dot axes #{inspect(type)}", &Nx.dot(&1, [0], &2, [1]), [rand({4, 3}, type), rand({2, 4}, type)])
+      check("dot transposed right #{inspect(type)}", &Nx.dot(&1, [1], &2, [1]), [rand({3, 4}, type), rand({5, 4}, type)])
     end
 
     for type <- floats do
@@ -464,6 +470,9 @@ defmodule ExBurn.ConformanceTest do
       check("conv #{inspect(type)}", &Nx.conv(&1, &2), [x, rand({3, 4, 3, 3}, type)], tol: 10 * tolerance(type))
       check("conv strided padded dilated #{inspect(type)}", &Nx.conv(&1, &2, strides: [2, 1], padding: [{1, 2}, {0, 1}], input_dilation: [1, 2], kernel_dilation: [2, 1]), [x, rand({3, 4, 2, 2}, type)], tol: 10 * tolerance(type))
       check("conv feature groups #{inspect(type)}", &Nx.conv(&1, &2, feature_group_size: 2), [x, rand({4, 2, 3, 3}, type)], tol: 10 * tolerance(type))
+      # Padding on both sides goes to the kernel, the rest (one-sided, negative) to a pad.
+      check("conv padded both sides strided dilated grouped #{inspect(type)}", &Nx.conv(&1, &2, padding: [{2, 2}, {1, 1}], strides: [2, 1], kernel_dilation: [1, 2], feature_group_size: 2), [x, rand({4, 2, 3, 3}, type)], tol: 10 * tolerance(type))
+      check("conv one-sided and negative padding #{inspect(type)}", &Nx.conv(&1, &2, padding: [{2, 1}, {-1, 0}]), [x, rand({3, 4, 2, 2}, type)], tol: 10 * tolerance(type))
       check("conv batch groups #{inspect(type)}", &Nx.conv(&1, &2, batch_group_size: 2), [x, rand({4, 4, 3, 3}, type)], tol: 10 * tolerance(type))
       check("conv permuted #{inspect(type)}", &Nx.conv(&1, &2, input_permutation: [0, 3, 1, 2], output_permutation: [0, 3, 1, 2]), [rand({2, 5, 5, 4}, type), rand({3, 4, 3, 3}, type)], tol: 10 * tolerance(type))
       check("conv 1d #{inspect(type)}", &Nx.conv(&1, &2, padding: :same), [rand({1, 2, 7}, type), rand({3, 2, 3}, type)], tol: 10 * tolerance(type))

@@ -4,9 +4,9 @@
 //! tensor that requires them is `1 - erf(x)` on the tape, and `rsqrt`, `cbrt` and `erf_inv`
 //! go through ops the tape differentiates too.
 use burn_autodiff::Autodiff;
-use burn_backend::ops::FloatTensorOps;
+use burn_backend::ops::{BoolTensorOps, FloatTensorOps};
 use burn_backend::tensor::FloatTensor;
-use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps, Shape};
+use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps, Shape, Slice};
 use ex_cubecl::launch::fused::FusedOp;
 use ex_cubecl::ExCubeclBackend;
 use ex_cubecl::cubecl::Runtime;
@@ -34,9 +34,17 @@ pub trait Extension: Backend {
     /// The inverse error function.
     fn float_erf_inv(tensor: FloatTensor<Self>) -> FloatTensor<Self>;
 
+    /// The max (`max`) or min along `dim`, NaN where the reduced elements hold a NaN.
+    fn float_extreme_dim_nan(tensor: FloatTensor<Self>, dim: usize, max: bool) -> FloatTensor<Self>;
+
     /// A chain of elementwise float ops over `shape` in one launch (`ExCubeclBackend::float_fused`);
     /// not tracked for gradients (defn programs differentiate before they run).
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>>;
+
+    /// A tensor of `shape` made of `parts`, each in the region its slices select; the
+    /// regions cover every element exactly once (`ExCubeclBackend::assemble`: one launch per
+    /// part).
+    fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self>;
 
     /// The bits of a float or int tensor read as `dtype` (of the same width), on the device:
     /// a float primitive for a float `dtype`, an int one otherwise.
@@ -74,8 +82,16 @@ where
         ExCubeclBackend::<R>::float_erf_inv(tensor)
     }
 
+    fn float_extreme_dim_nan(tensor: FloatTensor<Self>, dim: usize, max: bool) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::float_extreme_dim_nan(tensor, dim, max)
+    }
+
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
         ExCubeclBackend::<R>::float_fused(inputs, shape, ops, outputs)
+    }
+
+    fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self> {
+        ExCubeclBackend::<R>::assemble(shape, dtype, parts)
     }
 
     fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {
@@ -146,9 +162,27 @@ where
         }
     }
 
+    fn float_extreme_dim_nan(tensor: FloatTensor<Self>, dim: usize, max: bool) -> FloatTensor<Self> {
+        if Self::float_is_require_grad(&tensor) {
+            // Tracked: Burn's max/min (whose gradient goes to the extreme), NaN filled in.
+            let nan = Self::bool_any_dim(Self::float_is_nan(tensor.clone(), burn_backend::BoolStore::Native), dim);
+            let r = if max { Self::float_max_dim(tensor, dim) } else { Self::float_min_dim(tensor, dim) };
+            Self::float_mask_fill(r, nan, burn_backend::Scalar::Float(f64::NAN))
+        } else {
+            Self::from_inner(ExCubeclBackend::<R>::float_extreme_dim_nan(Self::inner(tensor), dim, max))
+        }
+    }
+
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
         let inner = inputs.into_iter().map(Self::inner).collect();
         ExCubeclBackend::<R>::float_fused(inner, shape, ops, outputs).into_iter().map(Self::from_inner).collect()
+    }
+
+    fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self> {
+        // On the tape: each part assigned in turn, which Burn differentiates.
+        let device = Self::float_device(&parts.first().expect("ex_cubecl: assemble: no parts").1);
+        let zeros = Self::float_zeros(shape, &device, dtype.into());
+        parts.into_iter().fold(zeros, |out, (slices, part)| Self::float_slice_assign(out, &slices, part))
     }
 
     fn bitcast(tensor: Prim<Self>, dtype: DType) -> Prim<Self> {

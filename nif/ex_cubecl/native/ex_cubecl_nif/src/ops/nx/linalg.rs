@@ -49,8 +49,12 @@ fn dot<B: Extension>(op: &str, a: Prim<B>, b: Prim<B>, out: &Out, opts: &Opts) -
     }
     let a = any::cast(op, a, out.dtype)?;
     let b = any::cast(op, b, out.dtype)?;
-    let a = any::reshape(any::permute(a, &[ba.clone(), fa, ca].concat()), &[batch, m, k]);
-    let b = any::reshape(any::permute(b, &[bb, cb, fb].concat()), &[batch, k, n]);
+    // Two matrices multiply as the views the permutations give (a transposed operand is
+    // read in place); other operands are reshaped to [batch, rows, cols] first.
+    let matrices = [&ba, &fa, &ca, &bb, &cb, &fb].iter().map(|x| x.len()).eq([0, 1, 1, 0, 1, 1]);
+    let a = any::permute(a, &[ba.clone(), fa, ca].concat());
+    let b = any::permute(b, &[bb, cb, fb].concat());
+    let (a, b) = if matrices { (a, b) } else { (any::reshape(a, &[batch, m, k]), any::reshape(b, &[batch, k, n])) };
     Ok(any::reshape(matmul::<B>(a, b), &out.shape))
 }
 
@@ -77,18 +81,27 @@ fn conv<B: Extension>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) 
     let (feature_groups, batch_groups) = (opts.int(op, "feature_groups", Some(1))? as usize, opts.int(op, "batch_groups", Some(1))? as usize);
     let x = any::permute(any::cast(op, t, out.dtype)?, &ints("input_permutation")?);
     let w = any::permute(any::cast(op, k, out.dtype)?, &ints("kernel_permutation")?);
-    // Input dilation and padding (negative: cut) in one pad with zeros.
+    // Padding on both sides of an undilated axis goes to the convolution kernel; the rest
+    // (one-sided or negative padding, input dilation) is one pad with zeros before it.
+    let mut conv_padding = vec![0; spatial];
     let mut config = vec![0, 0, 0, 0, 0, 0];
     let dims = x.shape().to_vec();
     let mut padded = dims[..2].to_vec();
     for i in 0..spatial {
         let (lo, hi, interior) = (padding[2 * i], padding[2 * i + 1], input_dilation[i] as i64 - 1);
+        let both = if interior == 0 { lo.min(hi).max(0) } else { 0 };
+        conv_padding[i] = both as usize;
+        let (lo, hi) = (lo - both, hi - both);
         config.extend([lo, hi, interior]);
         let d = dims[2 + i] as i64;
         padded.push((lo + hi + d + (d - 1).max(0) * interior).max(0) as usize);
     }
-    let zero = any::full::<B>(&[1], out.dtype, 0.0, &x.device());
-    let x = super::shape::pad::<B>(op, x, zero, &Out { dtype: out.dtype, shape: padded.clone() }, &config)?;
+    let x = if config.iter().all(|&c| c == 0) {
+        x
+    } else {
+        let zero = any::full::<B>(&[1], out.dtype, 0.0, &x.device());
+        super::shape::pad::<B>(op, x, zero, &Out { dtype: out.dtype, shape: padded.clone() }, &config)?
+    };
     // Batch groups move into channels: a grouped convolution over them.
     let (n, c) = (padded[0], padded[1]);
     let x = if batch_groups > 1 {
@@ -101,14 +114,14 @@ fn conv<B: Extension>(op: &str, t: Prim<B>, k: Prim<B>, out: &Out, opts: &Opts) 
     };
     let groups = feature_groups * batch_groups;
     let (x, w) = (any::float::<B>(x), any::float::<B>(w));
-    let zeros = vec![0; spatial];
     fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
         v.try_into().expect("length checked")
     }
+    let p = &conv_padding;
     let r = match spatial {
-        1 => B::conv1d(x, w, None, ConvOptions::new(arr(&strides), arr(&zeros), arr(&kernel_dilation), groups)),
-        2 => B::conv2d(x, w, None, ConvOptions::new(arr(&strides), arr(&zeros), arr(&kernel_dilation), groups)),
-        _ => B::conv3d(x, w, None, ConvOptions::new(arr(&strides), arr(&zeros), arr(&kernel_dilation), groups)),
+        1 => B::conv1d(x, w, None, ConvOptions::new(arr(&strides), arr(p), arr(&kernel_dilation), groups)),
+        2 => B::conv2d(x, w, None, ConvOptions::new(arr(&strides), arr(p), arr(&kernel_dilation), groups)),
+        _ => B::conv3d(x, w, None, ConvOptions::new(arr(&strides), arr(p), arr(&kernel_dilation), groups)),
     };
     let output_permutation = ints("output_permutation")?;
     Ok(any::permute(Prim::Float(r), &inverse(&output_permutation)))

@@ -1,6 +1,6 @@
 //! Reductions (over a list of axes), arg-reductions with Nx's tie break, `reduce` with one of
 //! Nx's associative ops, and the cumulative blocks.
-use burn_backend::tensor::{BoolTensor, IntTensor};
+use burn_backend::tensor::IntTensor;
 use crate::ops::Extension;
 use burn_backend::{IntDType, Scalar};
 
@@ -58,20 +58,16 @@ pub fn reduce<B: Extension>(op: &str, t: Prim<B>, out: &Out, axes: &[usize]) -> 
     let t = any::cast(op, t, out.dtype)?;
     let r = match t {
         Prim::Float(x) => {
-            let nan = (matches!(op, "reduce_max" | "reduce_min")).then(|| any_over::<B>(B::float_is_nan(x.clone(), BOOL), axes));
             let mut r = x;
             for &a in axes {
                 r = match op {
                     "sum" => B::float_sum_dim(r, a),
                     "product" => B::float_prod_dim(r, a),
-                    "reduce_max" => B::float_max_dim(r, a),
-                    _ => B::float_min_dim(r, a),
+                    "reduce_max" => B::float_extreme_dim_nan(r, a, true),
+                    _ => B::float_extreme_dim_nan(r, a, false),
                 };
             }
-            Prim::Float(match nan {
-                Some(nan) => B::float_mask_fill(r, nan, Scalar::Float(f64::NAN)),
-                None => r,
-            })
+            Prim::Float(r)
         }
         Prim::Int(x) => {
             let mut r = x;
@@ -88,13 +84,6 @@ pub fn reduce<B: Extension>(op: &str, t: Prim<B>, out: &Out, axes: &[usize]) -> 
         other => return Err(NifError::new(op, "takes numbers", other.describe())),
     };
     Ok(any::reshape(r, &out.shape))
-}
-
-fn any_over<B: Extension>(mut b: BoolTensor<B>, axes: &[usize]) -> BoolTensor<B> {
-    for &a in axes {
-        b = B::bool_any_dim(b, a);
-    }
-    b
 }
 
 /// The value of a reduction over nothing.

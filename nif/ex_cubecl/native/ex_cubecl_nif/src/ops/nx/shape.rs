@@ -150,7 +150,6 @@ pub fn pad<B: Extension>(op: &str, t: Prim<B>, value: Prim<B>, out: &Out, config
     if config.iter().all(|&c| c == 0) {
         return any::cast(op, t, out.dtype);
     }
-    let device = t.device();
     let t = any::cast(op, t, out.dtype)?;
     let value = any::cast(op, value, out.dtype)?;
     // First with the positive edges and the interior, then cut the negative edges.
@@ -166,16 +165,10 @@ pub fn pad<B: Extension>(op: &str, t: Prim<B>, value: Prim<B>, out: &Out, config
         let start = (-lo).max(0) as usize;
         cut.push(Slice::new(start as isize, Some((size as i64 - (-hi).max(0)) as isize), 1));
     }
-    let grown_padded = if dims.contains(&0) {
-        any::expand(any::reshape(value, &vec![1; dims.len()]), &grown)
-    } else {
-        let zeros = any::full::<B>(&grown, out.dtype, 0.0, &device);
-        let placed = any::slice_assign(zeros, &place, t);
-        let mask = any::full::<B>(&grown, DType::U8, 0.0, &device);
-        let mask = any::slice_assign(mask, &place, any::full::<B>(&dims, DType::U8, 1.0, &device));
-        let value = any::expand(any::reshape(value, &vec![1; dims.len()]), &grown);
-        any::select_where(any::nonzero(mask), placed, value)
-    };
+    // The value over the grown shape with the tensor placed in it: two launches (the value
+    // copied out over the grown shape, then the tensor into its places).
+    let filled = any::expand(any::reshape(value, &vec![1; dims.len()]), &grown);
+    let grown_padded = if dims.contains(&0) { filled } else { any::slice_assign(filled, &place, t) };
     Ok(any::slice(grown_padded, &cut))
 }
 

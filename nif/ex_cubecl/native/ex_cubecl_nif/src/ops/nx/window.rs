@@ -165,7 +165,19 @@ fn scatter<B: Extension>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, o
     let offsets: Vec<Vec<usize>> = window.offsets().into_iter().rev().collect();
     let views: Vec<Vec<Slice>> = offsets.iter().map(|w| window.view(w, &windows)).collect();
     let reads: Vec<Prim<B>> = views.iter().map(|view| any::slice(padded.clone(), view)).collect();
-    let adds = match taken_fused::<B>(&reads, &extreme, &source, &windows) {
+    let cut: Vec<Slice> = (0..padded_shape.len())
+        .map(|i| any::range(window.padding[3 * i].max(0) as usize, out.shape[i], 1))
+        .collect();
+    // Windows that tile the padded input (as wide as their strides, undilated, none left
+    // over): each element is one offset's, so the fused launch adds `init` too and each
+    // offset's values are copied into their places.
+    let tiled = (0..windows.len()).all(|i| window.dilations[i] == 1 && window.strides[i] == window.dims[i] && padded_shape[i] == windows[i] * window.dims[i]);
+    let adds = match taken_fused::<B>(&reads, &extreme, &source, &windows, tiled.then_some(&init)) {
+        Some(adds) if tiled => {
+            let parts = views.into_iter().zip(adds).map(|(view, add)| (view, any::float::<B>(add))).collect();
+            let result = Prim::Float(B::float_assemble(Shape::from(padded_shape), out.dtype, parts));
+            return Ok(any::slice(result, &cut));
+        }
         Some(adds) => adds,
         None => {
             let mut taken = any::full::<B>(&windows, DType::U8, 0.0, &device);
@@ -186,18 +198,16 @@ fn scatter<B: Extension>(op: &str, t: Prim<B>, source: Prim<B>, init: Prim<B>, o
         let sum = binary::<B>("add", region, add, &win_out, out.dtype)?;
         result = any::slice_assign(result, view, sum);
     }
-    let cut: Vec<Slice> = (0..padded_shape.len())
-        .map(|i| any::range(window.padding[3 * i].max(0) as usize, out.shape[i], 1))
-        .collect();
     let result = any::slice(result, &cut);
     binary::<B>("add", result, init, out, out.dtype)
 }
 
 /// What each of `reads` (one view per window offset, last offset first) adds for the window
 /// scatter, in one fused launch: `source` where the view holds the window's `extreme` and no
-/// earlier view did, else 0. f32 only (the program's 0 and 1 are f32 literals), and not on
-/// Burn's tape; `None` where it doesn't apply.
-fn taken_fused<B: Extension>(reads: &[Prim<B>], extreme: &Prim<B>, source: &Prim<B>, windows: &[usize]) -> Option<Vec<Prim<B>>> {
+/// earlier view did, else 0; with `init`, `(0 + that) + init` (what the scatter gives where
+/// that offset is the only one to add). f32 only (the program's 0 and 1 are f32 literals),
+/// and not on Burn's tape; `None` where it doesn't apply.
+fn taken_fused<B: Extension>(reads: &[Prim<B>], extreme: &Prim<B>, source: &Prim<B>, windows: &[usize], init: Option<&Prim<B>>) -> Option<Vec<Prim<B>>> {
     let float = |p: &Prim<B>| if let Prim::Float(t) = p { Some(t.clone()) } else { None };
     if B::TAPE || extreme.dtype() != DType::F32 || reads.is_empty() {
         return None;
@@ -205,8 +215,12 @@ fn taken_fused<B: Extension>(reads: &[Prim<B>], extreme: &Prim<B>, source: &Prim
     let mut inputs: Vec<_> = reads.iter().map(float).collect::<Option<_>>()?;
     inputs.push(float(extreme)?);
     inputs.push(float(source)?);
+    if let Some(init) = init {
+        let scalar = any::reshape(init.clone(), &vec![1; windows.len()]);
+        inputs.push(float(&any::expand(scalar, windows))?);
+    }
     let n = inputs.len();
-    let (extreme, source) = (n - 2, n - 1);
+    let (extreme, source) = if init.is_some() { (n - 3, n - 2) } else { (n - 2, n - 1) };
     let mut ops = vec![FusedOp::Const(0f32.to_bits()), FusedOp::Const(1f32.to_bits())];
     let (zero, one) = (n, n + 1);
     let push = |ops: &mut Vec<FusedOp>, op| {
@@ -219,7 +233,14 @@ fn taken_fused<B: Extension>(reads: &[Prim<B>], extreme: &Prim<B>, source: &Prim
         let hit = push(&mut ops, FusedOp::Compare(CompareOp::Equal, k, extreme));
         let fresh = push(&mut ops, FusedOp::Select(taken, zero, hit));
         taken = push(&mut ops, FusedOp::Select(hit, one, taken));
-        outputs.push(push(&mut ops, FusedOp::Select(fresh, source, zero)));
+        let add = push(&mut ops, FusedOp::Select(fresh, source, zero));
+        outputs.push(match init {
+            Some(_) => {
+                let placed = push(&mut ops, FusedOp::Binary(BinaryFloatOp::Add, zero, add));
+                push(&mut ops, FusedOp::Binary(BinaryFloatOp::Add, placed, n - 1))
+            }
+            None => add,
+        });
     }
     Some(B::float_fused(inputs, Shape::from(windows.to_vec()), ops, outputs).into_iter().map(Prim::Float).collect())
 }
