@@ -210,7 +210,9 @@ defmodule ExBurn.Defn.Fuse do
     {{:op, "nx_fused", Enum.map(external, &rename(&1, map)), fused_opts, label}, given}
   end
 
-  # The scalar constants among `external` that an f32 kernel takes as literals,
+  # The constants among `external` that hold one number everywhere and that an f32 kernel
+  # takes as literals (an operand of an elementwise op broadcasts to the op's shape, so a
+  # constant of any shape is its number there),
   # `[{slot, f32 bits}]`, and the inputs left (one at least: a kernel reads a buffer).
   defp literals(external, "f32", scalars) do
     {literals, inputs} = Enum.split_with(external, &literal_bits(&1, scalars))

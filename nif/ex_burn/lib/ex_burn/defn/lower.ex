@@ -27,7 +27,8 @@ defmodule ExBurn.Defn.Lower do
   # calls `{fun, opts, argument template, result template}` by id, `outputs` gives, for each
   # tensor of `expr` in order, the program output that holds it (a value that is more than
   # one output of the graph is one output of the program, so the results are one tensor),
-  # and `scalars` the rank-0 constants' `{type, number}` by constant index.
+  # and `scalars` the constants that hold one number everywhere (`Nx.broadcast(0, shape)` in
+  # a gradient, say), `{type, number}` by constant index.
   def program(expr, nparams, dev) do
     st = %__MODULE__{dev: dev}
     params = for i <- 0..(nparams - 1)//1, do: {:param, i}
@@ -36,7 +37,7 @@ defmodule ExBurn.Defn.Lower do
     unique = Enum.uniq(slots)
     index = Map.new(Enum.with_index(unique))
     blocks = [{nparams, instrs, unique} | for(b <- 1..(st.next_block - 1)//1, do: Map.fetch!(st.blocks, b))]
-    scalars = for {{type, {}, number}, {:const, c}} <- st.const_keys, into: %{}, do: {c, {type, number}}
+    scalars = for {{type, _shape, number}, {:const, c}} <- st.const_keys, into: %{}, do: {c, {type, number}}
     {blocks, Enum.reverse(st.consts), Enum.reverse(st.hooks), Enum.reverse(st.calls), Enum.map(slots, &Map.fetch!(index, &1)), scalars}
   end
 

@@ -56,34 +56,50 @@ pub fn reduce<B: Extension>(op: &str, t: Prim<B>, out: &Out, axes: &[usize]) -> 
         return Ok(any::reshape(any::from_bool::<B>(op, b, out.dtype)?, &out.shape));
     }
     let t = any::cast(op, t, out.dtype)?;
-    let r = match t {
-        Prim::Float(x) => {
-            let mut r = x;
-            for &a in axes {
-                r = match op {
-                    "sum" => B::float_sum_dim(r, a),
-                    "product" => B::float_prod_dim(r, a),
-                    "reduce_max" => B::float_extreme_dim_nan(r, a, true),
-                    _ => B::float_extreme_dim_nan(r, a, false),
-                };
-            }
-            Prim::Float(r)
-        }
-        Prim::Int(x) => {
-            let mut r = x;
-            for &a in axes {
-                r = match op {
-                    "sum" => B::int_sum_dim(r, a),
-                    "product" => B::int_prod_dim(r, a),
-                    "reduce_max" => B::int_max_dim(r, a),
-                    _ => B::int_min_dim(r, a),
-                };
-            }
-            Prim::Int(r)
-        }
-        other => return Err(NifError::new(op, "takes numbers", other.describe())),
+    if matches!(t, Prim::Bool(_) | Prim::Quant(_)) {
+        return Err(NifError::new(op, "takes numbers", t.describe()));
+    }
+    let along = |p: Prim<B>, a: usize| match p {
+        Prim::Float(x) => Prim::Float(match op {
+            "sum" => B::float_sum_dim(x, a),
+            "product" => B::float_prod_dim(x, a),
+            "reduce_max" => B::float_extreme_dim_nan(x, a, true),
+            _ => B::float_extreme_dim_nan(x, a, false),
+        }),
+        Prim::Int(x) => Prim::Int(match op {
+            "sum" => B::int_sum_dim(x, a),
+            "product" => B::int_prod_dim(x, a),
+            "reduce_max" => B::int_max_dim(x, a),
+            _ => B::int_min_dim(x, a),
+        }),
+        other => other,
     };
-    Ok(any::reshape(r, &out.shape))
+    Ok(any::reshape(over_runs::<B>(t, axes, along), &out.shape))
+}
+
+/// `t` reduced by `along` over `axes`, keeping them as axes of size 1: each run of adjacent
+/// axes as one merged axis (one launch where `t` is contiguous; a copy first where it is
+/// not, still fewer launches than one per axis).
+fn over_runs<B: Extension>(t: Prim<B>, axes: &[usize], along: impl Fn(Prim<B>, usize) -> Prim<B>) -> Prim<B> {
+    let mut sorted = axes.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for a in sorted {
+        match runs.last_mut() {
+            Some((_, end)) if *end + 1 == a => *end = a,
+            _ => runs.push((a, a)),
+        }
+    }
+    runs.into_iter().fold(t, |t, (start, end)| {
+        if start == end {
+            return along(t, start);
+        }
+        let dims = t.shape().to_vec();
+        let merged: Vec<usize> = [&dims[..start], &[dims[start..=end].iter().product()], &dims[end + 1..]].concat();
+        let kept: Vec<usize> = dims.iter().enumerate().map(|(i, &d)| if (start..=end).contains(&i) { 1 } else { d }).collect();
+        any::reshape(along(any::reshape(t, &merged), start), &kept)
+    })
 }
 
 /// The value of a reduction over nothing.
