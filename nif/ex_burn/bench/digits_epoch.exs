@@ -9,9 +9,10 @@
 # The ExBurn rows run fused and unfused (ExBurn.Defn.Compiler's :fuse), alternated twice.
 #
 #     cd nif/ex_burn
-#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary] [--models mlp,cnn]
+#     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/digits_epoch.exs --data DIGITS.mpk [--no-binary] [--no-unfused] [--models mlp,cnn]
 #
-# `--no-binary` leaves out the BinaryBackend epoch (about a minute).
+# `--no-binary` leaves out the BinaryBackend epoch (about a minute), `--no-unfused` the
+# unfused programs (each model runs fused twice instead).
 Code.require_file("../examples/digits_models.exs", __DIR__)
 
 defmodule Bench.Digits do
@@ -33,7 +34,7 @@ defmodule Bench.Digits do
   end
 end
 
-{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string, binary: :boolean, models: :string])
+{opts, _, _} = OptionParser.parse(System.argv(), strict: [data: :string, binary: :boolean, models: :string, unfused: :boolean])
 models = String.split(opts[:models] || "mlp,cnn", ",")
 Logger.configure(level: :info)
 Nx.global_default_backend(ExBurn.Backend)
@@ -48,7 +49,9 @@ yb = Nx.slice_along_axis(y, 0, 32)
 ex_batches = Bench.Digits.batches(x, y, ExBurn.Backend)
 
 # Per model, fused and unfused programs (ExBurn.Defn.Compiler's :fuse), alternated.
-for name <- models, fuse <- [true, false, true, false] do
+fusions = if Keyword.get(opts, :unfused, true), do: [true, false, true, false], else: [true, true]
+
+for name <- models, fuse <- fusions do
   axon = Digits.Models.model(name)
   model = ExBurn.Model.compile(axon, loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 3.0e-3, seed: 42)
   Application.put_env(:ex_burn, :defn_fuse, fuse)
