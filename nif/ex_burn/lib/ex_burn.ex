@@ -47,6 +47,32 @@ defmodule ExBurn do
   @spec gpu?() :: boolean()
   def gpu?, do: ExCubecl.gpu?()
 
+  @doc """
+  Whether ExBurn can run here: the NIF is loaded and the default device computes a small
+  product correctly (`smoke_test/0`).
+
+      iex> ExBurn.available?()
+      true
+  """
+  @spec available?() :: boolean()
+  def available?, do: nif_loaded?() and smoke_test() == :ok
+
+  @doc "`ExBurn.Tensor.from_nx/2`: `t` on `ExBurn.Backend` (options: `:device`)."
+  @spec from_nx(Nx.Tensor.t(), keyword()) :: Nx.Tensor.t()
+  defdelegate from_nx(t, opts \\ []), to: ExBurn.Tensor
+
+  @doc "`ExBurn.Tensor.to_nx/1`: `t` on `Nx.BinaryBackend`."
+  @spec to_nx(Nx.Tensor.t()) :: Nx.Tensor.t()
+  defdelegate to_nx(t), to: ExBurn.Tensor
+
+  @doc "`ExBurn.Tensor.zeros/2`: zeros of `shape` on the device (options: `:type`, `:device`)."
+  @spec zeros(tuple(), keyword()) :: Nx.Tensor.t()
+  defdelegate zeros(shape, opts \\ []), to: ExBurn.Tensor
+
+  @doc "`ExBurn.Tensor.ones/2`: ones of `shape` on the device (options: `:type`, `:device`)."
+  @spec ones(tuple(), keyword()) :: Nx.Tensor.t()
+  defdelegate ones(shape, opts \\ []), to: ExBurn.Tensor
+
   @doc "Whether the NIF is loaded. `ExBurn.nif_loaded?() #=> true`"
   @spec nif_loaded?() :: boolean()
   def nif_loaded? do

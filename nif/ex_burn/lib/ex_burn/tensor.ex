@@ -20,6 +20,34 @@ defmodule ExBurn.Tensor do
   @spec to_nx(Nx.Tensor.t()) :: Nx.Tensor.t()
   def to_nx(%Nx.Tensor{} = t), do: Nx.backend_copy(t, Nx.BinaryBackend)
 
+  @doc """
+  A tensor of zeros of `shape` on `ExBurn.Backend` (options: `:type`, default `{:f, 32}`;
+  `:device`).
+
+      iex> ExBurn.Tensor.zeros({2, 2}, type: :s32) |> Nx.to_flat_list()
+      [0, 0, 0, 0]
+  """
+  @spec zeros(tuple(), keyword()) :: Nx.Tensor.t()
+  def zeros(shape, opts \\ []), do: filled(0, shape, opts, "zeros")
+
+  @doc """
+  A tensor of ones of `shape` on `ExBurn.Backend` (options as `zeros/2`).
+
+      iex> ExBurn.Tensor.ones({3}) |> Nx.to_flat_list()
+      [1.0, 1.0, 1.0]
+  """
+  @spec ones(tuple(), keyword()) :: Nx.Tensor.t()
+  def ones(shape, opts \\ []), do: filled(1, shape, opts, "ones")
+
+  defp filled(value, shape, opts, _fun) when is_tuple(shape) do
+    opts = Keyword.validate!(opts, [:device, type: {:f, 32}])
+    backend = {ExBurn.Backend, Keyword.take(opts, [:device])}
+    value |> Nx.tensor(type: opts[:type], backend: backend) |> Nx.broadcast(shape)
+  end
+
+  defp filled(_value, shape, _opts, fun),
+    do: raise(ArgumentError, "ExBurn.Tensor.#{fun}: the shape must be a tuple such as {2, 3}, got #{inspect(shape)}")
+
   @doc "`from_nx/2` of each tensor."
   @spec from_nx_batch([Nx.Tensor.t()], keyword()) :: [Nx.Tensor.t()]
   def from_nx_batch(tensors, opts \\ []), do: Enum.map(tensors, &from_nx(&1, opts))
