@@ -129,6 +129,41 @@ def reduce(full):
     ]
 
 
+def composite(full):
+    """`cases/composite.rs`: softmax, layer norm and GELU written as tensor ops; eager, and
+    under torch.compile (keys ending in `, torch.compile`, for the text beside the table)."""
+    rows, n = ([16384, 4096], 1 << 26) if full else ([256, 512], 1 << 16)
+
+    def softmax(x):
+        e = (x - x.amax(1, keepdim=True)).exp()
+        return e / e.sum(1, keepdim=True)
+
+    def layer_norm(x, gamma, beta):
+        centred = x - x.mean(1, keepdim=True)
+        var = (centred * centred).mean(1, keepdim=True)
+        return centred / (var + 1e-5).sqrt() * gamma + beta
+
+    def gelu(x):
+        return x * 0.5 * ((x + x * x * x * 0.044715) * (2.0 / 3.141592653589793) ** 0.5).tanh().add(1.0)
+
+    def make(f, inputs, compiled):
+        def build(t):
+            args = [t.uniform(dims, seed) for dims, seed in inputs]
+            g = torch.compile(f) if compiled else f
+            return lambda: g(*args)
+        return build
+
+    out = []
+    for compiled in (False, True):
+        tag = ", torch.compile" if compiled else ""
+        out += [
+            ("softmax f32 as ops (last dim)", shape(rows) + tag, make(softmax, [(rows, 1)], compiled)),
+            ("layer norm f32 as ops (last dim)", shape(rows) + tag, make(layer_norm, [(rows, 1), ([1, rows[1]], 2), ([1, rows[1]], 3)], compiled)),
+            ("gelu f32 as ops (tanh form)", count(n) + tag, make(gelu, [([n], 1)], compiled)),
+        ]
+    return out
+
+
 def index(full):
     dims = [4096, 4096] if full else [256, 256]
 
@@ -272,7 +307,7 @@ def train(full):
 def cases(full):
     """Every case with a PyTorch equivalent, in the order of `cases::all`; the variants of
     ours only (exact f32, tilings) have none."""
-    return elementwise(full) + reduce(full) + index(full) + matmul(full) + module(full) + train(full)
+    return elementwise(full) + reduce(full) + composite(full) + index(full) + matmul(full) + module(full) + train(full)
 
 
 def time_case(run, sync, warmup, iters):

@@ -61,6 +61,8 @@
 #![warn(missing_docs)]
 
 mod backend;
+#[cfg(feature = "fusion")]
+pub mod fusion;
 pub mod launch;
 mod ops;
 #[cfg(feature = "optim")]
@@ -86,6 +88,14 @@ pub type ExWgpu = ExCubeclBackend<cubecl::wgpu::WgpuRuntime>;
 #[cfg(feature = "wgpu")]
 pub type ExWgpuAutodiff = burn_autodiff::Autodiff<ExWgpu>;
 
+/// [`ExWgpu`] with kernel fusion: Burn's fusion engine with our fusers (see [`fusion`]).
+#[cfg(all(feature = "wgpu", feature = "fusion"))]
+pub type ExWgpuFusion = burn_fusion::Fusion<ExWgpu>;
+
+/// [`ExWgpuFusion`] with Burn's autodiff.
+#[cfg(all(feature = "wgpu", feature = "fusion"))]
+pub type ExWgpuFusionAutodiff = burn_autodiff::Autodiff<ExWgpuFusion>;
+
 /// The backend on CUDA (loaded at run time).
 #[cfg(feature = "cuda")]
 pub type ExCuda = ExCubeclBackend<cubecl::cuda::CudaRuntime>;
@@ -93,3 +103,11 @@ pub type ExCuda = ExCubeclBackend<cubecl::cuda::CudaRuntime>;
 /// [`ExCuda`] with Burn's autodiff.
 #[cfg(feature = "cuda")]
 pub type ExCudaAutodiff = burn_autodiff::Autodiff<ExCuda>;
+
+/// [`ExCuda`] with kernel fusion: Burn's fusion engine with our fusers (see [`fusion`]).
+#[cfg(all(feature = "cuda", feature = "fusion"))]
+pub type ExCudaFusion = burn_fusion::Fusion<ExCuda>;
+
+/// [`ExCudaFusion`] with Burn's autodiff.
+#[cfg(all(feature = "cuda", feature = "fusion"))]
+pub type ExCudaFusionAutodiff = burn_autodiff::Autodiff<ExCudaFusion>;

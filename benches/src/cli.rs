@@ -3,7 +3,7 @@
 //! markdown table.
 //!
 //! ```text
-//! bench [--filter TEXT] [--size small|full] [--iters N] [--warmup N] [--tune]
+//! bench [--filter TEXT] [--size small|full] [--iters N] [--warmup N] [--tune] [--fusion]
 //!       [--gpu NAME] [--date YYYY-MM-DD] [--out FILE] [--torch FILE]
 //! ```
 //! `--filter` keeps the cases whose `"name size"` contains TEXT, or one of its `|`-separated
@@ -11,7 +11,8 @@
 //! on wgpu) runs sizes a software rasteriser can take, `--size full` (the default on CUDA)
 //! sizes that fill a GPU; `--tune` adds tiling variants of our kernels. `--gpu` names the
 //! device as `nvidia-smi` does, which picks the datasheet peaks of the floor column (H100,
-//! H200); `--out` also writes the report (device, date, commit and the table) to FILE.
+//! H200); `--fusion` runs both backends under Burn's fusion engine (`Fusion<ExCubecl>` with
+//! our fusers, `Fusion<burn-cubecl>` with its own); `--out` also writes the report (device, date, commit and the table) to FILE.
 //! `--torch` adds a `PyTorch (ms)` column and its speed-up over ours from the JSON object
 //! (row key `"name size"` to median milliseconds) that `benches/torch_rows.py` writes,
 //! measured on the same device beforehand with the same timing (`scripts/bench_gpu.sh` runs
@@ -25,7 +26,7 @@ use crate::{HEADER, HEADER_TORCH, Options, Size, TorchTimes, cases, gpu_named, r
 pub fn run(args: impl IntoIterator<Item = String>) {
     let mut filter = String::new();
     let mut size = if cfg!(feature = "cuda") { Size::Full } else { Size::Small };
-    let mut opts = Options { warmup: 3, iters: 20, size };
+    let mut opts = Options { warmup: 3, iters: 20, size, fusion: false };
     let mut tune = false;
     let (mut gpu_name, mut date, mut out, mut torch) = (String::new(), String::new(), None, None);
     let mut args = args.into_iter();
@@ -43,6 +44,7 @@ pub fn run(args: impl IntoIterator<Item = String>) {
             "--iters" => opts.iters = value().parse().expect("bench: --iters N"),
             "--warmup" => opts.warmup = value().parse().expect("bench: --warmup N"),
             "--tune" => tune = true,
+            "--fusion" => opts.fusion = true,
             "--gpu" => gpu_name = value(),
             "--date" => date = value(),
             "--out" => out = Some(value()),
@@ -57,7 +59,10 @@ pub fn run(args: impl IntoIterator<Item = String>) {
     ex_cubecl::set_matmul_precision(ex_cubecl::MatmulPrecision::Tf32);
     let gpu = gpu_named(&gpu_name);
     let device = Default::default();
-    let backend = <crate::Ours as burn_backend::Backend>::name(&device);
+    let backend = match opts.fusion {
+        true => format!("{} vs {}", <crate::OursFused as burn_backend::Backend>::name(&device), <crate::PeerFused as burn_backend::Backend>::name(&device)),
+        false => <crate::Ours as burn_backend::Backend>::name(&device),
+    };
     let mut report = String::new();
     let _ = writeln!(report, "device: {} ({backend})", if gpu_name.is_empty() { "unnamed" } else { &gpu_name });
     let _ = writeln!(report, "date: {}", if date.is_empty() { "-" } else { &date });
@@ -85,7 +90,8 @@ pub fn run(args: impl IntoIterator<Item = String>) {
         let ours = case.run_ours(&opts);
         let peer = case.run_peer(&opts);
         let cpu = case.run_cpu(&opts);
-        eprintln!("bench: {key}: {:.1} s", start.elapsed().as_secs_f64());
+        let launches = ours.as_ref().map_or(String::new(), |t| format!(", ours {} launches per run", t.launches));
+        eprintln!("bench: {key}: {:.1} s{launches}", start.elapsed().as_secs_f64());
         if ours.is_none() && peer.is_none() {
             continue;
         }

@@ -29,6 +29,10 @@ pub type Runtime = cubecl::wgpu::WgpuRuntime;
 pub type Ours = ex_cubecl::ExCubeclBackend<Runtime>;
 /// burn-cubecl on [`Runtime`].
 pub type Peer = burn_cubecl::CubeBackend<Runtime, f32, i32, u8>;
+/// [`Ours`] with kernel fusion: Burn's fusion engine with our fusers (`bench --fusion`).
+pub type OursFused = burn_fusion::Fusion<Ours>;
+/// [`Peer`] with kernel fusion: Burn's fusion engine with burn-cubecl's fusers, its default.
+pub type PeerFused = burn_fusion::Fusion<Peer>;
 /// burn-ndarray on the CPU.
 pub type Cpu = burn_ndarray::NdArray<f32>;
 
@@ -164,10 +168,16 @@ impl<C: Case> DynCase for C {
         Case::work(self)
     }
     fn run_ours(&self, opts: &Options) -> Option<Timing> {
-        time::<Ours, C>(self, opts)
+        match opts.fusion {
+            true => time::<OursFused, C>(self, opts),
+            false => time::<Ours, C>(self, opts),
+        }
     }
     fn run_peer(&self, opts: &Options) -> Option<Timing> {
-        time::<Peer, C>(self, opts)
+        match opts.fusion {
+            true => time::<PeerFused, C>(self, opts),
+            false => time::<Peer, C>(self, opts),
+        }
     }
     fn run_cpu(&self, opts: &Options) -> Option<Timing> {
         if self.on_cpu() { time::<Cpu, C>(self, opts) } else { None }
@@ -183,6 +193,9 @@ pub struct Options {
     pub iters: usize,
     /// Case sizes.
     pub size: Size,
+    /// Both backends under Burn's fusion engine: ours with our fusers, burn-cubecl with its
+    /// own (`--fusion`).
+    pub fusion: bool,
 }
 
 /// The result of timing a case on one backend.
@@ -191,6 +204,9 @@ pub struct Timing {
     pub median: Duration,
     /// The output of a fresh preparation's first run, read back.
     pub output: TensorData,
+    /// Kernels our launcher launched in one run (after the warm-up): 0 on backends other
+    /// than ours.
+    pub launches: u64,
 }
 
 /// Runs `case` on backend `B`: `warmup` runs, then at least `iters` timed runs that each end
@@ -208,6 +224,10 @@ pub fn time<B: Backend, C: Case>(case: &C, opts: &Options) -> Option<Timing> {
     }
     let per_run = start.elapsed().as_secs_f64() / opts.warmup.max(1) as f64;
     let iters = ((0.5 / per_run.max(1e-9)) as usize).clamp(opts.iters, MAX_ITERS.max(opts.iters));
+    let before = ex_cubecl::runtime::launch_count();
+    drop(run());
+    B::sync(&device).expect("sync");
+    let launches = ex_cubecl::runtime::launch_count() - before;
     let mut times = Vec::with_capacity(iters);
     for _ in 0..iters {
         let start = Instant::now();
@@ -221,7 +241,7 @@ pub fn time<B: Backend, C: Case>(case: &C, opts: &Options) -> Option<Timing> {
     // that stateful cases (training steps) compare the same step whatever the run counts.
     drop(run);
     let output = case.prepare::<B>(&device)?().into_data();
-    Some(Timing { median: times[times.len() / 2], output })
+    Some(Timing { median: times[times.len() / 2], output, launches })
 }
 
 /// The most timed runs of one case.

@@ -5,7 +5,7 @@
 use burn_backend::ops::*;
 use burn_backend::{DType, Shape, TensorData, TensorMetadata};
 use ex_cubecl::launch::elementwise::{Rhs, binary_float_op, unary_float_op};
-use ex_cubecl::launch::fused::{BinaryFloatOp, CompareOp, FusedOp, UnaryFloatOp};
+use ex_cubecl::launch::fused::{BinaryFloatOp, Chain, CompareOp, FusedOp, PredicateOp, UnaryFloatOp, fused_chain};
 use ex_cubecl_conformance::*;
 
 type T = ex_cubecl::CubeTensor<Rt>;
@@ -80,22 +80,33 @@ fn compare(op: CompareOp, a: T, b: T) -> T {
     }
 }
 
-/// The program's registers computed one launch per op.
-fn unfused(inputs: &[T], ops: &[FusedOp]) -> Vec<T> {
+/// `t` (bool) as 1.0 / 0.0 in `dtype`.
+fn as_float(t: T, dtype: DType) -> T {
+    Ex::bool_into_float(t, dtype.into())
+}
+
+/// The program's registers computed one launch per op (`chain`'s scalars and parameters).
+fn unfused(inputs: &[T], ops: &[FusedOp], chain: &Chain) -> Vec<T> {
     let mut regs = inputs.to_vec();
+    let store = burn_backend::BoolStore::Native;
+    let full = |v: f64, dtype: DType| Ex::float_full(Shape::from(Vec::<usize>::new()), burn_backend::Scalar::Float(v), &dev::<Ex>(), dtype.into());
     for op in ops {
         let r = match *op {
             FusedOp::Unary(u, x) => unary_float_op(regs[x].clone(), u, 0.0, 0.0),
+            FusedOp::UnaryWith(u, x, a, b) => unary_float_op(regs[x].clone(), u, chain.params[a], chain.params[b]),
             FusedOp::Binary(b, x, y) => binary_float_op(regs[x].clone(), Rhs::Tensor(regs[y].clone()), b),
             FusedOp::NanMax(x, y) => nan_pick(regs[x].clone(), regs[y].clone(), true),
             FusedOp::NanMin(x, y) => nan_pick(regs[x].clone(), regs[y].clone(), false),
             FusedOp::Compare(c, x, y) => {
                 let dtype = regs[x].dtype;
-                Ex::bool_into_float(compare(c, regs[x].clone(), regs[y].clone()), dtype.into())
+                as_float(compare(c, regs[x].clone(), regs[y].clone()), dtype)
             }
-            FusedOp::Const(bits) => Ex::float_full(Shape::from(Vec::<usize>::new()), burn_backend::Scalar::Float(f32::from_bits(bits) as f64), &dev::<Ex>(), DType::F32.into()),
+            FusedOp::Predicate(PredicateOp::IsNan, x) => as_float(Ex::float_is_nan(regs[x].clone(), store), regs[x].dtype),
+            FusedOp::Predicate(PredicateOp::IsInf, x) => as_float(Ex::float_is_inf(regs[x].clone(), store), regs[x].dtype),
+            FusedOp::Not(x) => as_float(Ex::float_equal_elem(regs[x].clone(), burn_backend::Scalar::Float(0.0), store), regs[x].dtype),
+            FusedOp::Const(bits) => full(f32::from_bits(bits) as f64, DType::F32),
+            FusedOp::Scalar(k) => full(chain.scalars[k], regs[0].dtype),
             FusedOp::Select(p, x, y) => {
-                let store = burn_backend::BoolStore::Native;
                 let nonzero = Ex::float_not_equal_elem(regs[p].clone(), burn_backend::Scalar::Float(0.0), store);
                 Ex::float_mask_where(regs[y].clone(), nonzero, regs[x].clone())
             }
@@ -105,16 +116,38 @@ fn unfused(inputs: &[T], ops: &[FusedOp]) -> Vec<T> {
     regs
 }
 
+/// The launch scalars (exact in every float dtype) and parameters the random programs read.
+fn chain_values() -> Chain {
+    Chain { scalars: vec![-1.5, 0.25, 3.0, 0.0009765625], params: vec![0.5, 2.0, -1.0, 3.0, 0.1], ..Chain::default() }
+}
+
+const WITH_PARAMS: [UnaryFloatOp; 5] =
+    [UnaryFloatOp::Clamp, UnaryFloatOp::PowScalar, UnaryFloatOp::PowInt, UnaryFloatOp::LeakyRelu, UnaryFloatOp::HardSigmoid];
+
 fn random_op(rng: &mut Rng, registers: usize, dtype: DType) -> FusedOp {
     let mut reg = || rng.int(0, registers as i64) as usize;
     let (x, y, z) = (reg(), reg(), reg());
-    match rng.int(0, 11) {
+    let values = chain_values();
+    let param = |rng: &mut Rng| rng.int(0, values.params.len() as i64) as usize;
+    match rng.int(0, 15) {
         10 if dtype == DType::F32 => FusedOp::Const([0.5f32, -2.0, 1.0e-8, 3.25][rng.int(0, 4) as usize].to_bits()),
         0 | 1 => FusedOp::Unary(UNARY[rng.int(0, UNARY.len() as i64) as usize], x),
         2 => FusedOp::NanMax(x, y),
         3 => FusedOp::NanMin(x, y),
         4 => FusedOp::Compare(COMPARE[rng.int(0, COMPARE.len() as i64) as usize], x, y),
         5 => FusedOp::Select(x, y, z),
+        11 => FusedOp::Scalar(rng.int(0, values.scalars.len() as i64) as usize),
+        12 => {
+            let (a, b) = (param(rng), param(rng));
+            // PowInt takes an integer exponent (params 1 and 3 hold 2.0 and 3.0).
+            let (u, a) = match WITH_PARAMS[rng.int(0, WITH_PARAMS.len() as i64) as usize] {
+                UnaryFloatOp::PowInt => (UnaryFloatOp::PowInt, [1, 3][rng.int(0, 2) as usize]),
+                u => (u, a),
+            };
+            FusedOp::UnaryWith(u, x, a, b)
+        }
+        13 => FusedOp::Predicate([PredicateOp::IsNan, PredicateOp::IsInf][rng.int(0, 2) as usize], x),
+        14 => FusedOp::Not(x),
         _ => FusedOp::Binary(BINARY[rng.int(0, BINARY.len() as i64) as usize], x, y),
     }
 }
@@ -141,8 +174,9 @@ fn fused_programs_match_their_ops_bit_for_bit() {
             let registers = count + nops;
             let outputs: Vec<usize> = (0..rng.int(1, 4)).map(|_| rng.int(count as i64, registers as i64) as usize).collect();
             let case = format!("{dtype:?} shape {shape:?} inputs {:?} ops {ops:?} outputs {outputs:?} (seed {})", inputs.iter().map(|t| t.shape()).collect::<Vec<_>>(), 900 + seed);
-            let fused = catch(|| Ex::float_fused(inputs.clone(), Shape::from(shape.clone()), ops.clone(), outputs.clone()));
-            let regs = unfused(&inputs, &ops);
+            let chain = Chain { ops: ops.clone(), outputs: outputs.clone(), ..chain_values() };
+            let fused = catch(|| fused_chain(inputs.clone(), Vec::new(), Shape::from(shape.clone()), dtype, chain.clone()).0);
+            let regs = unfused(&inputs, &ops, &chain);
             for (j, &r) in outputs.iter().enumerate() {
                 let expected = rf::<Ex>(Ex::float_expand(regs[r].clone(), Shape::from(shape.clone())));
                 let ours = fused.as_ref().map(|outs| rf::<Ex>(outs[j].clone())).map_err(Clone::clone);
@@ -177,7 +211,7 @@ fn programs_with_more_buffers_than_a_kernel_binds_give_the_same_bits() {
     ops.push(FusedOp::Select(40 + 40, 40 + 39, 5));
     let outputs = vec![40, 40 + 39, 40 + 41];
     let fused = catch(|| Ex::float_fused(inputs.clone(), Shape::from(shape.clone()), ops.clone(), outputs.clone()));
-    let regs = unfused(&inputs, &ops);
+    let regs = unfused(&inputs, &ops, &Chain::default());
     for (j, &r) in outputs.iter().enumerate() {
         let expected = rf::<Ex>(Ex::float_expand(regs[r].clone(), Shape::from(shape.clone())));
         let ours = fused.as_ref().map(|outs| rf::<Ex>(outs[j].clone())).map_err(Clone::clone);

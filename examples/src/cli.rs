@@ -22,7 +22,7 @@ and reloads them for inference.
 
 usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N] [--lr X]
               [--seed N] [--test-fraction X] [--out DIR] [--backend ex-cubecl|burn-cubecl]
-              [--no-progress] [--export-data PATH]
+              [--fusion] [--no-progress] [--export-data PATH]
 
   --device    the runtime (default: wgpu, or cuda in a build without wgpu; wgpu runs on
               Mesa's lavapipe where there is no GPU)
@@ -36,6 +36,8 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
   --out       folder for the saved models (default: the system's temporary folder)
   --backend   ex-cubecl (default), or burn-cubecl to time the same code on Burn's own
               CubeCL backend (builds with the `peer` feature only)
+  --fusion    ex-cubecl with kernel fusion (Fusion<ExCubeclBackend>: Burn's fusion engine
+              with our fusers; Adam is burn-optim's, whose tensor ops fuse)
   --no-progress  no progress bar (it is only drawn on a terminal anyway)
   --export-data  write the split that --seed and --test-fraction give (standardised images,
               labels, per-pixel mean and std) to PATH as a Burn record (.mpk), for the
@@ -98,6 +100,8 @@ pub struct Options {
     pub device: DeviceName,
     /// Backend.
     pub backend: BackendName,
+    /// `--fusion`: the backend wrapped in Burn's fusion engine with our fusers.
+    pub fusion: bool,
     /// Models, trained one after the other.
     pub models: Vec<ModelKind>,
     /// Epochs for every model; `None`: each model's default ([`default_epochs`]).
@@ -123,6 +127,7 @@ impl Default for Options {
         Self {
             device: if cfg!(feature = "wgpu") { DeviceName::Wgpu } else { DeviceName::Cuda },
             backend: BackendName::ExCubecl,
+            fusion: false,
             models: vec![ModelKind::Mlp, ModelKind::Cnn],
             epochs: None,
             batch_size: 32,
@@ -201,6 +206,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, 
                     }
                 }
             }
+            "--fusion" => opts.fusion = true,
             "--model" => {
                 opts.models = match value()?.as_str() {
                     "mlp" => vec![ModelKind::Mlp],
@@ -341,18 +347,23 @@ type Peer<R> = burn_autodiff::Autodiff<burn_cubecl::CubeBackend<R, f32, i32, u8>
 
 /// Picks the backend type for the options and runs every model on it.
 fn run_backend(opts: &Options) -> Result<Vec<ModelReport>, Failure> {
-    match (opts.device, opts.backend) {
+    match (opts.device, opts.backend, opts.fusion) {
         #[cfg(feature = "wgpu")]
-        (DeviceName::Wgpu, BackendName::ExCubecl) => run::<ex_cubecl::ExWgpuAutodiff>(opts, &Default::default()),
+        (DeviceName::Wgpu, BackendName::ExCubecl, false) => run::<ex_cubecl::ExWgpuAutodiff>(opts, &Default::default()),
+        #[cfg(feature = "wgpu")]
+        (DeviceName::Wgpu, BackendName::ExCubecl, true) => run::<ex_cubecl::ExWgpuFusionAutodiff>(opts, &Default::default()),
         #[cfg(feature = "cuda")]
-        (DeviceName::Cuda, BackendName::ExCubecl) => run::<ex_cubecl::ExCudaAutodiff>(opts, &Default::default()),
+        (DeviceName::Cuda, BackendName::ExCubecl, false) => run::<ex_cubecl::ExCudaAutodiff>(opts, &Default::default()),
+        #[cfg(feature = "cuda")]
+        (DeviceName::Cuda, BackendName::ExCubecl, true) => run::<ex_cubecl::ExCudaFusionAutodiff>(opts, &Default::default()),
         #[cfg(all(feature = "wgpu", feature = "peer"))]
-        (DeviceName::Wgpu, BackendName::BurnCubecl) => run::<Peer<WgpuRuntime>>(opts, &Default::default()),
+        (DeviceName::Wgpu, BackendName::BurnCubecl, false) => run::<Peer<WgpuRuntime>>(opts, &Default::default()),
         #[cfg(all(feature = "cuda", feature = "peer"))]
-        (DeviceName::Cuda, BackendName::BurnCubecl) => run::<Peer<CudaRuntime>>(opts, &Default::default()),
+        (DeviceName::Cuda, BackendName::BurnCubecl, false) => run::<Peer<CudaRuntime>>(opts, &Default::default()),
         #[allow(unreachable_patterns)]
-        (device, backend) => {
-            Err(Failure::usage(format!("this build can't run {} on {}", backend.name(), device.name())))
+        (device, backend, fusion) => {
+            let fused = if fusion { " with --fusion" } else { "" };
+            Err(Failure::usage(format!("this build can't run {}{fused} on {}", backend.name(), device.name())))
         }
     }
 }

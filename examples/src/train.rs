@@ -40,6 +40,18 @@ where
     }
 }
 
+/// With fusion, burn-optim's Adam: its tensor ops fuse into a few launches per parameter.
+impl<R: cubecl::Runtime> AdamBackend for Autodiff<burn_fusion::Fusion<ex_cubecl::ExCubeclBackend<R>>>
+where
+    R::Device: DeviceOps,
+{
+    type Adam<M: AutodiffModule<Self>> = OptimizerAdaptor<burn_optim::Adam, M, Self>;
+
+    fn adam<M: AutodiffModule<Self>>() -> Self::Adam<M> {
+        burn_optim::AdamConfig::new().init()
+    }
+}
+
 #[cfg(feature = "peer")]
 impl<R: burn_cubecl::CubeRuntime> AdamBackend for Autodiff<burn_cubecl::CubeBackend<R, f32, i32, u8>> {
     type Adam<M: AutodiffModule<Self>> = OptimizerAdaptor<burn_optim::Adam, M, Self>;

@@ -83,9 +83,14 @@ pub fn float_predicate<F: Float, B: Numeric>(
         terminate!();
     }
     let x = read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear);
-    let result = match op {
+    output[ABSOLUTE_POS] = B::cast_from(apply_predicate::<F>(x, op));
+}
+
+/// `op(x)`: whether `x` is NaN, or infinite.
+#[cube]
+pub(crate) fn apply_predicate<F: Float>(x: F, #[comptime] op: PredicateOp) -> bool {
+    match op {
         PredicateOp::IsNan => !(x == x),
         PredicateOp::IsInf => crate::unary::is_inf::<F>(x),
-    };
-    output[ABSOLUTE_POS] = B::cast_from(result);
+    }
 }

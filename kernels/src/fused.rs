@@ -1,17 +1,19 @@
 //! Fused elementwise kernels: a chain of float ops, known at compile time, over broadcast views
 //! of several inputs, writing several outputs, in one launch.
 //!
-//! The program's registers are its inputs (register `k` is input `k`) followed by each op's
-//! result in order; an op reads earlier registers only. Every op computes exactly as its own
-//! kernel does (`unary_float` widens f16 and bf16 to f32 and rounds back, `binary_float`
-//! computes in the storage type), so a fused chain gives the very bits that the chain of
-//! launches gives, with one read of each input and one write of each output.
+//! The program's registers are its float inputs (register `k` is float input `k`), then its
+//! bool inputs (0 / 1 of a bool storage type, read as 0.0 / 1.0), then each op's result in
+//! order; an op reads earlier registers only. Every op computes exactly as its own kernel
+//! does (`unary_float` widens f16 and bf16 to f32 and rounds back, `binary_float` computes in
+//! the storage type), so a fused chain gives the very bits that the chain of launches gives,
+//! with one read of each input and one write of each output. Comparisons and predicates give
+//! 1.0 / 0.0; a bool output stores `register != 0` in the bool storage type.
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
 use crate::bf16::round_to_bf16;
 use crate::binary::{BinaryFloatOp, apply_binary_float};
-use crate::compare::{CompareOp, apply_compare};
+use crate::compare::{CompareOp, PredicateOp, apply_compare, apply_predicate};
 use crate::unary::{UnaryFloatOp, apply_unary_float};
 
 /// One op of a fused program; its operands are register indices.
@@ -32,6 +34,17 @@ pub enum FusedOp {
     /// A finite f32 constant, by its bits (f32 programs only: the kernel gets it as a
     /// literal rather than as one more buffer to bind).
     Const(u32),
+    /// The launch's scalar `k` (`scalars[k]`, in the storage type): a value that changes
+    /// from launch to launch without recompiling. As a scalar op's argument, it is not
+    /// rounded to bf16 in a program that rounds (the host rounds a fill value).
+    Scalar(usize),
+    /// `op(x)` with its parameters `a` and `b` from the launch's `params[a]` and
+    /// `params[b]` (in the type the op computes in), as `unary_float` computes it.
+    UnaryWith(UnaryFloatOp, usize, usize, usize),
+    /// A predicate of `x` as 1 or 0, as `float_predicate` computes it.
+    Predicate(PredicateOp, usize),
+    /// Logical not: 1 where `x` is 0, else 0.
+    Not(usize),
 }
 
 /// How a fused kernel reads one input.
@@ -48,22 +61,28 @@ pub enum FusedRead {
 /// A fused program: how each input is read, the ops, and the registers written out.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 pub struct FusedProgram {
-    /// How input `k` is read; input `k` is register `k`.
+    /// How float input `k` is read; it is register `k`.
     pub reads: Vec<FusedRead>,
-    /// The ops; op `i` writes register `reads.len() + i`.
+    /// How bool input `k` is read; it is register `reads.len() + k`.
+    pub bool_reads: Vec<FusedRead>,
+    /// The ops; op `i` writes register `reads.len() + bool_reads.len() + i`.
     pub ops: Vec<FusedOp>,
-    /// The register that output `j` takes.
+    /// The register that float output `j` takes.
     pub outputs: Vec<usize>,
+    /// The register that bool output `j` takes (stored as `register != 0`).
+    pub bool_outputs: Vec<usize>,
     /// Whether each op's result is rounded to bf16 (an f32 program standing for a bf16 one
     /// on a device without bf16: the bits that separate bf16 launches give).
     pub round_to_bf16: bool,
 }
 
-/// Runs `program` at each of the `len` positions of the iteration shape: output `j` (all
-/// contiguous) gets register `program.outputs[j]`. Input `k` is element `offsets[k]` onward of
-/// `inputs[k]`, read as `program.reads[k]` says; a strided input's strides over the iteration
-/// shape `shape` are `strides[k * rank ..][..rank]` (empty sequences when no input is strided).
-/// Unary ops compute in `A` (f32 for f16 and bf16), binary ops in `F`.
+/// Runs `program` at each of the `len` positions of the iteration shape: float output `j`
+/// (all outputs contiguous) gets register `program.outputs[j]`, bool output `j` register
+/// `program.bool_outputs[j]`. Input `k` (the float inputs, then the bool inputs) is element
+/// `offsets[k]` onward of its buffer, read as its `FusedRead` says; a strided input's strides
+/// over the iteration shape `shape` are `strides[k * rank ..][..rank]` (empty sequences when
+/// no input is strided). Unary ops compute in `A` (f32 for f16 and bf16), binary ops in `F`;
+/// `B` is the bool storage type.
 ///
 /// `lhs_one` and `rhs_one` are 1: every op reads its first operand times `lhs_one` and its
 /// second times `rhs_one`, values the shader compiler cannot see. Vulkan drivers may rewrite
@@ -72,17 +91,21 @@ pub struct FusedProgram {
 /// patterns, and through these factors a fused chain doesn't either. Multiplying by 1 is
 /// exact.
 #[cube(launch_unchecked)]
-pub fn fused_float<F: Float, A: Float>(
+pub fn fused_float<F: Float, A: Float, B: Numeric>(
     inputs: &Sequence<Array<F>>,
+    bools: &Sequence<Array<B>>,
     outputs: &mut Sequence<Array<F>>,
+    bool_outputs: &mut Sequence<Array<B>>,
     offsets: Sequence<usize>,
     shape: Sequence<FastDivmod<usize>>,
     strides: Sequence<usize>,
     len: usize,
+    scalars: Sequence<InputScalar>,
+    params: Sequence<InputScalar>,
     lhs_one: InputScalar,
     rhs_one: InputScalar,
     #[comptime] program: FusedProgram,
-    #[define(F, A)] _dtypes: [StorageType; 2],
+    #[define(F, A, B)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= len {
         terminate!();
@@ -91,47 +114,101 @@ pub fn fused_float<F: Float, A: Float>(
     #[unroll]
     for k in 0..program.reads.len() {
         let read = comptime!(program.reads[k]);
-        let input = inputs.index(k);
-        let offset = offsets[k];
-        let x = match read {
-            FusedRead::Linear => input[offset + ABSOLUTE_POS],
-            FusedRead::Scalar => input[offset],
-            FusedRead::Strided => input[offset + strided_offset(ABSOLUTE_POS, &shape, &strides, k)],
-        };
-        regs.push(x);
+        regs.push(read_input::<F>(inputs.index(k), offsets[k], ABSOLUTE_POS, read, &shape, &strides, k));
     }
-    let zero = A::new(0.0);
-    let (l, r) = (lhs_one.get::<F>(), rhs_one.get::<F>());
+    let floats = comptime!(program.reads.len());
     #[unroll]
-    for i in 0..program.ops.len() {
-        let op = comptime!(program.ops[i]);
-        let y = match op {
-            FusedOp::Unary(u, x) => F::cast_from(apply_unary_float::<A>(A::cast_from(regs[x] * l), zero, zero, u)),
-            FusedOp::Binary(b, x, y) => apply_binary_float::<F>(regs[x] * l, regs[y] * r, b),
-            FusedOp::NanMax(x, y) => nan_pick::<F>(regs[x] * l, regs[y] * r, true),
-            FusedOp::NanMin(x, y) => nan_pick::<F>(regs[x] * l, regs[y] * r, false),
-            FusedOp::Compare(c, x, y) => F::cast_from(apply_compare::<F>(regs[x] * l, regs[y] * r, c)),
-            FusedOp::Select(p, x, y) => select(!(regs[p] * l == F::new(0.0)), regs[x] * l, regs[y] * r),
-            FusedOp::Const(bits) => F::new(comptime!(f32::from_bits(bits))),
-        };
-        let y = match comptime!(program.round_to_bf16) {
-            true => F::cast_from(round_to_bf16(f32::cast_from(y))),
-            false => y,
-        };
-        regs.push(y);
+    for k in 0..program.bool_reads.len() {
+        let read = comptime!(program.bool_reads[k]);
+        let b = read_input::<B>(bools.index(k), offsets[floats + k], ABSOLUTE_POS, read, &shape, &strides, floats + k);
+        regs.push(as_register::<F, B>(b));
     }
+    let (l, r) = (lhs_one.get::<F>(), rhs_one.get::<F>());
+    run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.ops.clone(), program.round_to_bf16);
     #[unroll]
     for j in 0..program.outputs.len() {
         let r = comptime!(program.outputs[j]);
         let output = outputs.index_mut(j);
         output[ABSOLUTE_POS] = regs[r];
     }
+    #[unroll]
+    for j in 0..program.bool_outputs.len() {
+        let r = comptime!(program.bool_outputs[j]);
+        let output = bool_outputs.index_mut(j);
+        output[ABSOLUTE_POS] = B::cast_from(!(regs[r] == F::new(0.0)));
+    }
+}
+
+/// Runs `ops` on the registers `regs`, pushing each result (see [`fused_float`]: `l` and `r`
+/// are its `lhs_one` and `rhs_one`; with `rounding` every computed value is rounded to bf16).
+#[cube]
+pub(crate) fn run_ops<F: Float, A: Float>(
+    regs: &mut Sequence<F>,
+    scalars: &Sequence<InputScalar>,
+    params: &Sequence<InputScalar>,
+    l: F,
+    r: F,
+    #[comptime] ops: Vec<FusedOp>,
+    #[comptime] rounding: bool,
+) {
+    let zero = A::new(0.0);
+    #[unroll]
+    for i in 0..ops.len() {
+        let op = comptime!(ops[i]);
+        let y = match op {
+            FusedOp::Unary(u, x) => F::cast_from(apply_unary_float::<A>(A::cast_from(regs[x] * l), zero, zero, u)),
+            FusedOp::UnaryWith(u, x, a, b) => {
+                let (a, b) = (params.index(a).get::<A>(), params.index(b).get::<A>());
+                F::cast_from(apply_unary_float::<A>(A::cast_from(regs[x] * l), a, b, u))
+            }
+            FusedOp::Binary(b, x, y) => apply_binary_float::<F>(regs[x] * l, regs[y] * r, b),
+            FusedOp::NanMax(x, y) => nan_pick::<F>(regs[x] * l, regs[y] * r, true),
+            FusedOp::NanMin(x, y) => nan_pick::<F>(regs[x] * l, regs[y] * r, false),
+            FusedOp::Compare(c, x, y) => F::cast_from(apply_compare::<F>(regs[x] * l, regs[y] * r, c)),
+            FusedOp::Select(p, x, y) => select(!(regs[p] * l == F::new(0.0)), regs[x] * l, regs[y] * r),
+            FusedOp::Const(bits) => F::new(comptime!(f32::from_bits(bits))),
+            FusedOp::Scalar(k) => scalars.index(k).get::<F>(),
+            FusedOp::Predicate(p, x) => F::cast_from(apply_predicate::<F>(regs[x] * l, p)),
+            FusedOp::Not(x) => F::cast_from(regs[x] * l == F::new(0.0)),
+        };
+        // A scalar is an operand as the launch gives it (a scalar op's argument is not
+        // rounded to bf16 either); every computed value is.
+        let y = match comptime!(rounding && !matches!(op, FusedOp::Scalar(_))) {
+            true => F::cast_from(round_to_bf16(f32::cast_from(y))),
+            false => y,
+        };
+        regs.push(y);
+    }
+}
+
+/// A bool (0 / 1 of a storage type) as a register: 0.0 or 1.0.
+#[cube]
+pub(crate) fn as_register<F: Float, B: Numeric>(b: B) -> F {
+    F::cast_from(!(b == B::from_int(0)))
+}
+
+/// Input `k`'s value at position `pos` of the iteration shape, read as `read` says.
+#[cube]
+pub(crate) fn read_input<T: Numeric>(
+    input: &Array<T>,
+    offset: usize,
+    pos: usize,
+    #[comptime] read: FusedRead,
+    shape: &Sequence<FastDivmod<usize>>,
+    strides: &Sequence<usize>,
+    #[comptime] k: usize,
+) -> T {
+    match read {
+        FusedRead::Linear => input[offset + pos],
+        FusedRead::Scalar => input[offset],
+        FusedRead::Strided => input[offset + strided_offset(pos, shape, strides, k)],
+    }
 }
 
 /// Offset of the `pos`-th element (row-major over `shape`) of input `k`, whose strides are
 /// `strides[k * rank ..][..rank]`.
 #[cube]
-fn strided_offset(pos: usize, shape: &Sequence<FastDivmod<usize>>, strides: &Sequence<usize>, #[comptime] k: usize) -> usize {
+pub(crate) fn strided_offset(pos: usize, shape: &Sequence<FastDivmod<usize>>, strides: &Sequence<usize>, #[comptime] k: usize) -> usize {
     let rank = shape.len().comptime();
     let mut offset = 0;
     let mut rem = pos;

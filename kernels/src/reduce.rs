@@ -47,7 +47,7 @@ pub struct Acc<T: Numeric> {
 }
 
 #[cube]
-fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
+pub(crate) fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
     // `let mut` makes cubecl declare runtime variables instead of constants: the
     // accumulator's fields are updated in place afterwards.
     let mut value = T::from_int(0);
@@ -73,7 +73,7 @@ fn acc_init<T: Numeric>(#[comptime] op: ReduceOp) -> Acc<T> {
 /// burn-ndarray does, NanMax/NanMin keep the first NaN they meet, and arg reductions keep the
 /// first index on ties.
 #[cube]
-fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime] op: ReduceOp) {
+pub(crate) fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime] op: ReduceOp) {
     match op {
         ReduceOp::Sum | ReduceOp::Mean => {
             acc.value += x;
@@ -134,7 +134,7 @@ fn acc_push<T: Numeric>(acc: &mut Acc<T>, x: T, k: u32, first: bool, #[comptime]
 
 /// Merges two partial accumulators; `other` covers later indices than `acc`.
 #[cube]
-fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[comptime] op: ReduceOp) {
+pub(crate) fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[comptime] op: ReduceOp) {
     if other_valid {
         match op {
             ReduceOp::Sum | ReduceOp::Mean => {
@@ -194,7 +194,7 @@ fn acc_merge<T: Numeric>(acc: &mut Acc<T>, other: Acc<T>, other_valid: bool, #[c
 /// The value written to the main output. With `with_indices`, arg reductions write their
 /// value there and their index to the indices output.
 #[cube]
-fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool) -> O {
+pub(crate) fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool) -> O {
     if with_indices {
         O::cast_from(acc.value)
     } else {
@@ -249,22 +249,29 @@ fn cube_fold<T: Numeric, A: Numeric>(
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
 ) -> Acc<A> {
-    let unit = UNIT_POS as usize;
     let mut acc = acc_init::<A>(op);
-    let mut k = lo + unit;
+    let mut k = lo + UNIT_POS as usize;
     let mut first = true;
     while k < hi {
         acc_push::<A>(&mut acc, A::cast_from(input[start + k * stride]), k as u32, first, op);
         first = false;
         k += cube_size;
     }
+    cube_merge::<A>(acc, !first, op, cube_size)
+}
 
+/// Merges the partial accumulators of a cube's `cube_size` units (`valid`: the unit folded at
+/// least one element; unit `u` folded the elements after unit `u - 1`'s in each stride)
+/// through a shared-memory tree. Every unit gets the cube's total.
+#[cube]
+pub(crate) fn cube_merge<A: Numeric>(acc: Acc<A>, valid: bool, #[comptime] op: ReduceOp, #[comptime] cube_size: usize) -> Acc<A> {
+    let unit = UNIT_POS as usize;
     let mut shared_values = SharedMemory::<A>::new(cube_size);
     let mut shared_indices = SharedMemory::<u32>::new(cube_size);
     let mut shared_valid = SharedMemory::<u32>::new(cube_size);
     shared_values[unit] = acc.value;
     shared_indices[unit] = acc.index;
-    shared_valid[unit] = select(first, 0u32, 1u32);
+    shared_valid[unit] = select(valid, 1u32, 0u32);
     sync_cube();
 
     // A runtime value (cube_size is comptime and constants cannot be updated).

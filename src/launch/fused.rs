@@ -2,15 +2,15 @@
 //! inputs, in one launch (`ex_cubecl_kernels::fused`).
 use burn_backend::{BoolStore, DType, Scalar, Shape};
 use cubecl::Runtime;
-use cubecl::prelude::{InputScalar, SequenceArg};
+use cubecl::prelude::{Array, CubePrimitive, InputScalar, SequenceArg};
 use ex_cubecl_kernels::fused::{FusedProgram, FusedRead, fused_float};
 pub use ex_cubecl_kernels::binary::BinaryFloatOp;
-pub use ex_cubecl_kernels::compare::CompareOp;
+pub use ex_cubecl_kernels::compare::{CompareOp, PredicateOp};
 pub use ex_cubecl_kernels::fused::FusedOp;
 pub use ex_cubecl_kernels::unary::UnaryFloatOp;
 
 use super::copy::{cast, full, into_contiguous};
-use super::elementwise::{Rhs, binary_float_op, compare, unary_float_op};
+use super::elementwise::{Rhs, binary_float_op, compare, predicate, unary_float_op};
 use super::mask::mask_where;
 use super::view::expand;
 use super::{accumulator_dtype, divmods, usizes};
@@ -30,43 +30,77 @@ use crate::tensor::CubeTensor;
 /// reads a register that isn't written yet, or when an output names none.
 pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<CubeTensor<R>> {
     let first = inputs.first().unwrap_or_else(|| panic!("ex_cubecl: fused: no inputs (ops {ops:?})"));
-    let (dtype, client, device) = (first.dtype, first.client.clone(), first.device.clone());
-    if !dtype.is_float() || inputs.iter().any(|t| t.dtype != dtype) {
-        panic!("ex_cubecl: fused: the inputs must share one float dtype, got {}", describe(&inputs));
+    let dtype = first.dtype;
+    let chain = Chain { ops, outputs, ..Chain::default() };
+    fused_chain(inputs, Vec::new(), shape, dtype, chain).0
+}
+
+/// A fused program as the host gives it: its ops, the values of its runtime scalars and
+/// parameters, and the registers written out.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Chain {
+    /// The ops; op `i` writes the register after the inputs' and earlier ops'.
+    pub ops: Vec<FusedOp>,
+    /// The values `FusedOp::Scalar(k)` reads (`scalars[k]`, in the float dtype).
+    pub scalars: Vec<f64>,
+    /// The parameters `FusedOp::UnaryWith` reads (in the type its op computes in).
+    pub params: Vec<f64>,
+    /// The register that float output `j` takes.
+    pub outputs: Vec<usize>,
+    /// The register that bool output `j` takes (stored as `register != 0`).
+    pub bool_outputs: Vec<usize>,
+    /// The bool dtype of the bool outputs (and the bool inputs' store); `None` when there
+    /// are neither.
+    pub bool_dtype: Option<DType>,
+}
+
+/// [`fused`] with bool inputs and outputs, runtime scalars and parameters: the registers
+/// are `floats` (of the float `dtype`), then `bools` (read as 0.0 / 1.0), then the ops'
+/// results; gives the float outputs and the bool outputs (of `chain.bool_dtype`).
+///
+/// # Panics
+/// As [`fused`]; also when a bool input's dtype isn't `chain.bool_dtype`, or an op reads a
+/// scalar or parameter that `chain` doesn't hold.
+pub fn fused_chain<R: Runtime>(
+    floats: Vec<CubeTensor<R>>,
+    bools: Vec<CubeTensor<R>>,
+    shape: Shape,
+    dtype: DType,
+    chain: Chain,
+) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
+    let first = floats.first().or(bools.first());
+    let first = first.unwrap_or_else(|| panic!("ex_cubecl: fused: no inputs (ops {:?})", chain.ops));
+    let (client, device) = (first.client.clone(), first.device.clone());
+    let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
+    if !dtype.is_float() || floats.iter().any(|t| t.dtype != dtype) || bools.iter().any(|t| t.dtype != bool_dtype) {
+        panic!("ex_cubecl: fused: the float inputs must share one float dtype ({dtype:?}) and the bool inputs the bool dtype {bool_dtype:?}, got {}", describe(&floats, &bools));
     }
-    check_registers(inputs.len(), &ops, &outputs);
-    if dtype != DType::F32 && ops.iter().any(|op| matches!(op, FusedOp::Const(_))) {
-        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe(&inputs));
+    check_registers(floats.len() + bools.len(), &chain);
+    if dtype != DType::F32 && chain.ops.iter().any(|op| matches!(op, FusedOp::Const(_))) {
+        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe(&floats, &bools));
     }
-    let views = |inputs: &[CubeTensor<R>]| -> Vec<Layout> {
-        inputs
-            .iter()
-            .map(|t| {
-                let view = t.layout.broadcast_to(&shape);
-                view.unwrap_or_else(|| panic!("ex_cubecl: fused: {:?} doesn't broadcast to {:?} (inputs {})", t.dims(), shape.as_slice(), describe(inputs)))
-            })
-            .collect()
-    };
-    views(&inputs);
-    if inputs.len() + outputs.len() > client.properties().hardware.max_bindings as usize {
-        return one_by_one(inputs, shape, &ops, &outputs);
+    views(&floats, &bools, &shape);
+    let outputs = chain.outputs.len() + chain.bool_outputs.len();
+    if floats.len() + bools.len() + outputs > client.properties().hardware.max_bindings as usize {
+        return one_by_one(floats, bools, shape, dtype, &chain);
     }
     // bf16 held as bits (see `super::bf16`): the program runs in f32 and rounds each op's
     // result to bf16, the bits that separate bf16 launches give.
-    let round_to_bf16 = first.bf16_bits();
-    let (inputs, dtype) = match round_to_bf16 {
-        true => (inputs.into_iter().map(super::bf16::widen).collect::<Vec<_>>(), DType::F32),
-        false => (inputs, dtype),
+    let round_to_bf16 = super::bf16::held_as_bits(&client, dtype);
+    let (floats, dtype) = match round_to_bf16 {
+        true => (floats.into_iter().map(super::bf16::widen).collect::<Vec<_>>(), DType::F32),
+        false => (floats, dtype),
     };
-    let views = views(&inputs);
-    let results: Vec<CubeTensor<R>> = outputs.iter().map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect();
-    let results_out = |results: Vec<CubeTensor<R>>| match round_to_bf16 {
+    let views = views(&floats, &bools, &shape);
+    let empty = |n: usize, dtype| (0..n).map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect::<Vec<_>>();
+    let (results, bool_results) = (empty(chain.outputs.len(), dtype), empty(chain.bool_outputs.len(), bool_dtype));
+    let narrowed = |results: Vec<CubeTensor<R>>| match round_to_bf16 {
         true => results.into_iter().map(|t| super::bf16::narrow(t, DType::BF16)).collect(),
         false => results,
     };
     let n = shape.num_elements();
     if n == 0 {
-        return results_out(results);
+        return (narrowed(results), bool_results);
     }
     let reads: Vec<FusedRead> = views.iter().map(read).collect();
     let strided: Vec<&[usize]> = views.iter().zip(&reads).filter(|(_, r)| **r == FusedRead::Strided).map(|(v, _)| v.strides.as_slice()).collect();
@@ -84,16 +118,22 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
         })
         .collect();
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
-    let program = FusedProgram { reads, ops, outputs, round_to_bf16 };
+    let (float_reads, bool_reads) = reads.split_at(floats.len());
+    let program = FusedProgram {
+        reads: float_reads.to_vec(),
+        bool_reads: bool_reads.to_vec(),
+        ops: chain.ops,
+        outputs: chain.outputs,
+        bool_outputs: chain.bool_outputs,
+        round_to_bf16,
+    };
     let name = format!("fused {:?}", program.ops);
-    let dtypes = [storage_type(dtype), storage_type(accumulator_dtype(dtype))];
-    let one = InputScalar::new(1.0, storage_type(dtype));
-    let outs = results.clone();
+    let (float_type, compute_type) = (storage_type(dtype), storage_type(accumulator_dtype(dtype)));
+    let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
+    let (scalar_values, param_values) = (chain.scalars, chain.params);
+    let one = InputScalar::new(1.0, float_type);
+    let (outs, bool_outs) = (results.clone(), bool_results.clone());
     launch(&client, &name, Geometry::Units(n), move |client, count, dim| {
-        let mut ins = SequenceArg::new();
-        inputs.iter().for_each(|t| ins.push(t.buffer_arg()));
-        let mut os = SequenceArg::new();
-        outs.iter().for_each(|t| os.push(t.buffer_arg()));
         // SAFETY: the kernel guards `pos < n`; every view lies inside its buffer and every
         // output holds `n` elements.
         unsafe {
@@ -101,12 +141,16 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
                 client,
                 count,
                 dim,
-                ins,
-                os,
+                buffers(&floats),
+                buffers(&bools),
+                buffers(&outs),
+                buffers(&bool_outs),
                 usizes(&offsets),
                 divmods(&dims),
                 usizes(&strides),
                 n,
+                scalars::<R>(&scalar_values, float_type),
+                scalars::<R>(&param_values, compute_type),
                 one,
                 one,
                 program.clone(),
@@ -114,44 +158,77 @@ pub fn fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<Fuse
             )
         }
     });
-    results_out(results)
+    (narrowed(results), bool_results)
+}
+
+/// Launch scalars of the type `ty`.
+pub(crate) fn scalars<R: Runtime>(values: &[f64], ty: cubecl::ir::StorageType) -> SequenceArg<R, InputScalar> {
+    values.iter().fold(SequenceArg::new(), |mut seq, &v| {
+        seq.push(InputScalar::new(v, ty));
+        seq
+    })
+}
+
+/// Each input's view broadcast to `shape`; panics when one doesn't broadcast.
+pub(crate) fn views<R: Runtime>(floats: &[CubeTensor<R>], bools: &[CubeTensor<R>], shape: &Shape) -> Vec<Layout> {
+    let view = |t: &CubeTensor<R>| {
+        let view = t.layout.broadcast_to(shape);
+        view.unwrap_or_else(|| panic!("ex_cubecl: fused: {:?} doesn't broadcast to {:?} (inputs {})", t.dims(), shape.as_slice(), describe(floats, bools)))
+    };
+    floats.iter().chain(bools).map(view).collect()
+}
+
+/// The tensors' buffers as a sequence of array arguments.
+pub(crate) fn buffers<R: Runtime, T: CubePrimitive>(tensors: &[CubeTensor<R>]) -> SequenceArg<R, Array<T>> {
+    tensors.iter().fold(SequenceArg::new(), |mut seq, t| {
+        seq.push(t.buffer_arg());
+        seq
+    })
 }
 
 /// The inputs' shapes and dtypes, for messages.
-fn describe<R: Runtime>(inputs: &[CubeTensor<R>]) -> String {
-    inputs.iter().map(|t| format!("{:?} {:?}", t.dims(), t.dtype)).collect::<Vec<_>>().join(", ")
+fn describe<R: Runtime>(floats: &[CubeTensor<R>], bools: &[CubeTensor<R>]) -> String {
+    floats.iter().chain(bools).map(|t| format!("{:?} {:?}", t.dims(), t.dtype)).collect::<Vec<_>>().join(", ")
 }
 
 /// The program run one launch per op (the registers keep their own broadcast shapes), each
 /// output then expanded to `shape` and made contiguous. Nx's `max` and `min` are `Max` and
-/// `Min`, which also give NaN where an operand is NaN; comparisons give 1 or 0 in the dtype.
-fn one_by_one<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: &[FusedOp], outputs: &[usize]) -> Vec<CubeTensor<R>> {
-    let device = inputs[0].device.clone();
-    let mut regs = inputs;
-    for op in ops {
+/// `Min`, which also give NaN where an operand is NaN; comparisons, predicates and bool
+/// inputs are 1 or 0 in the dtype.
+fn one_by_one<R: Runtime>(floats: Vec<CubeTensor<R>>, bools: Vec<CubeTensor<R>>, shape: Shape, dtype: DType, chain: &Chain) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
+    let device = floats.first().or(bools.first()).expect("checked: inputs").device.clone();
+    let store = BoolStore::Native;
+    let mut regs = floats;
+    regs.extend(bools.into_iter().map(|t| cast(t, dtype)));
+    let scalar = |value: f64| full(&device, Shape::from(Vec::<usize>::new()), Scalar::Float(value), dtype);
+    for op in &chain.ops {
         let binary = |x: usize, y: usize, op| binary_float_op(regs[x].clone(), Rhs::Tensor(regs[y].clone()), op);
         let r = match *op {
             FusedOp::Unary(u, x) => unary_float_op(regs[x].clone(), u, 0.0, 0.0),
+            FusedOp::UnaryWith(u, x, a, b) => unary_float_op(regs[x].clone(), u, chain.params[a], chain.params[b]),
             FusedOp::Binary(b, x, y) => binary(x, y, b),
             FusedOp::NanMax(x, y) => binary(x, y, BinaryFloatOp::Max),
             FusedOp::NanMin(x, y) => binary(x, y, BinaryFloatOp::Min),
-            FusedOp::Compare(c, x, y) => {
-                let dtype = regs[x].dtype;
-                cast(compare(regs[x].clone(), Rhs::Tensor(regs[y].clone()), c, BoolStore::Native), dtype)
-            }
+            FusedOp::Compare(c, x, y) => cast(compare(regs[x].clone(), Rhs::Tensor(regs[y].clone()), c, store), dtype),
+            FusedOp::Predicate(p, x) => cast(predicate(regs[x].clone(), p, store), dtype),
+            FusedOp::Not(x) => cast(compare(regs[x].clone(), Rhs::Scalar(Scalar::Float(0.0)), CompareOp::Equal, store), dtype),
             FusedOp::Select(p, x, y) => {
-                let nonzero = compare(regs[p].clone(), Rhs::Scalar(Scalar::Float(0.0)), CompareOp::NotEqual, BoolStore::Native);
+                let nonzero = compare(regs[p].clone(), Rhs::Scalar(Scalar::Float(0.0)), CompareOp::NotEqual, store);
                 mask_where("fused select", regs[y].clone(), nonzero, Rhs::Tensor(regs[x].clone()))
             }
-            FusedOp::Const(bits) => full(&device, Shape::from(Vec::<usize>::new()), Scalar::Float(f32::from_bits(bits) as f64), DType::F32),
+            FusedOp::Const(bits) => scalar(f32::from_bits(bits) as f64),
+            FusedOp::Scalar(k) => scalar(chain.scalars[k]),
         };
         regs.push(r);
     }
-    outputs.iter().map(|&r| into_contiguous(expand(regs[r].clone(), shape.clone()))).collect()
+    let out = |r: usize| into_contiguous(expand(regs[r].clone(), shape.clone()));
+    let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
+    let nonzero = |r: usize| cast(compare(out(r), Rhs::Scalar(Scalar::Float(0.0)), CompareOp::NotEqual, store), bool_dtype);
+    (chain.outputs.iter().map(|&r| out(r)).collect(), chain.bool_outputs.iter().map(|&r| nonzero(r)).collect())
 }
 
 /// How the kernel reads a view over the output's shape.
-fn read(view: &Layout) -> FusedRead {
+pub(crate) fn read(view: &Layout) -> FusedRead {
     if view.is_contiguous() {
         FusedRead::Linear
     } else if view.strides.iter().all(|&s| s == 0) {
@@ -161,12 +238,18 @@ fn read(view: &Layout) -> FusedRead {
     }
 }
 
-/// Panics unless every op reads registers written before it and every output names one.
-fn check_registers(inputs: usize, ops: &[FusedOp], outputs: &[usize]) {
-    for (i, op) in ops.iter().enumerate() {
+/// Panics unless every op reads registers written before it (and scalars and parameters
+/// the chain holds) and every output names a register.
+fn check_registers(inputs: usize, chain: &Chain) {
+    let (scalars, params) = (chain.scalars.len(), chain.params.len());
+    for (i, op) in chain.ops.iter().enumerate() {
         let written = inputs + i;
         let reads: &[usize] = match op {
-            FusedOp::Unary(_, x) => &[*x],
+            FusedOp::Unary(_, x) | FusedOp::Predicate(_, x) | FusedOp::Not(x) => &[*x],
+            FusedOp::UnaryWith(_, x, a, b) => {
+                assert!(*a < params && *b < params, "ex_cubecl: fused: op {i} ({op:?}) reads parameters {a} and {b} of {params}");
+                &[*x]
+            }
             FusedOp::Binary(_, x, y) | FusedOp::NanMax(x, y) | FusedOp::NanMin(x, y) | FusedOp::Compare(_, x, y) => &[*x, *y],
             FusedOp::Select(p, x, y) => &[*p, *x, *y],
             FusedOp::Const(bits) => {
@@ -174,13 +257,23 @@ fn check_registers(inputs: usize, ops: &[FusedOp], outputs: &[usize]) {
                 assert!(value.is_finite(), "ex_cubecl: fused: op {i}: the constant {value} is not finite (pass it as an input)");
                 &[]
             }
+            FusedOp::Scalar(k) => {
+                assert!(*k < scalars, "ex_cubecl: fused: op {i} reads scalar {k} of {scalars}");
+                &[]
+            }
         };
         if let Some(r) = reads.iter().find(|&&r| r >= written) {
             panic!("ex_cubecl: fused: op {i} ({op:?}) reads register {r}, but only {written} are written before it");
         }
     }
-    let registers = inputs + ops.len();
-    if outputs.is_empty() || outputs.iter().any(|&r| r >= registers) {
-        panic!("ex_cubecl: fused: outputs {outputs:?} must name registers below {registers} ({inputs} inputs, {} ops)", ops.len());
+    let registers = inputs + chain.ops.len();
+    let outputs = chain.outputs.iter().chain(&chain.bool_outputs);
+    if chain.outputs.is_empty() && chain.bool_outputs.is_empty() || outputs.clone().any(|&r| r >= registers) {
+        panic!(
+            "ex_cubecl: fused: outputs {:?} and bool outputs {:?} must name registers below {registers} ({inputs} inputs, {} ops)",
+            chain.outputs,
+            chain.bool_outputs,
+            chain.ops.len()
+        );
     }
 }

@@ -11,7 +11,7 @@ use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// Units per cube when one cube reduces one line.
-const CUBE_SIZE: usize = 256;
+pub const CUBE_SIZE: usize = 256;
 
 /// Cubes a reduction of few long lines is spread over (a few per multiprocessor of a large
 /// GPU): each line is split into chunks reduced by separate cubes, then merged.
@@ -64,12 +64,9 @@ fn launch_reduce<R: Runtime>(
     };
     let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
     let lines = Lines::of(&tensor, dim);
-    // One cube per line when lines are long and either few (not enough lines for a unit each)
-    // or contiguous (a cube reads a line coalesced; a unit per line would not).
-    let contiguous = tensor.layout.strides[dim] == 1;
-    if len >= 2 * CUBE_SIZE && (outputs < 8192 || contiguous) {
-        let splits = (SPLIT_CUBES.div_ceil(outputs)).min(len / (CUBE_SIZE * SPLIT_MIN_PER_UNIT));
-        if splits > 1 {
+    let strategy = Strategy::of(len, outputs, tensor.layout.strides[dim] == 1);
+    if strategy != Strategy::PerUnit {
+        if let Strategy::Split(splits) = strategy {
             launch_split(&name, &tensor, &out, &indices, lines, op, splits, with_indices);
         } else {
             let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
@@ -99,6 +96,32 @@ fn launch_reduce<R: Runtime>(
         });
     }
     (out, with_indices.then_some(indices))
+}
+
+/// How a reduction spreads its lines over units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// One unit per line (`reduce_per_unit`).
+    PerUnit,
+    /// One cube of [`CUBE_SIZE`] units per line (`reduce_per_cube`).
+    PerCube,
+    /// Each line in this many chunks, one cube each, then merged (`reduce_split`).
+    Split(usize),
+}
+
+impl Strategy {
+    /// The strategy for `outputs` lines of `len` elements, `contiguous` when a line's
+    /// elements are adjacent: one cube per line when lines are long and either few (not
+    /// enough lines for a unit each) or contiguous (a cube reads a line coalesced; a unit per
+    /// line would not); split when such lines are too few to fill the device.
+    pub fn of(len: usize, outputs: usize, contiguous: bool) -> Self {
+        if len >= 2 * CUBE_SIZE && (outputs < 8192 || contiguous) {
+            let splits = (SPLIT_CUBES.div_ceil(outputs.max(1))).min(len / (CUBE_SIZE * SPLIT_MIN_PER_UNIT));
+            if splits > 1 { Strategy::Split(splits) } else { Strategy::PerCube }
+        } else {
+            Strategy::PerUnit
+        }
+    }
 }
 
 /// The lines of a tensor along a dimension, as the kernels take them.

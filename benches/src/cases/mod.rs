@@ -1,4 +1,5 @@
 //! The benchmark cases, one file per op family.
+pub mod composite;
 pub mod elementwise;
 pub mod index;
 pub mod matmul;
@@ -13,6 +14,7 @@ pub fn all(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
     let mut cases = Vec::new();
     cases.extend(elementwise::cases(size));
     cases.extend(reduce::cases(size));
+    cases.extend(composite::cases(size));
     cases.extend(index::cases(size));
     cases.extend(matmul::cases(size, tune));
     cases.extend(module::cases(size, tune));

@@ -1,0 +1,103 @@
+//! Composite ops written as chains of tensor ops (what a model's code often does): softmax,
+//! layer norm and the tanh form of GELU. Unfused, each op is its own launch; under a fusion
+//! engine (`bench --fusion`) the elementwise runs fuse.
+use burn_backend::Backend;
+use burn_tensor::Tensor;
+
+use super::uniform;
+use crate::{Case, DynCase, RunFn, Size, Work};
+
+/// Softmax over the last dim as `exp(x - max) / sum(exp(x - max))`.
+pub struct SoftmaxOps {
+    shape: [usize; 2],
+}
+
+/// Layer norm over the last dim with a weight and a bias, as `(x - mean) / sqrt(var + eps)
+/// * gamma + beta`.
+pub struct LayerNormOps {
+    shape: [usize; 2],
+}
+
+/// GELU's tanh form, `0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`, as ops.
+pub struct GeluOps {
+    n: usize,
+}
+
+/// The composite cases at `size`.
+pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
+    let (rows, n) = match size {
+        Size::Small => ([256, 512], 1 << 16),
+        Size::Full => ([16384, 4096], 1 << 26),
+    };
+    vec![Box::new(SoftmaxOps { shape: rows }), Box::new(LayerNormOps { shape: rows }), Box::new(GeluOps { n })]
+}
+
+impl Case for SoftmaxOps {
+    fn name(&self) -> String {
+        "softmax f32 as ops (last dim)".into()
+    }
+
+    fn size(&self) -> String {
+        format!("{:?}", self.shape)
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(8.0 * (self.shape[0] * self.shape[1]) as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let x = uniform::<B, 2>(self.shape, 1, device);
+        Some(Box::new(move || {
+            let e = (x.clone() - x.clone().max_dim(1)).exp();
+            (e.clone() / e.sum_dim(1)).flatten::<1>(0, 1)
+        }))
+    }
+}
+
+impl Case for LayerNormOps {
+    fn name(&self) -> String {
+        "layer norm f32 as ops (last dim)".into()
+    }
+
+    fn size(&self) -> String {
+        format!("{:?}", self.shape)
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(8.0 * (self.shape[0] * self.shape[1]) as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let x = uniform::<B, 2>(self.shape, 1, device);
+        let gamma = uniform::<B, 2>([1, self.shape[1]], 2, device);
+        let beta = uniform::<B, 2>([1, self.shape[1]], 3, device);
+        Some(Box::new(move || {
+            let centred = x.clone() - x.clone().mean_dim(1);
+            let var = (centred.clone() * centred.clone()).mean_dim(1);
+            (centred / (var + 1e-5).sqrt() * gamma.clone() + beta.clone()).flatten::<1>(0, 1)
+        }))
+    }
+}
+
+impl Case for GeluOps {
+    fn name(&self) -> String {
+        "gelu f32 as ops (tanh form)".into()
+    }
+
+    fn size(&self) -> String {
+        format!("2^{}", self.n.trailing_zeros())
+    }
+
+    fn work(&self) -> Work {
+        Work::Bytes(8.0 * self.n as f64)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let x = uniform::<B, 1>([self.n], 1, device);
+        Some(Box::new(move || {
+            let x = x.clone();
+            let inner = (x.clone() + x.clone() * x.clone() * x.clone() * 0.044715) * (2.0f32 / std::f32::consts::PI).sqrt();
+            x * 0.5 * (inner.tanh() + 1.0)
+        }))
+    }
+}

@@ -1,0 +1,271 @@
+//! Kernel fusion on Burn's fusion engine: `Fusion<ExCubeclBackend<R>>`.
+//!
+//! `burn-fusion` records the ops of a `Fusion<B>` backend lazily in streams, searches each
+//! stream for runs of ops that a backend's fusers accept, caches what it found per pattern,
+//! and runs the rest op by op on `B`. This module plugs our backend into it: the engine is
+//! Burn's, the fusers and the kernels they launch are ours.
+//!
+//! - [`ExFusionRuntime`] names our fusers and optimizations; `ExCubeclBackend<R>` is a
+//!   [`FusionBackend`] (and a `BackendIr`, the engine's view of tensors as [`IrHandle`]s).
+//! - The elementwise fuser ([`elementwise`]) turns a run of elementwise ops over one shape
+//!   (float math, scalars, comparisons, masks, bool logic, float/bool casts, fills; inputs
+//!   broadcast, any layout) into one launch of `ex_cubecl_kernels::fused`.
+//! - The reduction fuser ([`reduce`]) turns elementwise work, a reduction along an axis (sum,
+//!   mean, product, max, min) and elementwise work on its result into one launch of
+//!   `ex_cubecl_kernels::fused_reduce`.
+//!
+//! Each fused launch gives the bits of its ops run one launch at a time.
+//!
+//! ```
+//! use burn_tensor::Tensor;
+//! use ex_cubecl::ExWgpuFusion;
+//!
+//! let device = Default::default();
+//! let x = Tensor::<ExWgpuFusion, 1>::from_floats([1.0, -2.0, 3.0], &device);
+//! let y = (x.clone() * 2.0 + 1.0 - x).abs(); // one launch
+//! assert_eq!(y.into_data().to_vec::<f32>().unwrap(), vec![2.0, 1.0, 4.0]);
+//! ```
+mod block;
+pub mod elementwise;
+mod program;
+pub mod reduce;
+
+use core::marker::PhantomData;
+
+use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
+use burn_backend::{DType, DeviceOps};
+use burn_fusion::stream::{Context, OrderedExecution};
+use burn_fusion::{FuserProperties, FuserStatus, FusionBackend, FusionRuntime, NumOperations, Optimization, OperationFuser};
+use burn_ir::{BackendIr, OperationIr, TensorHandle};
+use cubecl::Runtime;
+use serde::{Deserialize, Serialize};
+
+use crate::ExCubeclBackend;
+use crate::launch::{copy, view};
+use crate::runtime::DeviceContext;
+use crate::tensor::{CubeTensor, QuantizedTensor as QTensor};
+use elementwise::{ElementwiseFuser, ElementwiseOptimization};
+use reduce::{ReduceFuser, ReduceOptimization};
+
+/// A tensor as Burn's fusion engine holds it: ours, of any kind.
+#[derive(Clone, Debug)]
+pub enum IrHandle<R: Runtime> {
+    /// A float, int or bool tensor.
+    Tensor(CubeTensor<R>),
+    /// A quantized tensor.
+    Quantized(QTensor<R>),
+}
+
+impl<R: Runtime> IrHandle<R> {
+    /// The float, int or bool tensor; panics, naming `op`, on a quantized one.
+    pub fn into_tensor(self, op: &str) -> CubeTensor<R> {
+        match self {
+            IrHandle::Tensor(t) => t,
+            IrHandle::Quantized(q) => panic!("ex_cubecl: {op}: expected a float, int or bool tensor, got a quantized {:?} one", q.scheme),
+        }
+    }
+}
+
+/// The tensor of `handle` with the engine's `shape` (a view of the same buffer where the
+/// engine records a reshaped handle).
+fn with_shape<R: Runtime>(handle: TensorHandle<IrHandle<R>>, op: &str) -> CubeTensor<R> {
+    let tensor = handle.handle.into_tensor(op);
+    match tensor.dims() == handle.shape.as_slice() {
+        true => tensor,
+        false => view::reshape(tensor, handle.shape),
+    }
+}
+
+impl<R: Runtime> BackendIr for ExCubeclBackend<R>
+where
+    R::Device: DeviceOps,
+{
+    type Handle = IrHandle<R>;
+
+    fn float_tensor(handle: TensorHandle<Self::Handle>) -> FloatTensor<Self> {
+        with_shape(handle, "float tensor")
+    }
+
+    fn int_tensor(handle: TensorHandle<Self::Handle>) -> IntTensor<Self> {
+        with_shape(handle, "int tensor")
+    }
+
+    fn bool_tensor(handle: TensorHandle<Self::Handle>) -> BoolTensor<Self> {
+        with_shape(handle, "bool tensor")
+    }
+
+    fn quantized_tensor(handle: TensorHandle<Self::Handle>) -> QuantizedTensor<Self> {
+        match handle.handle {
+            IrHandle::Quantized(q) => q,
+            IrHandle::Tensor(t) => panic!("ex_cubecl: quantized tensor: expected a quantized tensor, got {:?} {:?}", t.dims(), t.dtype),
+        }
+    }
+
+    fn float_tensor_handle(tensor: FloatTensor<Self>) -> Self::Handle {
+        IrHandle::Tensor(tensor)
+    }
+
+    fn int_tensor_handle(tensor: IntTensor<Self>) -> Self::Handle {
+        IrHandle::Tensor(tensor)
+    }
+
+    fn bool_tensor_handle(tensor: BoolTensor<Self>) -> Self::Handle {
+        IrHandle::Tensor(tensor)
+    }
+
+    fn quantized_tensor_handle(tensor: QuantizedTensor<Self>) -> Self::Handle {
+        IrHandle::Quantized(tensor)
+    }
+}
+
+/// Our fusers and optimizations for Burn's fusion engine.
+pub struct ExFusionRuntime<R: Runtime> {
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime> core::fmt::Debug for ExFusionRuntime<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "ExFusionRuntime<{}>", core::any::type_name::<R>())
+    }
+}
+
+impl<R: Runtime> FusionRuntime for ExFusionRuntime<R>
+where
+    R::Device: DeviceOps,
+{
+    type OptimizationState = ExOptimizationState;
+    type Optimization = ExOptimization;
+    type FusionHandle = IrHandle<R>;
+    type FusionDevice = R::Device;
+
+    fn fusers(device: R::Device) -> Vec<Box<dyn OperationFuser<ExOptimization>>> {
+        let max_bindings = max_bindings::<R>(&device);
+        vec![
+            Box::new(ExFuser::Elementwise(ElementwiseFuser::new(max_bindings))),
+            Box::new(ExFuser::Reduce(ReduceFuser::new(max_bindings))),
+        ]
+    }
+}
+
+/// The buffers the device binds to one kernel.
+fn max_bindings<R: Runtime>(device: &R::Device) -> usize {
+    DeviceContext::client::<R>(device).properties().hardware.max_bindings as usize
+}
+
+impl<R: Runtime> FusionBackend for ExCubeclBackend<R>
+where
+    R::Device: DeviceOps,
+{
+    type FusionRuntime = ExFusionRuntime<R>;
+    type FullPrecisionBackend = Self;
+
+    fn cast_float(tensor: FloatTensor<Self>, dtype: DType) -> Self::Handle {
+        IrHandle::Tensor(copy::cast(tensor, dtype))
+    }
+}
+
+/// Our fusers, one per kind of optimization.
+#[derive(Clone, Debug)]
+pub enum ExFuser {
+    /// Runs of elementwise ops.
+    Elementwise(ElementwiseFuser),
+    /// A reduction along an axis with elementwise work on either side.
+    Reduce(ReduceFuser),
+}
+
+/// `$e` with `$f` bound to the fuser or optimization of any kind.
+macro_rules! each {
+    ($e:expr, $f:ident => $body:expr, $($kind:ident),+) => {
+        match $e { $(Self::$kind($f) => $body),+ }
+    };
+}
+
+impl OperationFuser<ExOptimization> for ExFuser {
+    fn fuse(&mut self, operation: &OperationIr) {
+        each!(self, f => f.fuse(operation), Elementwise, Reduce)
+    }
+
+    fn finish(&mut self) -> ExOptimization {
+        match self {
+            ExFuser::Elementwise(f) => ExOptimization::Elementwise(f.finish()),
+            ExFuser::Reduce(f) => ExOptimization::Reduce(f.finish()),
+        }
+    }
+
+    fn reset(&mut self) {
+        each!(self, f => f.reset(), Elementwise, Reduce)
+    }
+
+    fn status(&self) -> FuserStatus {
+        each!(self, f => f.status(), Elementwise, Reduce)
+    }
+
+    fn properties(&self) -> FuserProperties {
+        each!(self, f => f.properties(), Elementwise, Reduce)
+    }
+
+    fn len(&self) -> usize {
+        each!(self, f => f.len(), Elementwise, Reduce)
+    }
+
+    fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
+        Box::new(self.clone())
+    }
+}
+
+/// What our fusers found: each runs in place of the operations it stands for.
+#[derive(Debug)]
+pub enum ExOptimization {
+    /// A run of elementwise ops in one launch.
+    Elementwise(ElementwiseOptimization),
+    /// A reduction with elementwise work on either side in one launch.
+    Reduce(ReduceOptimization),
+}
+
+/// An optimization as the engine saves it: the operations it stands for, fused again when
+/// loaded.
+#[derive(Serialize, Deserialize)]
+pub enum ExOptimizationState {
+    /// [`ExOptimization::Elementwise`]'s operations.
+    Elementwise(Vec<OperationIr>),
+    /// [`ExOptimization::Reduce`]'s operations.
+    Reduce(Vec<OperationIr>),
+}
+
+impl NumOperations for ExOptimization {
+    fn len(&self) -> usize {
+        each!(self, o => o.operations().len(), Elementwise, Reduce)
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            // The kind's name as Burn's fusion reports (`FusionBlock::fuser_name`) know it.
+            ExOptimization::Elementwise(_) => "ElementWise",
+            ExOptimization::Reduce(_) => "Reduce",
+        }
+    }
+}
+
+impl<R: Runtime> Optimization<ExFusionRuntime<R>> for ExOptimization
+where
+    R::Device: DeviceOps,
+{
+    fn execute(&mut self, context: &mut Context<IrHandle<R>>, _execution: &OrderedExecution<ExFusionRuntime<R>>) {
+        each!(self, o => o.execute(context), Elementwise, Reduce)
+    }
+
+    fn to_state(&self) -> ExOptimizationState {
+        match self {
+            ExOptimization::Elementwise(o) => ExOptimizationState::Elementwise(o.operations().to_vec()),
+            ExOptimization::Reduce(o) => ExOptimizationState::Reduce(o.operations().to_vec()),
+        }
+    }
+
+    fn from_state(device: &R::Device, state: ExOptimizationState) -> Self {
+        let max_bindings = max_bindings::<R>(device);
+        match state {
+            ExOptimizationState::Elementwise(ops) => ExOptimization::Elementwise(ElementwiseOptimization::from_operations(max_bindings, &ops)),
+            ExOptimizationState::Reduce(ops) => ExOptimization::Reduce(ReduceOptimization::from_operations(max_bindings, &ops)),
+        }
+    }
+}
