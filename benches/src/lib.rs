@@ -224,10 +224,12 @@ pub fn time<B: Backend, C: Case>(case: &C, opts: &Options) -> Option<Timing> {
     }
     let per_run = start.elapsed().as_secs_f64() / opts.warmup.max(1) as f64;
     let iters = ((0.5 / per_run.max(1e-9)) as usize).clamp(opts.iters, MAX_ITERS.max(opts.iters));
+    // The output lives until the sync: a fusion engine runs nothing for a dropped result.
     let before = ex_cubecl::runtime::launch_count();
-    drop(run());
+    let out = run();
     B::sync(&device).expect("sync");
     let launches = ex_cubecl::runtime::launch_count() - before;
+    drop(out);
     let mut times = Vec::with_capacity(iters);
     for _ in 0..iters {
         let start = Instant::now();

@@ -397,6 +397,8 @@ fn activations_as_ops() {
                 activation::hard_sigmoid(t.clone(), 0.2, 0.5).into_data(),
                 activation::silu(t.clone()).into_data(),
                 activation::softplus(t.clone(), 1.0).into_data(),
+                activation::softmax(t.clone(), 1).into_data(),
+                activation::log_softmax(t.clone(), 0).into_data(),
                 activation::mish(t).into_data(),
             ]
         }
@@ -544,10 +546,33 @@ fn softmax_and_layer_norm_as_ops_take_few_launches() {
         (launch_count() - before, out.into_data())
     };
     let (launches, ours) = count(&|| softmax(tx.clone()));
-    // max, then sub-exp-sum, then the division: 3 launches (5 unfused).
-    suite.record("softmax as ops: 3 launches", if launches == 3 { Ok(()) } else { Err(format!("{launches} launches")) });
+    // Burn's own decomposition: our softmax kernel, one launch (5 unfused).
+    suite.record("softmax as ops: 1 launch", if launches == 1 { Ok(()) } else { Err(format!("{launches} launches")) });
     let rd = dev::<Ref>();
     suite.check("softmax as ops", Tol::of(1e-5), (Ok(ours), softmax(Tensor::<Ref, 2>::from_data(x.clone(), &rd)).into_data()));
+    let (launches, ours) = count(&|| activation::log_softmax(tx.clone(), 1));
+    suite.record("log_softmax: 1 launch", if launches == 1 { Ok(()) } else { Err(format!("{launches} launches")) });
+    suite.check("log_softmax", Tol::of(1e-5), (Ok(ours), activation::log_softmax(Tensor::<Ref, 2>::from_data(x.clone(), &rd), 1).into_data()));
+    // The max kept for later: no softmax kernel (it gives no max), the values all the same:
+    // the max, sub-exp-sum (one launch), the division, `m * 0` and the sum.
+    let (launches, ours) = count(&|| {
+        let m = tx.clone().max_dim(1);
+        let e = (tx.clone() - m.clone()).exp();
+        e.clone() / e.sum_dim(1) + m * 0.0
+    });
+    suite.record("softmax keeping its max: 5 launches", if launches == 5 { Ok(()) } else { Err(format!("{launches} launches")) });
+    // Under autodiff, which keeps `exp`'s and `log`'s values for the backward pass: the max,
+    // then sub-exp-sum-log (one launch), then the last sub.
+    type AdFused = Autodiff<Fused>;
+    let ad = Tensor::<AdFused, 2>::from_data(x.clone(), &dev::<AdFused>()).require_grad();
+    AdFused::sync(&d).unwrap();
+    let before = launch_count();
+    let y = activation::log_softmax(ad.clone(), 1);
+    AdFused::sync(&d).unwrap();
+    let launches = launch_count() - before;
+    suite.record("log_softmax under autodiff: 3 launches", if launches == 3 { Ok(()) } else { Err(format!("{launches} launches")) });
+    suite.check("log_softmax under autodiff", Tol::of(1e-5), (Ok(y.into_data()), activation::log_softmax(Tensor::<Ref, 2>::from_data(x.clone(), &rd), 1).into_data()));
+    suite.check("softmax keeping its max", Tol::of(1e-5), (Ok(ours), softmax(Tensor::<Ref, 2>::from_data(x.clone(), &rd)).into_data()));
     let (launches, ours) = count(&|| layer_norm(tx.clone(), tg.clone()));
     // mean, then sub-square-mean, then the rest: 3 launches (8 unfused).
     suite.record("layer norm as ops: 3 launches", if launches == 3 { Ok(()) } else { Err(format!("{launches} launches")) });

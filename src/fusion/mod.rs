@@ -14,7 +14,11 @@
 //!   mean, product, max, min) and elementwise work on its result into one launch of
 //!   `ex_cubecl_kernels::fused_reduce`.
 //!
-//! Each fused launch gives the bits of its ops run one launch at a time.
+//! - The softmax fuser ([`softmax`]) recognises Burn's decomposition of `softmax` and
+//!   `log_softmax` and runs our softmax kernel, as the unfused backend does.
+//!
+//! The elementwise and reduction fusers' launches give the bits of their ops run one launch
+//! at a time.
 //!
 //! ```
 //! use burn_tensor::Tensor;
@@ -29,6 +33,7 @@ mod block;
 pub mod elementwise;
 mod program;
 pub mod reduce;
+pub mod softmax;
 
 use core::marker::PhantomData;
 
@@ -46,6 +51,7 @@ use crate::runtime::DeviceContext;
 use crate::tensor::{CubeTensor, QuantizedTensor as QTensor};
 use elementwise::{ElementwiseFuser, ElementwiseOptimization};
 use reduce::{ReduceFuser, ReduceOptimization};
+use softmax::{SoftmaxFuser, SoftmaxOptimization};
 
 /// A tensor as Burn's fusion engine holds it: ours, of any kind.
 #[derive(Clone, Debug)]
@@ -143,6 +149,7 @@ where
         vec![
             Box::new(ExFuser::Elementwise(ElementwiseFuser::new(max_bindings))),
             Box::new(ExFuser::Reduce(ReduceFuser::new(max_bindings))),
+            Box::new(ExFuser::Softmax(SoftmaxFuser::new(max_bindings))),
         ]
     }
 }
@@ -171,6 +178,8 @@ pub enum ExFuser {
     Elementwise(ElementwiseFuser),
     /// A reduction along an axis with elementwise work on either side.
     Reduce(ReduceFuser),
+    /// Burn's softmax and log-softmax decompositions.
+    Softmax(SoftmaxFuser),
 }
 
 /// `$e` with `$f` bound to the fuser or optimization of any kind.
@@ -182,30 +191,31 @@ macro_rules! each {
 
 impl OperationFuser<ExOptimization> for ExFuser {
     fn fuse(&mut self, operation: &OperationIr) {
-        each!(self, f => f.fuse(operation), Elementwise, Reduce)
+        each!(self, f => f.fuse(operation), Elementwise, Reduce, Softmax)
     }
 
     fn finish(&mut self) -> ExOptimization {
         match self {
             ExFuser::Elementwise(f) => ExOptimization::Elementwise(f.finish()),
             ExFuser::Reduce(f) => ExOptimization::Reduce(f.finish()),
+            ExFuser::Softmax(f) => ExOptimization::Softmax(f.finish()),
         }
     }
 
     fn reset(&mut self) {
-        each!(self, f => f.reset(), Elementwise, Reduce)
+        each!(self, f => f.reset(), Elementwise, Reduce, Softmax)
     }
 
     fn status(&self) -> FuserStatus {
-        each!(self, f => f.status(), Elementwise, Reduce)
+        each!(self, f => f.status(), Elementwise, Reduce, Softmax)
     }
 
     fn properties(&self) -> FuserProperties {
-        each!(self, f => f.properties(), Elementwise, Reduce)
+        each!(self, f => f.properties(), Elementwise, Reduce, Softmax)
     }
 
     fn len(&self) -> usize {
-        each!(self, f => f.len(), Elementwise, Reduce)
+        each!(self, f => f.len(), Elementwise, Reduce, Softmax)
     }
 
     fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
@@ -220,6 +230,8 @@ pub enum ExOptimization {
     Elementwise(ElementwiseOptimization),
     /// A reduction with elementwise work on either side in one launch.
     Reduce(ReduceOptimization),
+    /// A softmax or log-softmax in one launch of our softmax kernel.
+    Softmax(SoftmaxOptimization),
 }
 
 /// An optimization as the engine saves it: the operations it stands for, fused again when
@@ -230,11 +242,13 @@ pub enum ExOptimizationState {
     Elementwise(Vec<OperationIr>),
     /// [`ExOptimization::Reduce`]'s operations.
     Reduce(Vec<OperationIr>),
+    /// [`ExOptimization::Softmax`]'s operations.
+    Softmax(Vec<OperationIr>),
 }
 
 impl NumOperations for ExOptimization {
     fn len(&self) -> usize {
-        each!(self, o => o.operations().len(), Elementwise, Reduce)
+        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax)
     }
 
     fn name(&self) -> &'static str {
@@ -242,6 +256,7 @@ impl NumOperations for ExOptimization {
             // The kind's name as Burn's fusion reports (`FusionBlock::fuser_name`) know it.
             ExOptimization::Elementwise(_) => "ElementWise",
             ExOptimization::Reduce(_) => "Reduce",
+            ExOptimization::Softmax(_) => "Softmax",
         }
     }
 }
@@ -251,13 +266,14 @@ where
     R::Device: DeviceOps,
 {
     fn execute(&mut self, context: &mut Context<IrHandle<R>>, _execution: &OrderedExecution<ExFusionRuntime<R>>) {
-        each!(self, o => o.execute(context), Elementwise, Reduce)
+        each!(self, o => o.execute(context), Elementwise, Reduce, Softmax)
     }
 
     fn to_state(&self) -> ExOptimizationState {
         match self {
             ExOptimization::Elementwise(o) => ExOptimizationState::Elementwise(o.operations().to_vec()),
             ExOptimization::Reduce(o) => ExOptimizationState::Reduce(o.operations().to_vec()),
+            ExOptimization::Softmax(o) => ExOptimizationState::Softmax(o.operations().to_vec()),
         }
     }
 
@@ -266,6 +282,7 @@ where
         match state {
             ExOptimizationState::Elementwise(ops) => ExOptimization::Elementwise(ElementwiseOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Reduce(ops) => ExOptimization::Reduce(ReduceOptimization::from_operations(max_bindings, &ops)),
+            ExOptimizationState::Softmax(ops) => ExOptimization::Softmax(SoftmaxOptimization::from_operations(max_bindings, &ops)),
         }
     }
 }

@@ -133,6 +133,11 @@ impl ReduceFuser {
         *self = Self::new(self.max_bindings);
     }
 
+    /// The buffers the device binds to one kernel.
+    pub fn max_bindings(&self) -> usize {
+        self.max_bindings
+    }
+
     /// Open while operations may still join the block.
     pub fn status(&self) -> FuserStatus {
         self.status

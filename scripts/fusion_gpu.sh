@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (no Rust toolchain there): the fusion measurements of one session,
+# from the bundle .bin/gpu.tar.xz (bench and digits in release, the conformance tests
+# fusion and fused in debug, all built here with `--features cuda`; see the README's
+# "Kernel fusion"). Stages, each well under ten minutes:
+#   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused}.rs on CUDA
+#   bash scripts/fusion_gpu.sh OUT torch     # PyTorch's rows (eager and torch.compile)
+#   bash scripts/fusion_gpu.sh OUT bench     # the fusion rows: unfused, then both backends fused
+#   bash scripts/fusion_gpu.sh OUT digits    # the digits job without and with --fusion
+# OUT gets a log and a table per stage; the bench stage reads OUT/torch.json when present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: fusion_gpu.sh OUT tests|torch|bench|digits}"
+stage="${2:?usage: fusion_gpu.sh OUT tests|torch|bench|digits}"
+mkdir -p "$out" /tmp/ex_cubecl_gpu
+[[ -x /tmp/ex_cubecl_gpu/bench ]] || tar -C /tmp/ex_cubecl_gpu -xJf .bin/gpu.tar.xz
+cuda_lib="$(ls -d /usr/local/cuda*/lib64 2>/dev/null | head -1 || true)"
+export LD_LIBRARY_PATH="${cuda_lib:+$cuda_lib:}${LD_LIBRARY_PATH:-}"
+gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+bin=/tmp/ex_cubecl_gpu
+# The rows issue 28 asks for: one add, the five-op chain, softmax, layer norm and GELU written
+# as ops, the MLP step at batch 64 and 1024.
+cases="add f32 2^26|5 elementwise ops f32 (add|softmax|layer norm|gelu|MLP train step f32 (784-256-128-10, Adam)"
+case "$stage" in
+tests)
+    for t in fusion_test fused_test; do
+        "$bin/$t" --test-threads 8 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/$t.log" | grep -E "^conformance|test result"
+    done
+    ;;
+torch)
+    PYTHONUNBUFFERED=1 python3 benches/torch_rows.py --filter "$cases" --out "$out/torch.json" 2>&1 | tee "$out/torch.log"
+    ;;
+bench)
+    torch=()
+    [[ -f $out/torch.json ]] && torch=(--torch "$out/torch.json")
+    for mode in unfused fusion; do
+        flag=()
+        [[ $mode == fusion ]] && flag=(--fusion)
+        "$bin/bench" --size full --gpu "$gpu" --date "$(date -u +%Y-%m-%d)" --filter "$cases" \
+            --out "$out/bench_$mode.md" ${torch[@]+"${torch[@]}"} ${flag[@]+"${flag[@]}"} 2>&1 | tee "$out/bench_$mode.log"
+    done
+    ;;
+digits)
+    for run in 1 2; do
+        for flag in "" --fusion; do
+            echo "== digits $flag (run $run)"
+            "$bin/digits" --device cuda --no-progress $flag 2>&1 | grep -v XDG_RUNTIME_DIR | tee -a "$out/digits.log" |
+                grep -E "final test accuracy|time per epoch|backend"
+        done
+    done
+    ;;
+*)
+    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits)" >&2
+    exit 2
+    ;;
+esac
