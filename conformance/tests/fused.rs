@@ -187,6 +187,71 @@ fn fused_programs_match_their_ops_bit_for_bit() {
     suite.finish();
 }
 
+/// An input for the vectorised kernel's cases, broadcast to `shape` as `kind` says: 0 full,
+/// 1 a suffix (rows broadcast: strided, innermost contiguous), 2 the last dimension 1
+/// (broadcast along it), 3 a scalar, 4 full behind an offset of one row (aligned when the
+/// row is), 5 transposed (no vector read: the scalar kernel).
+fn vector_input(rng: &mut Rng, shape: &[usize], dtype: DType, kind: i64) -> T {
+    let rank = shape.len();
+    let data = |s: &[usize], rng: &mut Rng| f::<Ex>(&float_data(rng, s, dtype, -2.0, 2.0));
+    match kind {
+        1 => data(&shape[rank / 2..], rng),
+        2 => data(&[&shape[..rank - 1], &[1][..]].concat(), rng),
+        3 => data(&[], rng),
+        4 => {
+            let mut s = shape.to_vec();
+            s[0] += 1;
+            let mut slices = vec![burn_backend::Slice::new(0, None, 1); rank];
+            slices[0] = burn_backend::Slice::new(1, None, 1);
+            Ex::float_slice(data(&s, rng), &slices)
+        }
+        5 => input(rng, shape, dtype, 1),
+        _ => data(shape, rng),
+    }
+}
+
+#[test]
+fn vectorised_programs_match_their_ops_bit_for_bit() {
+    // Shapes whose innermost dimension takes vectors of 2, 4 or 8 (and one that takes none),
+    // inputs read as vectors, as one value per vector and as values, bool inputs and outputs:
+    // the vectorised kernel's bits against the ops one launch at a time.
+    let mut suite = Suite::new("fused, vectorised");
+    let shapes: [&[usize]; 6] = [&[16], &[3, 8], &[2, 3, 16], &[4, 2, 8, 8], &[5, 12], &[3, 7]];
+    for dtype in float_dtypes() {
+        for seed in 0..36u64 {
+            let mut rng = Rng::new(1900 + seed);
+            let shape = shapes[seed as usize % shapes.len()].to_vec();
+            let count = rng.int(1, 4) as usize;
+            let kinds: Vec<i64> = (0..count).map(|k| if k == 0 { 0 } else { rng.int(0, 6) }).collect();
+            let mut inputs: Vec<T> = kinds.iter().map(|&kind| vector_input(&mut rng, &shape, dtype, kind)).collect();
+            let bool_kind = rng.int(0, 5);
+            let bools = vec![Ex::float_greater_elem(vector_input(&mut rng, &shape, dtype, bool_kind), burn_backend::Scalar::Float(0.0), burn_backend::BoolStore::Native)];
+            let bool_dtype = bools[0].dtype;
+            let registers = count + 1;
+            let nops = rng.int(1, 10) as usize;
+            let ops: Vec<FusedOp> = (0..nops).map(|i| random_op(&mut rng, registers + i, dtype)).collect();
+            let pick = |rng: &mut Rng| rng.int(registers as i64, (registers + nops) as i64) as usize;
+            let (outputs, bool_outputs): (Vec<usize>, Vec<usize>) = ((0..rng.int(1, 3)).map(|_| pick(&mut rng)).collect(), (0..rng.int(0, 2)).map(|_| pick(&mut rng)).collect());
+            let case = format!("{dtype:?} shape {shape:?} input kinds {kinds:?} bool kind {bool_kind} ops {ops:?} outputs {outputs:?} {bool_outputs:?} (seed {})", 1900 + seed);
+            let chain = Chain { ops: ops.clone(), outputs: outputs.clone(), bool_outputs: bool_outputs.clone(), bool_dtype: Some(bool_dtype), ..chain_values() };
+            let fused = catch(|| fused_chain(inputs.clone(), bools.clone(), Shape::from(shape.clone()), dtype, chain.clone()));
+            inputs.push(as_float(bools[0].clone(), dtype));
+            let regs = unfused(&inputs, &ops, &chain);
+            let full = |r: usize| Ex::float_expand(regs[r].clone(), Shape::from(shape.clone()));
+            for (j, &r) in outputs.iter().enumerate() {
+                let ours = fused.as_ref().map(|(outs, _)| rf::<Ex>(outs[j].clone())).map_err(Clone::clone);
+                suite.check(format!("{case} output {j}"), Tol::EXACT, (ours, rf::<Ex>(full(r))));
+            }
+            for (j, &r) in bool_outputs.iter().enumerate() {
+                let nonzero = as_float(Ex::float_not_equal_elem(full(r), burn_backend::Scalar::Float(0.0), burn_backend::BoolStore::Native), dtype);
+                let ours = fused.as_ref().map(|(_, outs)| rf::<Ex>(as_float(outs[j].clone(), dtype))).map_err(Clone::clone);
+                suite.check(format!("{case} bool output {j}"), Tol::EXACT, (ours, rf::<Ex>(nonzero)));
+            }
+        }
+    }
+    suite.finish();
+}
+
 #[test]
 fn programs_with_more_buffers_than_a_kernel_binds_give_the_same_bits() {
     // 40 inputs and 3 outputs: one launch on CUDA (1024 bindings), one launch per op on

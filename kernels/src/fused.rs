@@ -58,13 +58,15 @@ pub enum FusedRead {
     Strided,
 }
 
-/// A fused program: how each input is read, the ops, and the registers written out.
+/// A fused program: how each input is read (a [`FusedRead`], or a
+/// [`VectorRead`](crate::fused_vec::VectorRead) in the vectorised kernel), the ops, and the
+/// registers written out.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
-pub struct FusedProgram {
+pub struct FusedProgram<Read = FusedRead> {
     /// How float input `k` is read; it is register `k`.
-    pub reads: Vec<FusedRead>,
+    pub reads: Vec<Read>,
     /// How bool input `k` is read; it is register `reads.len() + k`.
-    pub bool_reads: Vec<FusedRead>,
+    pub bool_reads: Vec<Read>,
     /// The ops; op `i` writes register `reads.len() + bool_reads.len() + i`.
     pub ops: Vec<FusedOp>,
     /// The register that float output `j` takes.
@@ -125,17 +127,31 @@ pub fn fused_float<F: Float, A: Float, B: Numeric>(
     }
     let (l, r) = (lhs_one.get::<F>(), rhs_one.get::<F>());
     run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.ops.clone(), program.round_to_bf16);
+    write_registers::<F, B>(outputs, bool_outputs, ABSOLUTE_POS, &regs, program.outputs, program.bool_outputs);
+}
+
+/// Stores register `float_regs[j]` at `at` of float output `j`, and register `bool_regs[j]`
+/// as `register != 0` at `at` of bool output `j`.
+#[cube]
+pub(crate) fn write_registers<F: Float, B: Numeric>(
+    outputs: &mut Sequence<Array<F>>,
+    bool_outputs: &mut Sequence<Array<B>>,
+    at: usize,
+    regs: &Sequence<F>,
+    #[comptime] float_regs: Vec<usize>,
+    #[comptime] bool_regs: Vec<usize>,
+) {
     #[unroll]
-    for j in 0..program.outputs.len() {
-        let r = comptime!(program.outputs[j]);
+    for j in 0..float_regs.len() {
+        let r = comptime!(float_regs[j]);
         let output = outputs.index_mut(j);
-        output[ABSOLUTE_POS] = regs[r];
+        output[at] = regs[r];
     }
     #[unroll]
-    for j in 0..program.bool_outputs.len() {
-        let r = comptime!(program.bool_outputs[j]);
+    for j in 0..bool_regs.len() {
+        let r = comptime!(bool_regs[j]);
         let output = bool_outputs.index_mut(j);
-        output[ABSOLUTE_POS] = B::cast_from(!(regs[r] == F::new(0.0)));
+        output[at] = B::cast_from(!(regs[r] == F::new(0.0)));
     }
 }
 

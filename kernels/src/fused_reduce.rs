@@ -18,7 +18,7 @@ use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
 use crate::bf16::round_to_bf16;
-use crate::fused::{FusedProgram, as_register, read_input, run_ops, strided_offset};
+use crate::fused::{FusedProgram, as_register, read_input, run_ops, strided_offset, write_registers};
 use crate::reduce::{Acc, ReduceOp, acc_init, acc_push, acc_write, cube_merge};
 
 /// A fused reduction: both programs, the register reduced, the reduction and how lines are
@@ -99,18 +99,7 @@ pub fn fused_reduce<F: Float, A: Float, B: Numeric>(
         }
         run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.read.ops.clone(), program.read.round_to_bf16);
         let at = starts[read_inputs] + i * out_axis;
-        #[unroll]
-        for j in 0..program.read.outputs.len() {
-            let reg = comptime!(program.read.outputs[j]);
-            let output = outputs.index_mut(j);
-            output[at] = regs[reg];
-        }
-        #[unroll]
-        for j in 0..program.read.bool_outputs.len() {
-            let reg = comptime!(program.read.bool_outputs[j]);
-            let output = bool_outputs.index_mut(j);
-            output[at] = B::cast_from(!(regs[reg] == F::new(0.0)));
-        }
+        write_registers::<F, B>(outputs, bool_outputs, at, &regs, program.read.outputs.clone(), program.read.bool_outputs.clone());
         acc_push::<A>(&mut acc, A::cast_from(regs[program.reduced]), i as u32, first, program.op);
         first = false;
         i += step;
@@ -170,16 +159,5 @@ fn write_line<F: Float, A: Float, B: Numeric>(
         regs.push(as_register::<F, B>(b));
     }
     run_ops::<F, A>(&mut regs, scalars, params, l, r, program.write.ops.clone(), program.write.round_to_bf16);
-    #[unroll]
-    for j in 0..program.write.outputs.len() {
-        let reg = comptime!(program.write.outputs[j]);
-        let output = write_outputs.index_mut(j);
-        output[line] = regs[reg];
-    }
-    #[unroll]
-    for j in 0..program.write.bool_outputs.len() {
-        let reg = comptime!(program.write.bool_outputs[j]);
-        let output = write_bool_outputs.index_mut(j);
-        output[line] = B::cast_from(!(regs[reg] == F::new(0.0)));
-    }
+    write_registers::<F, B>(write_outputs, write_bool_outputs, line, &regs, program.write.outputs, program.write.bool_outputs);
 }

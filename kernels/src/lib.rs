@@ -43,6 +43,8 @@ pub mod fused;
 #[allow(missing_docs)]
 pub mod fused_reduce;
 #[allow(missing_docs)]
+pub mod fused_vec;
+#[allow(missing_docs)]
 pub mod copy;
 #[allow(missing_docs)]
 pub mod ctc;

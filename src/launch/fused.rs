@@ -4,6 +4,7 @@ use burn_backend::{BoolStore, DType, Scalar, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::{Array, CubePrimitive, InputScalar, SequenceArg};
 use ex_cubecl_kernels::fused::{FusedProgram, FusedRead, fused_float};
+use ex_cubecl_kernels::fused_vec::{VectorRead, fused_float_vec};
 pub use ex_cubecl_kernels::binary::BinaryFloatOp;
 pub use ex_cubecl_kernels::compare::{CompareOp, PredicateOp};
 pub use ex_cubecl_kernels::fused::FusedOp;
@@ -23,7 +24,9 @@ use crate::tensor::CubeTensor;
 /// gives the bits that its own launch would (see the kernel).
 ///
 /// One launch where the device binds that many buffers to a kernel (inputs and outputs; 31
-/// on lavapipe, 1024 on CUDA), else one launch per op with the same results.
+/// on lavapipe, 1024 on CUDA), else one launch per op with the same results. The launch
+/// reads and writes vectors of the device's widest efficient size where every input's layout
+/// allows it (`vectorised`), else one element per unit.
 ///
 /// # Panics
 /// When an input has another dtype, isn't a float or doesn't broadcast to `shape`, when an op
@@ -118,21 +121,54 @@ pub fn fused_chain<R: Runtime>(
         })
         .collect();
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
-    let (float_reads, bool_reads) = reads.split_at(floats.len());
-    let program = FusedProgram {
-        reads: float_reads.to_vec(),
-        bool_reads: bool_reads.to_vec(),
-        ops: chain.ops,
-        outputs: chain.outputs,
-        bool_outputs: chain.bool_outputs,
-        round_to_bf16,
-    };
-    let name = format!("fused {:?}", program.ops);
+    let float_count = floats.len();
+    let name = format!("fused {:?}", chain.ops);
     let (float_type, compute_type) = (storage_type(dtype), storage_type(accumulator_dtype(dtype)));
     let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
-    let (scalar_values, param_values) = (chain.scalars, chain.params);
+    let (scalar_values, param_values) = (chain.scalars.clone(), chain.params.clone());
     let one = InputScalar::new(1.0, float_type);
     let (outs, bool_outs) = (results.clone(), bool_results.clone());
+    let sizes = client.io_optimized_vector_sizes(storage_type(dtype).size());
+    if let Some((v, vector_reads)) = sizes.filter(|&v| v > 1).find_map(|v| vectorised(v, n, &reads, &dims, &strides, &offsets)) {
+        let program = program(&vector_reads, float_count, &chain, round_to_bf16);
+        let offsets: Vec<usize> = offsets.iter().zip(&vector_reads).map(|(&o, r)| if *r == VectorRead::Linear { o / v } else { o }).collect();
+        let bound = |tensors: &[CubeTensor<R>], reads: &[VectorRead], vector: bool| -> Vec<CubeTensor<R>> {
+            tensors.iter().zip(reads).filter(|(_, r)| r.is_vector() == vector).map(|(t, _)| t.clone()).collect()
+        };
+        let (float_reads, bool_reads) = vector_reads.split_at(float_count);
+        let (vectors, splats) = (bound(&floats, float_reads, true), bound(&floats, float_reads, false));
+        let (bool_vectors, bool_splats) = (bound(&bools, bool_reads, true), bound(&bools, bool_reads, false));
+        launch(&client, &name, Geometry::Units(n / v), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n / v`; `vectorised` checked that every vector
+            // read lies inside its view, and every output holds `n` elements.
+            unsafe {
+                fused_float_vec::launch_unchecked::<R>(
+                    client,
+                    count,
+                    dim,
+                    v,
+                    buffers(&vectors),
+                    buffers(&splats),
+                    buffers(&bool_vectors),
+                    buffers(&bool_splats),
+                    buffers(&outs),
+                    buffers(&bool_outs),
+                    usizes(&offsets),
+                    divmods(&dims),
+                    usizes(&strides),
+                    n / v,
+                    scalars::<R>(&scalar_values, float_type),
+                    scalars::<R>(&param_values, compute_type),
+                    one,
+                    one,
+                    program.clone(),
+                    dtypes,
+                )
+            }
+        });
+        return (narrowed(results), bool_results);
+    }
+    let program = program(&reads, float_count, &chain, round_to_bf16);
     launch(&client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < n`; every view lies inside its buffer and every
         // output holds `n` elements.
@@ -159,6 +195,43 @@ pub fn fused_chain<R: Runtime>(
         }
     });
     (narrowed(results), bool_results)
+}
+
+/// The kernel's program: `reads` are the float inputs' (`floats` of them), then the bools'.
+fn program<Read: Clone>(reads: &[Read], floats: usize, chain: &Chain, round_to_bf16: bool) -> FusedProgram<Read> {
+    let (float_reads, bool_reads) = reads.split_at(floats);
+    FusedProgram {
+        reads: float_reads.to_vec(),
+        bool_reads: bool_reads.to_vec(),
+        ops: chain.ops.clone(),
+        outputs: chain.outputs.clone(),
+        bool_outputs: chain.bool_outputs.clone(),
+        round_to_bf16,
+    }
+}
+
+/// How each input is read `v` elements at a time, when every one can be: the `n` positions
+/// split into vectors, each input contiguous (its offset a multiple of `v`), one value, or a
+/// strided view (strides over the coalesced `dims`, `rank` of them per input in `strides`)
+/// whose innermost dimension `v` divides and is either contiguous (with `v` dividing the
+/// offset and every other stride, so each vector is whole and aligned) or broadcast.
+fn vectorised(v: usize, n: usize, reads: &[FusedRead], dims: &[usize], strides: &[usize], offsets: &[usize]) -> Option<(usize, Vec<VectorRead>)> {
+    let rank = dims.len();
+    let inner = dims.last().copied().unwrap_or(n);
+    let read = |(k, r): (usize, &FusedRead)| match r {
+        FusedRead::Linear => (offsets[k] % v == 0).then_some(VectorRead::Linear),
+        FusedRead::Scalar => Some(VectorRead::Scalar),
+        FusedRead::Strided => {
+            let s = &strides[k * rank..][..rank];
+            match s[rank - 1] {
+                0 => Some(VectorRead::StridedSplat),
+                1 if offsets[k] % v == 0 && s[..rank - 1].iter().all(|&s| s % v == 0) => Some(VectorRead::Strided),
+                _ => None,
+            }
+        }
+    };
+    let reads = (n % v == 0 && inner % v == 0).then(|| reads.iter().enumerate().map(read).collect::<Option<Vec<_>>>())??;
+    Some((v, reads))
 }
 
 /// Launch scalars of the type `ty`.
