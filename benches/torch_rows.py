@@ -14,8 +14,8 @@ timed with `time.perf_counter()`; the median is reported. The output of the last
 and summed, so nothing is skipped. The settings match ours: f32 products on TF32 tensor
 cores (cuBLAS and cuDNN), cuDNN picking its fastest convolution (`cudnn.benchmark`, its
 search done in the warm-up), the default attention backend. The MLP step is burn's: the
-same model and Adam, as per-parameter tensor ops (`foreach=False`) for the plain row and as
-`fused=True` for the fused row.
+same models (the MLP and the small CNN) and Adam, as per-parameter tensor ops
+(`foreach=False`) for the plain row and as `fused=True` for the fused row.
 
 The output is a JSON object, row key to median milliseconds, written to `--out` after every
 case (a run cut short keeps its rows), or to stdout at the end without `--out`; progress
@@ -301,7 +301,42 @@ def train(full):
         adam = "fused Adam" if fused else "Adam"
         return (f"MLP train step f32 (784-256-128-10, {adam})", f"batch {batch}", make)
 
-    return [case(batch, fused) for batch in ([64, 1024] if full else [64]) for fused in (False, True)]
+    def cnn(batch, fused):
+        # The CNN of `cases/train.rs`: weights held 2-d as there (a convolution's
+        # `[c_out, c_in * 9]`), convolutions 3x3 padding 1, ReLU, 2x2 max pooling, linear.
+        def make(t):
+            channels = [1, 8, 16]
+            layers = [(c_in * 9, c_out, True) for c_in, c_out in zip(channels, channels[1:])] + [(16 * 7 * 7, 10, False)]
+            params = []
+            for layer, (fan_in, out, conv) in enumerate(layers):
+                scale = (1.0 / fan_in) ** 0.5
+                seed = 10 + 2 * layer
+                params.append((t.uniform([out, fan_in] if conv else [fan_in, out], seed) * scale).requires_grad_())
+                params.append((t.uniform([1, out], seed + 1) * scale).requires_grad_())
+            x = t.uniform([batch, 28 * 28], 1)
+            labels = (torch.arange(batch, device=t.device) * 7 + 3) % 10
+            kind = {"fused": True} if fused else {"foreach": False}
+            adam = torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, **kind)
+
+            def step():
+                h = x.view(batch, 1, 28, 28)
+                for layer, (c_in, c_out) in enumerate(zip(channels, channels[1:])):
+                    w = params[2 * layer].view(c_out, c_in, 3, 3)
+                    h = F.max_pool2d(torch.relu(F.conv2d(h, w, params[2 * layer + 1].view(c_out), padding=1)), 2)
+                h = h.reshape(batch, 16 * 7 * 7) @ params[4] + params[5]
+                loss = F.cross_entropy(h, labels)
+                adam.zero_grad(set_to_none=True)
+                loss.backward()
+                adam.step()
+                return loss.detach()
+
+            return step
+
+        adam = "fused Adam" if fused else "Adam"
+        return (f"CNN train step f32 (28x28, conv 8-16, pool, linear, {adam})", f"batch {batch}", make)
+
+    mlp = [case(batch, fused) for batch in ([64, 1024] if full else [64]) for fused in (False, True)]
+    return mlp + [cnn(64, fused) for fused in (False, True)]
 
 
 def cases(full):

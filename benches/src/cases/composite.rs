@@ -2,7 +2,6 @@
 //! layer norm and the tanh form of GELU. Unfused, each op is its own launch; under a fusion
 //! engine (`bench --fusion`) the elementwise runs fuse.
 use burn_backend::Backend;
-use burn_tensor::Tensor;
 
 use super::uniform;
 use crate::{Case, DynCase, RunFn, Size, Work};

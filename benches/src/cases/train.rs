@@ -1,9 +1,13 @@
-//! One training step of an MLP under Burn's autodiff: forward, cross-entropy loss, backward
-//! and an Adam update, as tensor ops on the backend or (ours, `fused`) as one kernel per
-//! parameter (`ex_cubecl::launch::optim`, what `ex_cubecl::optim::AdamW` runs).
+//! One training step of a small model under Burn's autodiff: forward, cross-entropy loss,
+//! backward and an Adam update, as tensor ops on the backend or (ours, `fused`) as one kernel
+//! per parameter (`ex_cubecl::launch::optim`, what `ex_cubecl::optim::AdamW` runs). The
+//! models: a 784-256-128-10 MLP, and a digits-sized CNN (two 3x3 convolutions with ReLU and
+//! 2x2 max pooling, then a linear layer).
 use burn_autodiff::Autodiff;
+use burn_backend::ops::ConvOptions;
 use burn_backend::{Backend, TensorPrimitive};
 use burn_tensor::activation::{log_softmax, relu};
+use burn_tensor::module::{conv2d, max_pool2d};
 use burn_tensor::{Int, Tensor, TensorData};
 use ex_cubecl::CubeTensor;
 use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, adam_step};
@@ -11,26 +15,41 @@ use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, adam_
 use super::{downcast, uniform};
 use crate::{Case, DynCase, Precision, RunFn, Runtime, Size, Work};
 
-/// A 784-256-128-10 MLP with ReLU, trained on a fixed random batch with Adam.
-pub struct MlpStep {
+/// A model trained on a fixed random batch with Adam.
+pub struct TrainStep {
+    model: Model,
     batch: usize,
     /// Ours updates each parameter with the fused Adam kernel; the peer keeps the tensor ops
     /// (burn-optim's Adam is tensor ops on every backend).
     fused: bool,
 }
 
-/// Layer widths.
+/// Which model a step trains.
+#[derive(Clone, Copy, PartialEq)]
+enum Model {
+    /// 784-256-128-10 with ReLU.
+    Mlp,
+    /// `[b, 1, 28, 28]`: conv 3x3 to 8 channels, ReLU, max pool 2x2, conv 3x3 to 16, ReLU,
+    /// max pool 2x2, linear 784-10.
+    Cnn,
+}
+
+/// The MLP's layer widths.
 const WIDTHS: [usize; 4] = [784, 256, 128, 10];
+/// The CNN's channels (input, first and second convolution) and classes.
+const CHANNELS: [usize; 3] = [1, 8, 16];
+const CLASSES: usize = 10;
 
 /// The training cases at `size`.
 pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
-    match size {
-        Size::Small => vec![Box::new(MlpStep { batch: 64, fused: false }), Box::new(MlpStep { batch: 64, fused: true })],
-        Size::Full => [64, 1024]
-            .into_iter()
-            .flat_map(|batch| [false, true].map(|fused| Box::new(MlpStep { batch, fused }) as Box<dyn DynCase>))
-            .collect(),
-    }
+    let batches: &[(Model, usize)] = match size {
+        Size::Small => &[(Model::Mlp, 64), (Model::Cnn, 64)],
+        Size::Full => &[(Model::Mlp, 64), (Model::Mlp, 1024), (Model::Cnn, 64)],
+    };
+    batches
+        .iter()
+        .flat_map(|&(model, batch)| [false, true].map(|fused| Box::new(TrainStep { model, batch, fused }) as Box<dyn DynCase>))
+        .collect()
 }
 
 /// Adam's state for one parameter.
@@ -76,8 +95,11 @@ impl<B: Backend> Param<B> {
     }
 }
 
-/// The model and optimizer state, stepped by the benchmark closure.
+/// The model and optimizer state, stepped by the benchmark closure. Every parameter is held
+/// 2-d (a convolution's weight `[c_out, c_in * 9]`, a bias `[1, n]`) and reshaped in the
+/// forward pass.
 struct Trainer<B: Backend> {
+    model: Model,
     params: Vec<Param<B>>,
     x: Tensor<Autodiff<B>, 2>,
     labels: Tensor<Autodiff<B>, 2, Int>,
@@ -86,31 +108,63 @@ struct Trainer<B: Backend> {
 }
 
 impl<B: Backend> Trainer<B> {
-    fn new(batch: usize, fused: bool, device: &B::Device) -> Self {
+    fn new(model: Model, batch: usize, fused: bool, device: &B::Device) -> Self {
+        // Each layer's weight `[fan_in, out]` (a convolution's `[out, fan_in]`) and bias
+        // `[1, out]`, scaled by `1 / sqrt(fan_in)`; the input, flat for the MLP.
+        let (layers, input): (Vec<(usize, usize, bool)>, usize) = match model {
+            Model::Mlp => (WIDTHS.windows(2).map(|p| (p[0], p[1], false)).collect(), WIDTHS[0]),
+            Model::Cnn => {
+                let convs = CHANNELS.windows(2).map(|c| (c[0] * 9, c[1], true));
+                (convs.chain([(CHANNELS[2] * 7 * 7, CLASSES, false)]).collect(), 28 * 28)
+            }
+        };
         let mut params = Vec::new();
-        for (layer, pair) in WIDTHS.windows(2).enumerate() {
-            let scale = (1.0 / pair[0] as f32).sqrt();
+        for (layer, &(fan_in, out, conv)) in layers.iter().enumerate() {
+            let scale = (1.0 / fan_in as f32).sqrt();
             let seed = 10 + 2 * layer as u64;
-            params.push(Param::new(uniform::<B, 2>([pair[0], pair[1]], seed, device).mul_scalar(scale)));
-            params.push(Param::new(uniform::<B, 2>([1, pair[1]], seed + 1, device).mul_scalar(scale)));
+            let shape = if conv { [out, fan_in] } else { [fan_in, out] };
+            params.push(Param::new(uniform::<B, 2>(shape, seed, device).mul_scalar(scale)));
+            params.push(Param::new(uniform::<B, 2>([1, out], seed + 1, device).mul_scalar(scale)));
         }
-        let x = Tensor::from_inner(uniform::<B, 2>([batch, WIDTHS[0]], 1, device));
-        let labels: Vec<i32> = (0..batch).map(|i| ((i * 7 + 3) % WIDTHS[3]) as i32).collect();
+        let x = Tensor::from_inner(uniform::<B, 2>([batch, input], 1, device));
+        let labels: Vec<i32> = (0..batch).map(|i| ((i * 7 + 3) % CLASSES) as i32).collect();
         let labels = Tensor::from_data(TensorData::new(labels, [batch, 1]), device);
-        Self { params, x, labels, step: 0, fused }
+        Self { model, params, x, labels, step: 0, fused }
+    }
+
+    /// The logits `[batch, 10]` of the batch under the parameters `leaves`.
+    fn forward(&self, leaves: &[Tensor<Autodiff<B>, 2>]) -> Tensor<Autodiff<B>, 2> {
+        let linear = |h: Tensor<Autodiff<B>, 2>, layer: &[Tensor<Autodiff<B>, 2>]| h.matmul(layer[0].clone()) + layer[1].clone();
+        match self.model {
+            Model::Mlp => {
+                let mut h = self.x.clone();
+                for (layer, pair) in leaves.chunks(2).enumerate() {
+                    h = linear(h, pair);
+                    if layer + 1 < leaves.len() / 2 {
+                        h = relu(h);
+                    }
+                }
+                h
+            }
+            Model::Cnn => {
+                let batch = self.x.dims()[0];
+                let mut h = self.x.clone().reshape([batch, 1, 28, 28]);
+                for (layer, c) in CHANNELS.windows(2).enumerate() {
+                    let weight = leaves[2 * layer].clone().reshape([c[1], c[0], 3, 3]);
+                    let bias = leaves[2 * layer + 1].clone().reshape([c[1]]);
+                    let conv = conv2d(h, weight, Some(bias), ConvOptions::new([1, 1], [1, 1], [1, 1], 1));
+                    h = max_pool2d(relu(conv), [2, 2], [2, 2], [0, 0], [1, 1], false);
+                }
+                linear(h.reshape([batch, CHANNELS[2] * 7 * 7]), &leaves[4..])
+            }
+        }
     }
 
     /// Forward, loss, backward and update; returns the loss before the update.
     fn step(&mut self) -> Tensor<B, 1> {
         let leaves: Vec<Tensor<Autodiff<B>, 2>> =
             self.params.iter().map(|p| Tensor::from_inner(p.value.clone()).require_grad()).collect();
-        let mut h = self.x.clone();
-        for (layer, pair) in leaves.chunks(2).enumerate() {
-            h = h.matmul(pair[0].clone()) + pair[1].clone();
-            if layer + 1 < leaves.len() / 2 {
-                h = relu(h);
-            }
-        }
+        let h = self.forward(&leaves);
         let loss = log_softmax(h, 1).gather(1, self.labels.clone()).mean().neg();
         let grads = loss.backward();
         let grads: Vec<_> = leaves.iter().map(|leaf| leaf.grad(&grads).expect("every parameter has a gradient")).collect();
@@ -125,12 +179,14 @@ impl<B: Backend> Trainer<B> {
     }
 }
 
-impl Case for MlpStep {
+impl Case for TrainStep {
     fn name(&self) -> String {
-        match self.fused {
-            false => "MLP train step f32 (784-256-128-10, Adam)".into(),
-            true => "MLP train step f32 (784-256-128-10, fused Adam)".into(),
-        }
+        let model = match self.model {
+            Model::Mlp => "MLP train step f32 (784-256-128-10",
+            Model::Cnn => "CNN train step f32 (28x28, conv 8-16, pool, linear",
+        };
+        let adam = if self.fused { "fused Adam" } else { "Adam" };
+        format!("{model}, {adam})")
     }
 
     fn size(&self) -> String {
@@ -139,16 +195,20 @@ impl Case for MlpStep {
 
     fn work(&self) -> Work {
         // Forward products plus the two backward products of each layer.
-        let macs: usize = WIDTHS.windows(2).map(|p| self.batch * p[0] * p[1]).sum();
-        Work::Flops(6.0 * macs as f64, Precision::Tf32)
+        let macs: usize = match self.model {
+            Model::Mlp => WIDTHS.windows(2).map(|p| p[0] * p[1]).sum(),
+            Model::Cnn => 28 * 28 * 9 * CHANNELS[0] * CHANNELS[1] + 14 * 14 * 9 * CHANNELS[1] * CHANNELS[2] + 7 * 7 * CHANNELS[2] * CLASSES,
+        };
+        Work::Flops(6.0 * (self.batch * macs) as f64, Precision::Tf32)
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
-        let mut trainer = Trainer::<B>::new(self.batch, self.fused, device);
+        let mut trainer = Trainer::<B>::new(self.model, self.batch, self.fused, device);
         Some(Box::new(move || trainer.step()))
     }
 
     fn on_cpu(&self) -> bool {
-        true
+        // burn-ndarray's convolutions take seconds a step: the CNN gets no CPU column.
+        self.model == Model::Mlp
     }
 }
