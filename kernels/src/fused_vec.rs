@@ -32,7 +32,7 @@ impl VectorRead {
     }
 }
 
-/// The program of [`fused_float`](crate::fused::fused_float) on `vectors` vectors of `N`
+/// The program of [`fused_float`](crate::fused::fused_float) on `vectors_len` vectors of `N`
 /// elements: float input `k` is `vectors[..]` or `splats[..]` as `program.reads[k]` says (in
 /// the order of the inputs of each kind), likewise bool input `k`; every output is contiguous.
 /// Offsets of `Linear` inputs count vectors, the others' elements.
