@@ -59,30 +59,8 @@ pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
         terminate!();
     }
     let floats = comptime!(program.reads.len());
-    let mut loaded = Sequence::<Vector<F, N>>::new();
-    #[unroll]
-    for k in 0..floats {
-        let read = comptime!(program.reads[k]);
-        let slot = comptime!(slot(&program.reads, k));
-        let at = index::<N>(ABSOLUTE_POS, offsets[k], read, &shape, &strides, k);
-        let v = match read.is_vector() {
-            true => vectors.index(slot)[at],
-            false => Vector::<F, N>::new(splats.index(slot)[at]),
-        };
-        loaded.push(v);
-    }
-    let mut bools_loaded = Sequence::<Vector<B, N>>::new();
-    #[unroll]
-    for k in 0..program.bool_reads.len() {
-        let read = comptime!(program.bool_reads[k]);
-        let slot = comptime!(slot(&program.bool_reads, k));
-        let at = index::<N>(ABSOLUTE_POS, offsets[floats + k], read, &shape, &strides, floats + k);
-        let v = match read.is_vector() {
-            true => bool_vectors.index(slot)[at],
-            false => Vector::<B, N>::new(bool_splats.index(slot)[at]),
-        };
-        bools_loaded.push(v);
-    }
+    let loaded = load::<F, N>(vectors, splats, &offsets, &shape, &strides, program.reads.clone(), 0usize);
+    let bools_loaded = load::<B, N>(bool_vectors, bool_splats, &offsets, &shape, &strides, program.bool_reads.clone(), floats);
     let mut results = Sequence::<Vector<F, N>>::new();
     #[unroll]
     for _ in 0..program.outputs.len() {
@@ -129,6 +107,32 @@ pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
         let output = bool_outputs.index_mut(j);
         output[ABSOLUTE_POS] = bool_results[j];
     }
+}
+
+/// The vectors of unit `ABSOLUTE_POS` of the inputs read as `reads` says, which are inputs
+/// `first ..` of the launch (for their offsets and strides), bound in `vectors` and `splats`.
+#[cube]
+fn load<T: Numeric, N: Size>(
+    vectors: &Sequence<Array<Vector<T, N>>>,
+    splats: &Sequence<Array<T>>,
+    offsets: &Sequence<usize>,
+    shape: &Sequence<FastDivmod<usize>>,
+    strides: &Sequence<usize>,
+    #[comptime] reads: Vec<VectorRead>,
+    #[comptime] first: usize,
+) -> Sequence<Vector<T, N>> {
+    let mut loaded = Sequence::<Vector<T, N>>::new();
+    #[unroll]
+    for k in 0..reads.len() {
+        let (read, slot, input) = comptime!((reads[k], slot(&reads, k), first + k));
+        let at = index::<N>(ABSOLUTE_POS, offsets[input], read, shape, strides, input);
+        let v = match read.is_vector() {
+            true => vectors.index(slot)[at],
+            false => Vector::<T, N>::new(splats.index(slot)[at]),
+        };
+        loaded.push(v);
+    }
+    loaded
 }
 
 /// The index of input `k`'s read of vector `pos` in its binding: in vectors for an input
