@@ -267,64 +267,54 @@ def module(full):
 
 
 def train(full):
-    """The 784-256-128-10 ReLU MLP of `cases/train.rs`: weights `[in, out]`, biases `[1, out]`
-    scaled by `1/sqrt(in)`, a fixed batch, cross-entropy, Adam (lr 1e-3, betas 0.9 / 0.999,
-    eps 1e-8); each run is one step and returns the loss before the update."""
+    """The models of `cases/train.rs` on a fixed batch of 28x28 inputs: the 784-256-128-10 ReLU
+    MLP and the small CNN (3x3 convolutions with padding 1 to 8 and 16 channels, each with ReLU
+    and 2x2 max pooling, then linear 784-10). Every weight is held 2-d as there (`[in, out]`,
+    a convolution's `[c_out, c_in * 9]`), biases `[1, out]`, scaled by `1/sqrt(fan_in)`;
+    cross-entropy, Adam (lr 1e-3, betas 0.9 / 0.999, eps 1e-8); each run is one step and
+    returns the loss before the update."""
+    channels = [1, 8, 16]
 
-    def case(batch, fused):
+    def mlp(x, params):
+        h = x
+        for layer in range(len(WIDTHS) - 1):
+            h = h @ params[2 * layer] + params[2 * layer + 1]
+            if layer + 2 < len(WIDTHS):
+                h = torch.relu(h)
+        return h
+
+    def cnn(x, params):
+        h = x.view(x.shape[0], 1, 28, 28)
+        for layer, (c_in, c_out) in enumerate(zip(channels, channels[1:])):
+            w = params[2 * layer].view(c_out, c_in, 3, 3)
+            h = F.max_pool2d(torch.relu(F.conv2d(h, w, params[2 * layer + 1].view(c_out), padding=1)), 2)
+        return h.reshape(x.shape[0], 16 * 7 * 7) @ params[4] + params[5]
+
+    models = {
+        "MLP train step f32 (784-256-128-10": ([(n_in, n_out, False) for n_in, n_out in zip(WIDTHS, WIDTHS[1:])], mlp),
+        "CNN train step f32 (28x28, conv 8-16, pool, linear": (
+            [(c_in * 9, c_out, True) for c_in, c_out in zip(channels, channels[1:])] + [(16 * 7 * 7, 10, False)],
+            cnn,
+        ),
+    }
+
+    def case(model, batch, fused):
+        layers, forward = models[model]
+
         def make(t):
-            params = []
-            for layer, (n_in, n_out) in enumerate(zip(WIDTHS, WIDTHS[1:])):
-                scale = (1.0 / n_in) ** 0.5
-                seed = 10 + 2 * layer
-                params.append((t.uniform([n_in, n_out], seed) * scale).requires_grad_())
-                params.append((t.uniform([1, n_out], seed + 1) * scale).requires_grad_())
-            x = t.uniform([batch, WIDTHS[0]], 1)
-            labels = (torch.arange(batch, device=t.device) * 7 + 3) % WIDTHS[-1]
-            kind = {"fused": True} if fused else {"foreach": False}
-            adam = torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, **kind)
-
-            def step():
-                h = x
-                for layer in range(len(WIDTHS) - 1):
-                    h = h @ params[2 * layer] + params[2 * layer + 1]
-                    if layer + 2 < len(WIDTHS):
-                        h = torch.relu(h)
-                loss = F.cross_entropy(h, labels)
-                adam.zero_grad(set_to_none=True)
-                loss.backward()
-                adam.step()
-                return loss.detach()
-
-            return step
-
-        adam = "fused Adam" if fused else "Adam"
-        return (f"MLP train step f32 (784-256-128-10, {adam})", f"batch {batch}", make)
-
-    def cnn(batch, fused):
-        # The CNN of `cases/train.rs`: weights held 2-d as there (a convolution's
-        # `[c_out, c_in * 9]`), convolutions 3x3 padding 1, ReLU, 2x2 max pooling, linear.
-        def make(t):
-            channels = [1, 8, 16]
-            layers = [(c_in * 9, c_out, True) for c_in, c_out in zip(channels, channels[1:])] + [(16 * 7 * 7, 10, False)]
             params = []
             for layer, (fan_in, out, conv) in enumerate(layers):
                 scale = (1.0 / fan_in) ** 0.5
                 seed = 10 + 2 * layer
                 params.append((t.uniform([out, fan_in] if conv else [fan_in, out], seed) * scale).requires_grad_())
                 params.append((t.uniform([1, out], seed + 1) * scale).requires_grad_())
-            x = t.uniform([batch, 28 * 28], 1)
-            labels = (torch.arange(batch, device=t.device) * 7 + 3) % 10
+            x = t.uniform([batch, WIDTHS[0]], 1)
+            labels = (torch.arange(batch, device=t.device) * 7 + 3) % WIDTHS[-1]
             kind = {"fused": True} if fused else {"foreach": False}
             adam = torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, **kind)
 
             def step():
-                h = x.view(batch, 1, 28, 28)
-                for layer, (c_in, c_out) in enumerate(zip(channels, channels[1:])):
-                    w = params[2 * layer].view(c_out, c_in, 3, 3)
-                    h = F.max_pool2d(torch.relu(F.conv2d(h, w, params[2 * layer + 1].view(c_out), padding=1)), 2)
-                h = h.reshape(batch, 16 * 7 * 7) @ params[4] + params[5]
-                loss = F.cross_entropy(h, labels)
+                loss = F.cross_entropy(forward(x, params), labels)
                 adam.zero_grad(set_to_none=True)
                 loss.backward()
                 adam.step()
@@ -333,10 +323,10 @@ def train(full):
             return step
 
         adam = "fused Adam" if fused else "Adam"
-        return (f"CNN train step f32 (28x28, conv 8-16, pool, linear, {adam})", f"batch {batch}", make)
+        return (f"{model}, {adam})", f"batch {batch}", make)
 
-    mlp = [case(batch, fused) for batch in ([64, 1024] if full else [64]) for fused in (False, True)]
-    return mlp + [cnn(64, fused) for fused in (False, True)]
+    steps = [(m, b) for m in models for b in ([64, 1024] if full and m.startswith("MLP") else [64])]
+    return [case(model, batch, fused) for model, batch in steps for fused in (False, True)]
 
 
 def cases(full):
