@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds, here, what scripts/fusion_gpu.sh runs on the GPU machine (which has CUDA's driver and
-# NVRTC but no Rust): bench and digits in release, and the conformance tests fusion and fused
-# in debug, all with `--features cuda`, stripped and packed into .bin/gpu.tar.xz (git-ignored;
+# NVRTC but no Rust): bench and digits in release, and the conformance tests fusion, fused and
+# matmul in debug, all with `--features cuda`, stripped and packed into .bin/gpu.tar.xz (git-ignored;
 # pass `.bin` in the device tool's carry). A CUDA target folder of its own, so that the
 # wgpu builds of the test command don't rebuild.
 set -euo pipefail
@@ -12,7 +12,7 @@ export EX_CUBECL_COMMIT
 cargo build --release --locked -p ex_cubecl_benches --no-default-features --features cuda --bin bench
 cargo build --release --locked -p ex_cubecl_examples --no-default-features --features cuda --bin digits
 tests="$(cargo test --no-run --locked -p ex_cubecl_conformance --no-default-features --features cuda \
-    --test fusion --test fused --message-format=json | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')"
+    --test fusion --test fused --test matmul --message-format=json | sed -n 's/.*"executable":"\([^"]*\)".*/\1/p')"
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 cp "$CARGO_TARGET_DIR/release/bench" "$CARGO_TARGET_DIR/release/digits" "$stage/"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (no Rust toolchain there): the fusion measurements of one session,
 # from the bundle .bin/gpu.tar.xz (bench and digits in release, the conformance tests
-# fusion and fused in debug, all built here with `--features cuda`; see the README's
+# fusion, fused and matmul in debug, all built here with `--features cuda`; see the README's
 # "Kernel fusion"). Stages, each well under ten minutes:
-#   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused}.rs on CUDA
+#   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused,matmul}.rs on CUDA
 #   bash scripts/fusion_gpu.sh OUT torch     # PyTorch's rows (eager and torch.compile)
 #   bash scripts/fusion_gpu.sh OUT bench     # the fusion rows: unfused, then both backends fused
 #   bash scripts/fusion_gpu.sh OUT digits    # the digits job without and with --fusion
@@ -23,7 +23,7 @@ bin=/tmp/ex_cubecl_gpu
 cases="add f32 2^26|5 elementwise ops f32 (add|softmax|layer norm|gelu|MLP train step f32 (784-256-128-10, Adam)|CNN train step f32 (28x28, conv 8-16, pool, linear, Adam)"
 case "$stage" in
 tests)
-    for t in fusion_test fused_test; do
+    for t in fusion_test fused_test matmul_test; do
         "$bin/$t" --test-threads 8 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/$t.log" | grep -E "^conformance|test result"
     done
     ;;

@@ -4,13 +4,15 @@
 //! burn-ndarray: the fused results must be the unfused ones bit for bit (each fused op
 //! computes as its own kernel does) and match burn-ndarray within tolerance. Besides: the
 //! launches a fused chain takes, a chain longer than any fixed limit, gradients through
-//! `Autodiff<Fusion<_>>`, and Burn's activations written as ops.
+//! `Autodiff<Fusion<_>>`, Burn's activations written as ops, reductions and matrix products
+//! with elementwise work around them.
 use std::sync::Mutex;
 
 use burn_autodiff::Autodiff;
 use burn_backend::{Backend, DType, TensorData};
 use burn_tensor::{Bool, Tensor, activation};
 use ex_cubecl::runtime::launch_count;
+use ex_cubecl::tensor::CubeTensor;
 use ex_cubecl_conformance::*;
 
 type Fused = burn_fusion::Fusion<Ex>;
@@ -438,6 +440,198 @@ fn burn_composites_as_ops() {
     for (j, r) in ops::<Ref>(&x, &y).into_iter().enumerate() {
         suite.check(format!("composite {j}"), Tol::of(1e-5), (fused.clone().map(|f| f[j].clone()), r));
     }
+    suite.finish();
+}
+
+/// A product and elementwise work on it: 0, `relu(x @ w + b)`; 1, `tanh(x @ w * 0.5 + c)`
+/// with the product read out too; 2, `linear(x, w, b)`, then `y / (exp(-y) + 1)`;
+/// 3, `linear(x, w)` without bias, then `exp` and a mask of it. `x` is `[batch, m, k]` (held
+/// `[batch, k, m]` and transposed where `transposed`), `w` `[k, n]` (held `[n, k]` and
+/// transposed), `b` `[n]`, `c` `[batch, 1, n]`.
+fn matmul_case<B: Backend>(data: &[TensorData; 4], dtype: DType, case: usize, transposed: bool) -> Vec<TensorData> {
+    let d = dev::<B>();
+    let held = (&d, held::<B>(dtype));
+    let (x, w) = (Tensor::<B, 3>::from_data(data[0].clone(), held), Tensor::<B, 2>::from_data(data[1].clone(), held));
+    let (b, c) = (Tensor::<B, 1>::from_data(data[2].clone(), held), Tensor::<B, 3>::from_data(data[3].clone(), held));
+    let (x, w) = match transposed {
+        true => (x.swap_dims(1, 2), w.transpose()),
+        false => (x, w),
+    };
+    // `b`'s view is taken between the product and the addition (case 0), as `linear` does.
+    let w3 = w.clone().unsqueeze::<3>();
+    let out = match case {
+        0 => {
+            let p = x.matmul(w3);
+            vec![activation::relu(p + b.unsqueeze::<3>())]
+        }
+        1 => {
+            let p = x.matmul(w3);
+            vec![(p.clone() * 0.5 + c).tanh(), p]
+        }
+        2 => {
+            let y = burn_tensor::module::linear(x, w, Some(b));
+            vec![y.clone() / ((-y).exp() + 1.0)]
+        }
+        _ => {
+            let y = burn_tensor::module::linear(x, w, None);
+            vec![y.clone().exp(), y.clone().mask_fill(y.lower_elem(0.0), 0.25)]
+        }
+    };
+    out.into_iter().map(Tensor::into_data).collect()
+}
+
+#[test]
+fn matmul_epilogues_match_unfused_bits_and_ndarray() {
+    let _turn = serial();
+    let mut suite = Suite::new("fusion matmul epilogues");
+    for dtype in float_dtypes() {
+        let mut rng = Rng::new(0x3A7 + dtype.size() as u64);
+        // Small products, products of at least 16 rows and columns (tensor-core kernels where
+        // the device has them), and (f32) tiles of the large tiling (over 64 rows and columns).
+        let shapes = [[2, 3, 5, 4], [2, 17, 12, 20], [1, 7, 1, 9], [1, 70, 9, 66]];
+        let shapes = if dtype == DType::F32 { &shapes[..] } else { &shapes[..2] };
+        for (k, &[batch, m, kk, n]) in shapes.iter().enumerate() {
+            for case in 0..4 {
+                let transposed = (k + case) % 2 == 1;
+                let (x_shape, w_shape) = match transposed {
+                    true => ([batch, kk, m], [n, kk]),
+                    false => ([batch, m, kk], [kk, n]),
+                };
+                let data = [
+                    float_data(&mut rng, &x_shape, DType::F32, -1.0, 1.0),
+                    float_data(&mut rng, &w_shape, DType::F32, -1.0, 1.0),
+                    float_data(&mut rng, &[n], DType::F32, -1.0, 1.0),
+                    float_data(&mut rng, &[batch, 1, n], DType::F32, -1.0, 1.0),
+                ];
+                let label = format!("{dtype:?} [{batch}, {m}, {kk}] @ [{kk}, {n}] case {case} transposed {transposed}");
+                let fused = catch(|| matmul_case::<Fused>(&data, dtype, case, transposed));
+                let unfused = matmul_case::<Ex>(&data, dtype, case, transposed);
+                let reference = matmul_case::<Ref>(&data, dtype, case, transposed);
+                for (j, (u, r)) in unfused.into_iter().zip(reference).enumerate() {
+                    let ours = fused.clone().map(|f| f[j].clone());
+                    suite.check(format!("{label}: output {j} as unfused"), Tol::EXACT, (ours.clone(), u));
+                    if dtype == DType::F32 || dtype == DType::F64 {
+                        suite.check(format!("{label}: output {j} as ndarray"), Tol::of(1e-4), (ours, r));
+                    }
+                }
+            }
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn a_layer_is_one_launch() {
+    let _turn = serial();
+    let mut suite = Suite::new("fusion matmul launches");
+    let mut rng = Rng::new(31);
+    let x = float_data(&mut rng, &[5, 12], DType::F32, -1.0, 1.0);
+    let w = float_data(&mut rng, &[12, 8], DType::F32, -1.0, 1.0);
+    let b = float_data(&mut rng, &[8], DType::F32, -1.0, 1.0);
+    fn layer<B: Backend>(x: &TensorData, w: &TensorData, b: &TensorData, linear: bool) -> Tensor<B, 2> {
+        let d = dev::<B>();
+        let (x, w, b) = (Tensor::<B, 2>::from_data(x.clone(), &d), Tensor::<B, 2>::from_data(w.clone(), &d), Tensor::<B, 1>::from_data(b.clone(), &d));
+        match linear {
+            true => activation::relu(burn_tensor::module::linear(x, w, Some(b))),
+            false => activation::relu(x.matmul(w) + b.unsqueeze::<2>()),
+        }
+    }
+    let d = dev::<Fused>();
+    for linear in [false, true] {
+        let name = if linear { "relu(linear(x, w, b))" } else { "relu(x @ w + b)" };
+        Fused::sync(&d).unwrap();
+        let before = launch_count();
+        let out = layer::<Fused>(&x, &w, &b, linear).into_data();
+        Fused::sync(&d).unwrap();
+        let launches = launch_count() - before;
+        // The tiled kernel runs f32 products on lavapipe (and exact f32 products everywhere).
+        suite.record(format!("{name}: 1 launch"), if launches == 1 { Ok(()) } else { Err(format!("{launches} launches")) });
+        suite.check(name, Tol::of(1e-5), (Ok(out), layer::<Ref>(&x, &w, &b, linear).into_data()));
+    }
+    suite.finish();
+}
+
+/// An MLP step with SGD written on `B`: inputs x `[8, 6]` and one-hot targets `[8, 3]`, state
+/// w1 `[6, 8]`, b1 `[1, 8]`, w2 `[8, 3]`, b2 `[1, 3]`; gives the loss `[1, 1]` and the new state.
+fn sgd_step<B: Backend>(inputs: Vec<Tensor<B, 2>>, state: Vec<Tensor<B, 2>>) -> (Vec<Tensor<B, 2>>, Vec<Tensor<B, 2>>) {
+    let [x, y] = <[Tensor<B, 2>; 2]>::try_from(inputs).ok().unwrap().map(Tensor::<Autodiff<B>, 2>::from_inner);
+    let params: Vec<Tensor<Autodiff<B>, 2>> = state.iter().map(|p| Tensor::from_inner(p.clone()).require_grad()).collect();
+    let h = activation::relu(x.matmul(params[0].clone()) + params[1].clone());
+    let logits = h.matmul(params[2].clone()) + params[3].clone();
+    let loss = (activation::log_softmax(logits, 1) * y).sum_dim(1).mean().neg();
+    let grads = loss.backward();
+    let new_state = params.iter().zip(state).map(|(p, s)| s - p.grad(&grads).unwrap() * 0.1).collect();
+    (vec![loss.inner().reshape([1, 1])], new_state)
+}
+
+#[test]
+fn a_pipeline_replays_fused_launches() {
+    use burn_backend::TensorPrimitive;
+    use burn_backend::ops::FloatTensorOps;
+    use ex_cubecl::runtime::Pipeline;
+    let _turn = serial();
+    let mut suite = Suite::new("fusion pipelines");
+    let mut rng = Rng::new(37);
+    let labels: Vec<f32> = (0..24).map(|k| (k % 3 == (k / 3) % 3) as u8 as f32).collect();
+    let inputs = vec![float_data(&mut rng, &[8, 6], DType::F32, -1.0, 1.0), TensorData::new(labels, [8, 3])];
+    let state: Vec<TensorData> = [[6, 8], [1, 8], [8, 3], [1, 3]].iter().map(|s| float_data(&mut rng, s, DType::F32, -0.5, 0.5)).collect();
+    let on = |ts: &[TensorData]| -> Vec<CubeTensor<Rt>> { ts.iter().map(|t| Ex::float_from_data(t.clone(), &dev::<Ex>())).collect() };
+    fn eager<B: Backend>(inputs: &[TensorData], state: &[TensorData], steps: usize) -> Vec<Vec<TensorData>> {
+        let d = dev::<B>();
+        let tensors = |ts: &[TensorData]| ts.iter().map(|t| Tensor::<B, 2>::from_data(t.clone(), &d)).collect::<Vec<_>>();
+        let (inputs, mut state) = (tensors(inputs), tensors(state));
+        let mut out = Vec::new();
+        for _ in 0..steps {
+            let (loss, next) = sgd_step(inputs.clone(), state);
+            state = next;
+            out.push(loss.into_iter().chain(state.clone()).map(Tensor::into_data).collect());
+        }
+        out
+    }
+    let to_tensor = |t| Tensor::<Fused, 2>::from_primitive(TensorPrimitive::Float(t));
+    let to_primitive = |t: Tensor<Fused, 2>| t.into_primitive().tensor();
+    let captured = Pipeline::capture_fused_with_state(&dev::<Ex>(), &on(&inputs), &on(&state), |ins, st| {
+        let (outputs, new_state) = sgd_step(ins.into_iter().map(to_tensor).collect(), st.into_iter().map(to_tensor).collect());
+        (outputs.into_iter().map(to_primitive).collect(), new_state.into_iter().map(to_primitive).collect())
+    });
+    let (pipeline, first) = match captured {
+        Ok(captured) => captured,
+        Err(e) => panic!("the fused capture failed: {e}"),
+    };
+    // Three steps: the capture's, then two replays.
+    let mut ours = vec![first];
+    let cube_inputs = on(&inputs);
+    Fused::sync(&dev::<Fused>()).unwrap();
+    let before = launch_count();
+    ours.push(pipeline.run(&cube_inputs).unwrap());
+    let replay_launches = launch_count() - before;
+    ours.push(pipeline.run(&cube_inputs).unwrap());
+    let fused_eager = eager::<Fused>(&inputs, &state, 3);
+    let unfused_eager = eager::<Ex>(&inputs, &state, 3);
+    for (step, ((loss, fused), unfused)) in ours.iter().zip(&fused_eager).zip(&unfused_eager).enumerate() {
+        let loss = rf::<Ex>(loss[0].clone());
+        suite.check(format!("step {step}: the loss as eager fused execution"), Tol::EXACT, (Ok(loss.clone()), fused[0].clone()));
+        suite.check(format!("step {step}: the loss as the unfused backend"), Tol::of(1e-5), (Ok(loss), unfused[0].clone()));
+    }
+    let state_after: Vec<TensorData> = pipeline.state().unwrap().into_iter().map(rf::<Ex>).collect();
+    for (k, (ours, theirs)) in state_after.into_iter().zip(fused_eager[2][1..].iter()).enumerate() {
+        suite.check(format!("state {k} after three steps as eager fused execution"), Tol::EXACT, (Ok(ours), theirs.clone()));
+    }
+    // The unfused capture of the same step, for its launch count.
+    let unfused = Pipeline::capture_with_state(&dev::<Ex>(), &on(&inputs), &on(&state), |ins, st| {
+        let t = |ts: Vec<CubeTensor<Rt>>| ts.into_iter().map(|t| Tensor::<Ex, 2>::from_primitive(TensorPrimitive::Float(t))).collect();
+        let (outputs, new_state) = sgd_step::<Ex>(t(ins), t(st));
+        let p = |ts: Vec<Tensor<Ex, 2>>| ts.into_iter().map(|t| t.into_primitive().tensor()).collect();
+        (p(outputs), p(new_state))
+    });
+    let unfused_launches = unfused.unwrap().0.num_launches();
+    let fused_launches = pipeline.num_launches();
+    println!("fusion pipelines: the SGD step replays {fused_launches} launches ({replay_launches} with its input copies), unfused {unfused_launches}");
+    let fewer = fused_launches < unfused_launches && replay_launches as usize >= fused_launches;
+    suite.record(
+        format!("a replay runs the fused launches ({fused_launches} recorded, {replay_launches} in a replay; unfused {unfused_launches})"),
+        if fewer { Ok(()) } else { Err("not fewer launches than unfused".into()) },
+    );
     suite.finish();
 }
 

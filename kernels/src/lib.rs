@@ -41,6 +41,8 @@ pub mod flash_attention;
 #[allow(missing_docs)]
 pub mod fused;
 #[allow(missing_docs)]
+pub mod fused_matmul;
+#[allow(missing_docs)]
 pub mod fused_reduce;
 #[allow(missing_docs)]
 pub mod fused_vec;

@@ -46,6 +46,9 @@ pub(super) struct ElementwiseBlock {
     pub(super) registers: HashMap<TensorId, usize>,
     /// Tensors the block writes (casts and fills included), each as last read.
     pub(super) written: Vec<TensorIr>,
+    /// Views of tensors the block doesn't compute, made when it runs: (source as last read,
+    /// view). A view is an input of the block like any tensor it doesn't compute.
+    pub(super) views: Vec<(TensorIr, TensorIr)>,
     /// Tensors dropped inside the block.
     pub(super) dropped: Vec<TensorId>,
     /// Operations accepted, drops excluded.
@@ -61,6 +64,13 @@ impl ElementwiseBlock {
             OperationIr::Drop(tensor) => {
                 (self.real_ops > 0).then_some(())?;
                 self.dropped.push(tensor.id);
+                return Some(());
+            }
+            // A view (no launch) of a tensor that the block doesn't compute.
+            OperationIr::BaseFloat(BaseOperationIr::Reshape(op)) => {
+                (!self.writes(op.input.id)).then_some(())?;
+                self.mark_read(&op.input);
+                self.views.push((op.input.clone(), op.out.clone()));
                 return Some(());
             }
             OperationIr::NumericFloat(dtype, op) => self.numeric(*dtype, op)?,
@@ -248,9 +258,8 @@ impl ElementwiseBlock {
     /// The register of a tensor an op reads: one the block has, or a new input (of the
     /// block's float or bool dtype, broadcasting to the block's shape).
     pub(super) fn input(&mut self, tensor: &TensorIr) -> Option<usize> {
+        self.mark_read(tensor);
         if let Some(&r) = self.registers.get(&tensor.id) {
-            let seen = self.floats.iter_mut().chain(&mut self.bools).chain(&mut self.written);
-            seen.filter(|t| t.id == tensor.id).for_each(|t| t.status = tensor.status);
             return Some(r);
         }
         let shape = self.shape.as_ref().expect("the output's shape is set first");
@@ -273,6 +282,13 @@ impl ElementwiseBlock {
         self.values.push(value);
         self.registers.insert(tensor.id, self.values.len() - 1);
         Some(self.values.len() - 1)
+    }
+
+    /// Records `tensor`'s status as its latest read, wherever the block holds it.
+    fn mark_read(&mut self, tensor: &TensorIr) {
+        let sources = self.views.iter_mut().map(|(source, _)| source);
+        let seen = self.floats.iter_mut().chain(&mut self.bools).chain(&mut self.written).chain(sources);
+        seen.filter(|t| t.id == tensor.id).for_each(|t| t.status = tensor.status);
     }
 
     /// Whether `dtype` is the block's bool dtype (setting it first time).
@@ -365,6 +381,7 @@ impl ElementwiseBlock {
             params: self.params.clone(),
             outputs,
             bool_outputs,
+            views: self.views.clone(),
             dropped: self.dropped.clone(),
         }
     }

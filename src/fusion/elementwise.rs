@@ -105,6 +105,7 @@ impl ElementwiseOptimization {
     /// registered there; inputs read for the last time, and dropped tensors, leave it.
     pub fn execute<R: Runtime>(&self, context: &mut Context<IrHandle<R>>) {
         let p = &self.program;
+        p.views(context);
         let (floats, bools) = (BlockProgram::handles(context, &p.floats), BlockProgram::handles(context, &p.bools));
         if let Some((t, _)) = p.outputs.first().or(p.bool_outputs.first()) {
             let shape = BlockProgram::global(context, t).shape;

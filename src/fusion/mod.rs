@@ -14,10 +14,18 @@
 //!   mean, product, max, min) and elementwise work on its result into one launch of
 //!   `ex_cubecl_kernels::fused_reduce`.
 //!
+//! - The matrix-product fuser ([`matmul`]) turns a product (`matmul`, or `linear` with its
+//!   bias) and elementwise work on its result into one launch of
+//!   `ex_cubecl_kernels::fused_matmul` where our tiled kernel runs the product.
+//!
 //! - The softmax fuser ([`softmax`]) recognises Burn's decomposition of `softmax` and
 //!   `log_softmax` and runs our softmax kernel, as the unfused backend does.
 //!
-//! The elementwise and reduction fusers' launches give the bits of their ops run one launch
+//! [`Pipeline::capture_fused`](crate::runtime::Pipeline::capture_fused) captures a step
+//! written on the fused backend and replays its fused launches without the engine
+//! ([`pipeline`]).
+//!
+//! The elementwise, reduction and matrix-product fusers' launches give the bits of their ops run one launch
 //! at a time.
 //!
 //! ```
@@ -31,6 +39,8 @@
 //! ```
 mod block;
 pub mod elementwise;
+pub mod matmul;
+pub mod pipeline;
 mod program;
 pub mod reduce;
 pub mod softmax;
@@ -50,6 +60,7 @@ use crate::launch::{copy, view};
 use crate::runtime::DeviceContext;
 use crate::tensor::{CubeTensor, QuantizedTensor as QTensor};
 use elementwise::{ElementwiseFuser, ElementwiseOptimization};
+use matmul::{MatmulFuser, MatmulOptimization};
 use reduce::{ReduceFuser, ReduceOptimization};
 use softmax::{SoftmaxFuser, SoftmaxOptimization};
 
@@ -150,6 +161,7 @@ where
             Box::new(ExFuser::Elementwise(ElementwiseFuser::new(max_bindings))),
             Box::new(ExFuser::Reduce(ReduceFuser::new(max_bindings))),
             Box::new(ExFuser::Softmax(SoftmaxFuser::new(max_bindings))),
+            Box::new(ExFuser::Matmul(MatmulFuser::new(max_bindings))),
         ]
     }
 }
@@ -180,6 +192,8 @@ pub enum ExFuser {
     Reduce(ReduceFuser),
     /// Burn's softmax and log-softmax decompositions.
     Softmax(SoftmaxFuser),
+    /// A matrix product with elementwise work on its result.
+    Matmul(MatmulFuser),
 }
 
 /// `$e` with `$f` bound to the fuser or optimization of any kind.
@@ -191,7 +205,7 @@ macro_rules! each {
 
 impl OperationFuser<ExOptimization> for ExFuser {
     fn fuse(&mut self, operation: &OperationIr) {
-        each!(self, f => f.fuse(operation), Elementwise, Reduce, Softmax)
+        each!(self, f => f.fuse(operation), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn finish(&mut self) -> ExOptimization {
@@ -199,23 +213,24 @@ impl OperationFuser<ExOptimization> for ExFuser {
             ExFuser::Elementwise(f) => ExOptimization::Elementwise(f.finish()),
             ExFuser::Reduce(f) => ExOptimization::Reduce(f.finish()),
             ExFuser::Softmax(f) => ExOptimization::Softmax(f.finish()),
+            ExFuser::Matmul(f) => ExOptimization::Matmul(f.finish()),
         }
     }
 
     fn reset(&mut self) {
-        each!(self, f => f.reset(), Elementwise, Reduce, Softmax)
+        each!(self, f => f.reset(), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn status(&self) -> FuserStatus {
-        each!(self, f => f.status(), Elementwise, Reduce, Softmax)
+        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn properties(&self) -> FuserProperties {
-        each!(self, f => f.properties(), Elementwise, Reduce, Softmax)
+        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn len(&self) -> usize {
-        each!(self, f => f.len(), Elementwise, Reduce, Softmax)
+        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
@@ -232,6 +247,8 @@ pub enum ExOptimization {
     Reduce(ReduceOptimization),
     /// A softmax or log-softmax in one launch of our softmax kernel.
     Softmax(SoftmaxOptimization),
+    /// A matrix product and its epilogue in one launch.
+    Matmul(MatmulOptimization),
 }
 
 /// An optimization as the engine saves it: the operations it stands for, fused again when
@@ -244,11 +261,13 @@ pub enum ExOptimizationState {
     Reduce(Vec<OperationIr>),
     /// [`ExOptimization::Softmax`]'s operations.
     Softmax(Vec<OperationIr>),
+    /// [`ExOptimization::Matmul`]'s operations.
+    Matmul(Vec<OperationIr>),
 }
 
 impl NumOperations for ExOptimization {
     fn len(&self) -> usize {
-        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax)
+        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn name(&self) -> &'static str {
@@ -257,6 +276,7 @@ impl NumOperations for ExOptimization {
             ExOptimization::Elementwise(_) => "ElementWise",
             ExOptimization::Reduce(_) => "Reduce",
             ExOptimization::Softmax(_) => "Softmax",
+            ExOptimization::Matmul(_) => "Matmul",
         }
     }
 }
@@ -266,7 +286,7 @@ where
     R::Device: DeviceOps,
 {
     fn execute(&mut self, context: &mut Context<IrHandle<R>>, _execution: &OrderedExecution<ExFusionRuntime<R>>) {
-        each!(self, o => o.execute(context), Elementwise, Reduce, Softmax)
+        each!(self, o => o.execute(context), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn to_state(&self) -> ExOptimizationState {
@@ -274,6 +294,7 @@ where
             ExOptimization::Elementwise(o) => ExOptimizationState::Elementwise(o.operations().to_vec()),
             ExOptimization::Reduce(o) => ExOptimizationState::Reduce(o.operations().to_vec()),
             ExOptimization::Softmax(o) => ExOptimizationState::Softmax(o.operations().to_vec()),
+            ExOptimization::Matmul(o) => ExOptimizationState::Matmul(o.operations().to_vec()),
         }
     }
 
@@ -283,6 +304,7 @@ where
             ExOptimizationState::Elementwise(ops) => ExOptimization::Elementwise(ElementwiseOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Reduce(ops) => ExOptimization::Reduce(ReduceOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Softmax(ops) => ExOptimization::Softmax(SoftmaxOptimization::from_operations(max_bindings, &ops)),
+            ExOptimizationState::Matmul(ops) => ExOptimization::Matmul(MatmulOptimization::from_operations(max_bindings, &ops)),
         }
     }
 }

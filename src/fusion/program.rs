@@ -8,6 +8,7 @@ use cubecl::Runtime;
 
 use super::IrHandle;
 use crate::launch::fused::{Chain, FusedOp, UnaryFloatOp as U};
+use crate::launch::view::reshape;
 use crate::tensor::CubeTensor;
 
 /// Where a scalar of the program comes from.
@@ -37,6 +38,8 @@ pub(super) struct BlockProgram {
     /// Written out: (relative tensor, register); float and bool outputs.
     pub(super) outputs: Vec<(TensorIr, usize)>,
     pub(super) bool_outputs: Vec<(TensorIr, usize)>,
+    /// Views made before the block runs: (source, view).
+    pub(super) views: Vec<(TensorIr, TensorIr)>,
     /// Dropped inside the block.
     pub(super) dropped: Vec<TensorId>,
 }
@@ -79,6 +82,16 @@ impl BlockProgram {
         }
     }
 
+    /// Makes the block's views of tensors it doesn't compute and registers them (before
+    /// any input is taken: a view is an input like the others).
+    pub(super) fn views<R: Runtime>(&self, context: &mut Context<IrHandle<R>>) {
+        for (source, view) in &self.views {
+            let tensor = Self::handles(context, std::slice::from_ref(source)).remove(0);
+            let view = Self::global(context, view);
+            context.handles.register_handle(view.id, IrHandle::Tensor(reshape(tensor, view.shape)));
+        }
+    }
+
     /// Registers the outputs computed (float, then bool) under their global ids.
     pub(super) fn register<R: Runtime>(&self, context: &mut Context<IrHandle<R>>, outs: Vec<CubeTensor<R>>, bool_outs: Vec<CubeTensor<R>>) {
         let ids: Vec<TensorId> = self.outputs.iter().chain(&self.bool_outputs).map(|(t, _)| Self::global(context, t).id).collect();
@@ -87,9 +100,12 @@ impl BlockProgram {
         }
     }
 
-    /// Frees the inputs read for the last time and the tensors dropped inside the block.
+    /// Frees the inputs (and views' sources) read for the last time and the tensors dropped
+    /// inside the block.
     pub(super) fn release<H: Clone>(&self, context: &mut Context<H>) {
-        let last_reads = self.floats.iter().chain(&self.bools).filter(|t| t.status == TensorStatus::ReadWrite).map(|t| t.id);
+        let sources = self.views.iter().map(|(source, _)| source);
+        let read = self.floats.iter().chain(&self.bools).chain(sources);
+        let last_reads = read.filter(|t| t.status == TensorStatus::ReadWrite).map(|t| t.id);
         for id in last_reads.chain(self.dropped.iter().copied()).collect::<Vec<_>>() {
             if let Some(t) = context.tensors.get(&id) {
                 context.handles.remove_handle(t.id);

@@ -205,6 +205,8 @@ impl ReduceOptimization {
     /// one launch can't), outputs registered in `context`, last reads and drops freed.
     pub fn execute<R: Runtime>(&self, context: &mut Context<IrHandle<R>>) {
         let (r, w) = (&self.read, &self.write);
+        r.views(context);
+        w.views(context);
         let inputs = ReduceInputs {
             floats: BlockProgram::handles(context, &r.floats),
             bools: BlockProgram::handles(context, &r.bools),

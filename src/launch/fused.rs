@@ -75,14 +75,7 @@ pub fn fused_chain<R: Runtime>(
     let first = first.unwrap_or_else(|| panic!("ex_cubecl: fused: no inputs (ops {:?})", chain.ops));
     let (client, device) = (first.client.clone(), first.device.clone());
     let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
-    if !dtype.is_float() || floats.iter().any(|t| t.dtype != dtype) || bools.iter().any(|t| t.dtype != bool_dtype) {
-        panic!("ex_cubecl: fused: the float inputs must share one float dtype ({dtype:?}) and the bool inputs the bool dtype {bool_dtype:?}, got {}", describe(&floats, &bools));
-    }
-    check_registers(floats.len() + bools.len(), &chain);
-    if dtype != DType::F32 && chain.ops.iter().any(|op| matches!(op, FusedOp::Const(_))) {
-        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe(&floats, &bools));
-    }
-    views(&floats, &bools, &shape);
+    check_chain(floats.len() + bools.len(), &floats, &bools, &shape, dtype, &chain);
     let outputs = chain.outputs.len() + chain.bool_outputs.len();
     if floats.len() + bools.len() + outputs > client.properties().hardware.max_bindings as usize {
         return one_by_one(floats, bools, shape, dtype, &chain);
@@ -106,20 +99,7 @@ pub fn fused_chain<R: Runtime>(
         return (narrowed(results), bool_results);
     }
     let reads: Vec<FusedRead> = views.iter().map(read).collect();
-    let strided: Vec<&[usize]> = views.iter().zip(&reads).filter(|(_, r)| **r == FusedRead::Strided).map(|(v, _)| v.strides.as_slice()).collect();
-    let (dims, coalesced) = match strided.is_empty() {
-        true => (Vec::new(), Vec::new()),
-        false => coalesce(&shape, &strided),
-    };
-    // Every input's strides in turn (zeros for those not read strided), as the kernel indexes them.
-    let mut next = coalesced.into_iter();
-    let strides: Vec<usize> = reads
-        .iter()
-        .flat_map(|r| match r {
-            FusedRead::Strided => next.next().expect("one per strided input"),
-            _ => vec![0; dims.len()],
-        })
-        .collect();
+    let (dims, strides) = read_strides(&shape, &views, &reads);
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
     let float_count = floats.len();
     let name = format!("fused {:?}", chain.ops);
@@ -197,8 +177,22 @@ pub fn fused_chain<R: Runtime>(
     (narrowed(results), bool_results)
 }
 
+/// Panics unless `floats` share the float `dtype`, `bools` have the chain's bool dtype, all
+/// broadcast to `shape`, and `chain` is a program over `inputs` registers of inputs.
+pub(crate) fn check_chain<R: Runtime>(inputs: usize, floats: &[CubeTensor<R>], bools: &[CubeTensor<R>], shape: &Shape, dtype: DType, chain: &Chain) {
+    let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
+    if !dtype.is_float() || floats.iter().any(|t| t.dtype != dtype) || bools.iter().any(|t| t.dtype != bool_dtype) {
+        panic!("ex_cubecl: fused: the float inputs must share one float dtype ({dtype:?}) and the bool inputs the bool dtype {bool_dtype:?}, got {}", describe(floats, bools));
+    }
+    check_registers(inputs, chain);
+    if dtype != DType::F32 && chain.ops.iter().any(|op| matches!(op, FusedOp::Const(_))) {
+        panic!("ex_cubecl: fused: constants are for f32 programs, the inputs are {}", describe(floats, bools));
+    }
+    views(floats, bools, shape);
+}
+
 /// The kernel's program: `reads` are the float inputs' (`floats` of them), then the bools'.
-fn program<Read: Clone>(reads: &[Read], floats: usize, chain: &Chain, round_to_bf16: bool) -> FusedProgram<Read> {
+pub(crate) fn program<Read: Clone>(reads: &[Read], floats: usize, chain: &Chain, round_to_bf16: bool) -> FusedProgram<Read> {
     let (float_reads, bool_reads) = reads.split_at(floats);
     FusedProgram {
         reads: float_reads.to_vec(),
@@ -298,6 +292,26 @@ fn one_by_one<R: Runtime>(floats: Vec<CubeTensor<R>>, bools: Vec<CubeTensor<R>>,
     let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
     let nonzero = |r: usize| cast(compare(out(r), Rhs::Scalar(Scalar::Float(0.0)), CompareOp::NotEqual, store), bool_dtype);
     (chain.outputs.iter().map(|&r| out(r)).collect(), chain.bool_outputs.iter().map(|&r| nonzero(r)).collect())
+}
+
+/// The iteration shape as the kernel walks it (`shape` with dimensions merged where every
+/// strided read allows; empty when no input is read strided) and every input's strides over
+/// it in turn (zeros for those not read strided), as the kernel indexes them.
+pub(crate) fn read_strides(shape: &Shape, views: &[Layout], reads: &[FusedRead]) -> (Vec<usize>, Vec<usize>) {
+    let strided: Vec<&[usize]> = views.iter().zip(reads).filter(|(_, r)| **r == FusedRead::Strided).map(|(v, _)| v.strides.as_slice()).collect();
+    let (dims, coalesced) = match strided.is_empty() {
+        true => (Vec::new(), Vec::new()),
+        false => coalesce(shape, &strided),
+    };
+    let mut next = coalesced.into_iter();
+    let strides = reads
+        .iter()
+        .flat_map(|r| match r {
+            FusedRead::Strided => next.next().expect("one per strided input"),
+            _ => vec![0; dims.len()],
+        })
+        .collect();
+    (dims, strides)
 }
 
 /// How the kernel reads a view over the output's shape.

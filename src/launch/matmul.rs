@@ -17,11 +17,11 @@ use cubecl::features::MmaConfig;
 use cubecl::ir::{ElemType, FloatKind, StorageType};
 use cubecl::prelude::{ComputeClient, CubeDim};
 use ex_cubecl_kernels::matmul::cmma::{matmul_cmma, matmul_cmma_async};
-use ex_cubecl_kernels::matmul::tiled::matmul_tiled;
+use ex_cubecl_kernels::matmul::tiled::{TiledConfig, matmul_tiled};
 
 use super::bf16;
 use super::copy::into_contiguous;
-use super::matmul_mma::{launch_mma, mma_operands, mma_tiling, tf32_k_major};
+use super::matmul_mma::{MmaOperands, launch_mma, mma_operands, mma_tiling, tf32_k_major};
 use super::{accumulator, check_same_dtype};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -173,48 +173,25 @@ pub fn matmul_with<R: Runtime>(
         return bf16::map2(op, lhs, rhs, |lhs, rhs| matmul_with(op, lhs, rhs, kernel));
     }
     check_same_dtype(op, &lhs, &rhs);
-    let (a, b) = (lhs.dims().to_vec(), rhs.dims().to_vec());
-    if a.len() < 2 || b.len() < 2 || a[a.len() - 1] != b[b.len() - 2] {
-        panic!("ex_cubecl: {op}: cannot multiply shapes {a:?} and {b:?} ({:?})", lhs.dtype);
-    }
-    let (m, k, n) = (a[a.len() - 2], a[a.len() - 1], b[b.len() - 1]);
-    let batch = super::broadcast_dims(&a[..a.len() - 2], &b[..b.len() - 2]).unwrap_or_else(|| {
-        panic!("ex_cubecl: {op}: cannot broadcast the batch dimensions of {a:?} and {b:?} ({:?})", lhs.dtype)
-    });
-    let with = |tail: [usize; 2]| Shape::from(batch.iter().copied().chain(tail).collect::<Vec<_>>());
-    let views = |lhs: &CubeTensor<R>, rhs: &CubeTensor<R>| {
-        let lhs_view = lhs.layout.broadcast_to(&with([m, k])).expect("batch broadcast");
-        (lhs_view, rhs.layout.broadcast_to(&with([k, n])).expect("batch broadcast"))
-    };
-    let out = CubeTensor::empty(&lhs.client, &lhs.device, with([m, n]), lhs.dtype);
-    let batches = batch.iter().product::<usize>();
-    let (lhs_view, rhs_view) = views(&lhs, &rhs);
-    let mma = match kernel {
-        Some(TensorCoreKernel::Wmma(_)) => None,
-        _ if m < 16 || n < 16 => None,
-        _ => mma_operands(&lhs.client, lhs.dtype, &lhs_view, &rhs_view),
-    };
-    if let Some(operands) = mma {
-        let (lhs, rhs, operands) = tf32_k_major(lhs, rhs, operands);
-        let (lhs_view, rhs_view) = views(&lhs, &rhs);
-        let tiling = match kernel {
-            Some(TensorCoreKernel::Mma(t)) => t,
-            _ => mma_tiling(m, n, lhs.dtype),
-        };
-        launch_mma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), batches, tiling, operands);
-        return out;
-    }
-    // Large operands whose rows aren't contiguous are copied first: one pass over them costs
-    // far less than the product's strided, unvectorised loads.
-    let lhs = contiguous_rows(lhs, m * k);
-    let rhs = contiguous_rows(rhs, k * n);
-    let (lhs_view, rhs_view) = views(&lhs, &rhs);
-    match cmma_operand(&lhs.client, lhs.dtype) {
-        Some((operand, frag_k)) if m >= 16 && n >= 16 => {
+    let product = Product::of(op, &lhs, &rhs);
+    let out = CubeTensor::empty(&lhs.client, &lhs.device, product.out_shape(), lhs.dtype);
+    match product.kernel(&lhs, &rhs, kernel) {
+        Kernel::Mma(operands) => {
+            let (lhs, rhs, operands) = tf32_k_major(lhs, rhs, operands);
+            let (lhs_view, rhs_view) = product.views(&lhs, &rhs);
+            let tiling = match kernel {
+                Some(TensorCoreKernel::Mma(t)) => t,
+                _ => mma_tiling(product.m, product.n, lhs.dtype),
+            };
+            launch_mma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), product.batches(), tiling, operands);
+        }
+        Kernel::Cmma(operand, frag_k) => {
+            let (lhs, rhs) = product.contiguous_rows(lhs, rhs);
+            let (lhs_view, rhs_view) = product.views(&lhs, &rhs);
             let default = match lhs.dtype {
-                DType::F32 if n >= 256 => TF32_TILING_LARGE,
+                DType::F32 if product.n >= 256 => TF32_TILING_LARGE,
                 DType::F32 => TF32_TILING,
-                _ if m >= 256 => HALF_TILING_LARGE,
+                _ if product.m >= 256 => HALF_TILING_LARGE,
                 _ => HALF_TILING,
             };
             let tiling = match kernel {
@@ -222,15 +199,98 @@ pub fn matmul_with<R: Runtime>(
                 None => default,
             };
             check_tiling(op, tiling, frag_k, lhs.dtype);
-            launch_cmma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), batches, tiling, operand, frag_k);
+            launch_cmma(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), product.batches(), tiling, operand, frag_k);
         }
-        _ => launch_tiled(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), batches),
+        Kernel::Tiled => {
+            let (lhs, rhs) = product.contiguous_rows(lhs, rhs);
+            let (lhs_view, rhs_view) = product.views(&lhs, &rhs);
+            launch_tiled(op, &lhs, &rhs, &out, (&lhs_view, &rhs_view), product.batches());
+        }
     }
     out
 }
 
+/// The shapes of a product `lhs @ rhs`: `[batch.., M, K] @ [batch.., K, N]`, the batch
+/// dimensions broadcast.
+#[derive(Clone, Debug)]
+pub(crate) struct Product {
+    pub(crate) m: usize,
+    pub(crate) k: usize,
+    pub(crate) n: usize,
+    pub(crate) batch: Vec<usize>,
+}
+
+/// The kernel that runs a product.
+pub(crate) enum Kernel {
+    /// Manual MMA, with its operands.
+    Mma(MmaOperands),
+    /// WMMA through `cmma`, with the operand type and instruction K.
+    Cmma(StorageType, usize),
+    /// The tiled kernel on plain arithmetic units.
+    Tiled,
+}
+
+impl Product {
+    /// The product's shapes; panics, naming `op`, on shapes that don't multiply or broadcast.
+    pub(crate) fn of<R: Runtime>(op: &str, lhs: &CubeTensor<R>, rhs: &CubeTensor<R>) -> Self {
+        let (a, b) = (lhs.dims(), rhs.dims());
+        if a.len() < 2 || b.len() < 2 || a[a.len() - 1] != b[b.len() - 2] {
+            panic!("ex_cubecl: {op}: cannot multiply shapes {a:?} and {b:?} ({:?})", lhs.dtype);
+        }
+        let (m, k, n) = (a[a.len() - 2], a[a.len() - 1], b[b.len() - 1]);
+        let batch = super::broadcast_dims(&a[..a.len() - 2], &b[..b.len() - 2]).unwrap_or_else(|| {
+            panic!("ex_cubecl: {op}: cannot broadcast the batch dimensions of {a:?} and {b:?} ({:?})", lhs.dtype)
+        });
+        Self { m, k, n, batch }
+    }
+
+    fn with(&self, tail: [usize; 2]) -> Shape {
+        Shape::from(self.batch.iter().copied().chain(tail).collect::<Vec<_>>())
+    }
+
+    /// The output's shape, `[batch.., M, N]`.
+    pub(crate) fn out_shape(&self) -> Shape {
+        self.with([self.m, self.n])
+    }
+
+    /// The number of matrices multiplied.
+    pub(crate) fn batches(&self) -> usize {
+        self.batch.iter().product()
+    }
+
+    /// The operands' views with the output's batch shape.
+    pub(crate) fn views<R: Runtime>(&self, lhs: &CubeTensor<R>, rhs: &CubeTensor<R>) -> (Layout, Layout) {
+        let lhs_view = lhs.layout.broadcast_to(&self.with([self.m, self.k])).expect("batch broadcast");
+        (lhs_view, rhs.layout.broadcast_to(&self.with([self.k, self.n])).expect("batch broadcast"))
+    }
+
+    /// Large operands whose rows aren't contiguous, copied first: one pass over them costs far
+    /// less than the product's strided, unvectorised loads.
+    pub(crate) fn contiguous_rows<R: Runtime>(&self, lhs: CubeTensor<R>, rhs: CubeTensor<R>) -> (CubeTensor<R>, CubeTensor<R>) {
+        (contiguous_rows(lhs, self.m * self.k), contiguous_rows(rhs, self.k * self.n))
+    }
+
+    /// The kernel for operands of one dtype (`kernel` as [`matmul_with`] takes it).
+    pub(crate) fn kernel<R: Runtime>(&self, lhs: &CubeTensor<R>, rhs: &CubeTensor<R>, kernel: Option<TensorCoreKernel>) -> Kernel {
+        if self.m < 16 || self.n < 16 {
+            return Kernel::Tiled;
+        }
+        let (lhs_view, rhs_view) = self.views(lhs, rhs);
+        let mma = match kernel {
+            Some(TensorCoreKernel::Wmma(_)) => None,
+            _ => mma_operands(&lhs.client, lhs.dtype, &lhs_view, &rhs_view),
+        };
+        match (mma, cmma_operand(&lhs.client, lhs.dtype)) {
+            (Some(operands), _) => Kernel::Mma(operands),
+            (None, Some((operand, frag_k))) => Kernel::Cmma(operand, frag_k),
+            (None, None) => Kernel::Tiled,
+        }
+    }
+}
+
 /// Operands of at least this many elements per matrix are made row-contiguous before the
-/// product when their last dimension has a stride other than 1.
+/// product when their last dimension has a stride other than 1 (see
+/// [`Product::contiguous_rows`]).
 const COPY_THRESHOLD: usize = 1 << 16;
 
 /// `t` itself, or a contiguous copy when its matrices are large and their rows strided.
@@ -379,28 +439,51 @@ fn launch_tiled<R: Runtime>(
     (lhs_view, rhs_view): (&Layout, &Layout),
     batches: usize,
 ) {
-    let dims = out.dims();
-    let (m, n) = (dims[dims.len() - 2], dims[dims.len() - 1]);
-    let t = if m > 64 && n > 64 { LARGE } else { SMALL };
-    let units = (t.block_m / t.unit_m) * (t.block_n / t.unit_n);
-    let max_a = (t.block_m * t.block_k / units).min(4);
-    let max_b = (t.block_k * t.block_n / units).min(4);
-    let na = vector_size(&lhs.client, lhs_view, lhs.dtype, max_a);
-    let nb = vector_size(&lhs.client, rhs_view, lhs.dtype, max_b);
-    let cubes = batches * m.div_ceil(t.block_m) * n.div_ceil(t.block_n);
-    let geometry = Geometry::Cubes { count: cubes, dim: CubeDim::new_1d(units as u32) };
-    // Vulkan drivers compile the fully unrolled kernel slowly (seconds on lavapipe).
-    let unroll_k = !R::name(&lhs.client).starts_with("wgpu");
+    let t = TiledLaunch::of(lhs, (lhs_view, rhs_view), &out.dims(), batches);
     let (l, r, o, lv, rv) = (lhs.clone(), rhs.clone(), out.clone(), lhs_view.clone(), rhs_view.clone());
-    launch(&lhs.client, op, geometry, move |client, count, dim| {
+    launch(&lhs.client, op, t.geometry(), move |client, count, dim| {
         // SAFETY: cubes past `cubes` leave before any access; loads are guarded by m, n and
         // k, and vector sizes divide the dimensions, strides and offsets they step over.
         unsafe {
             matmul_tiled::launch_unchecked::<R>(
-                client, count, dim, na, nb, l.view_arg(&lv), r.view_arg(&rv),
-                o.as_arg(), lv.offset, rv.offset, cubes, t.block_m, t.block_n,
-                t.block_k, t.unit_m, t.unit_n, unroll_k, [l.storage(), accumulator(l.dtype)],
+                client, count, dim, t.na, t.nb, l.view_arg(&lv), r.view_arg(&rv),
+                o.as_arg(), lv.offset, rv.offset, t.cubes, t.config, [l.storage(), accumulator(l.dtype)],
             )
         }
     });
+}
+
+/// How the tiled kernels (`matmul_tiled`, `fused_matmul`) run a product: the tiling, the
+/// operands' vector sizes and the cubes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TiledLaunch {
+    pub(crate) config: TiledConfig,
+    pub(crate) na: usize,
+    pub(crate) nb: usize,
+    pub(crate) cubes: usize,
+}
+
+impl TiledLaunch {
+    /// The launch for an output of shape `out` (`batches` matrices) from the operands' views.
+    pub(crate) fn of<R: Runtime>(lhs: &CubeTensor<R>, (lhs_view, rhs_view): (&Layout, &Layout), out: &[usize], batches: usize) -> Self {
+        let (m, n) = (out[out.len() - 2], out[out.len() - 1]);
+        let t = if m > 64 && n > 64 { LARGE } else { SMALL };
+        let units = (t.block_m / t.unit_m) * (t.block_n / t.unit_n);
+        let max_a = (t.block_m * t.block_k / units).min(4);
+        let max_b = (t.block_k * t.block_n / units).min(4);
+        // Vulkan drivers compile the fully unrolled kernel slowly (seconds on lavapipe).
+        let unroll_k = !R::name(&lhs.client).starts_with("wgpu");
+        Self {
+            config: TiledConfig { block_m: t.block_m, block_n: t.block_n, block_k: t.block_k, unit_m: t.unit_m, unit_n: t.unit_n, unroll_k },
+            na: vector_size(&lhs.client, lhs_view, lhs.dtype, max_a),
+            nb: vector_size(&lhs.client, rhs_view, lhs.dtype, max_b),
+            cubes: batches * m.div_ceil(t.block_m) * n.div_ceil(t.block_n),
+        }
+    }
+
+    /// One cube per output tile.
+    pub(crate) fn geometry(&self) -> Geometry {
+        let units = (self.config.block_m / self.config.unit_m) * (self.config.block_n / self.config.unit_n);
+        Geometry::Cubes { count: self.cubes, dim: CubeDim::new_1d(units as u32) }
+    }
 }

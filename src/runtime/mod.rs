@@ -5,8 +5,8 @@
 
 pub mod alloc;
 mod bindings;
-mod buffer_id;
-mod capture;
+pub(crate) mod buffer_id;
+pub(crate) mod capture;
 pub mod command_queue;
 mod context;
 mod convert;

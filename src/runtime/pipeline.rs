@@ -238,6 +238,10 @@ impl<R: Runtime> fmt::Debug for Pipeline<R> {
 /// What a captured step returns: its outputs and its new state.
 pub type StepResults<R> = (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>);
 
+/// A step as a capture recorded it: its outputs, its new state, the recording and the stream
+/// it launched on.
+pub(crate) type RecordedStep<R> = (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>, Recording, StreamId);
+
 impl<R: Runtime> Pipeline<R> {
     /// Runs `f` once on `device` with copies of `inputs`, recording every kernel launch, and
     /// gives the pipeline. `f` receives the inputs (in pipeline-owned buffers) and returns
@@ -296,6 +300,18 @@ impl<R: Runtime> Pipeline<R> {
     where
         F: FnOnce(Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) -> StepResults<R>,
     {
+        Self::capture_recorded(device, inputs, state, |owned, buffers| record_step(owned, buffers, &ThisThread, f))
+    }
+
+    /// A pipeline from the recording that `record` makes of a step on copies of `inputs` and
+    /// `state` (pipeline-owned buffers): the step's outputs, its new state, the recording and
+    /// the stream it launched on.
+    pub(crate) fn capture_recorded(
+        device: &R::Device,
+        inputs: &[CubeTensor<R>],
+        state: &[CubeTensor<R>],
+        record: impl FnOnce(&[CubeTensor<R>], &[CubeTensor<R>]) -> Result<RecordedStep<R>, PipelineError>,
+    ) -> Result<(Self, Vec<CubeTensor<R>>), PipelineError> {
         if capture::is_capturing() {
             return Err(PipelineError::NestedCapture);
         }
@@ -304,7 +320,7 @@ impl<R: Runtime> Pipeline<R> {
         let client = super::DeviceContext::client::<R>(device);
         let owned: Vec<CubeTensor<R>> = inputs.iter().map(fresh_copy).collect();
         let buffers: Vec<CubeTensor<R>> = state.iter().map(fresh_copy).collect();
-        let (outputs, new_state, recording) = record_step(&owned, &buffers, f)?;
+        let (outputs, new_state, recording, stream) = record(&owned, &buffers)?;
         let copies = StateCopies::plan(&buffers, &new_state, &outputs, &recording.updated)?;
         let io = Io::plan(&owned, &outputs, &recording.scratch);
         let fresh = outputs.iter().map(fresh_copy).collect();
@@ -316,7 +332,7 @@ impl<R: Runtime> Pipeline<R> {
             state: buffers,
             outputs,
             io,
-            replay: Mutex::new(Replayer { launches: recording.launches, state_copies, stream: StreamId::current() }),
+            replay: Mutex::new(Replayer { launches: recording.launches, state_copies, stream }),
         };
         Ok((pipeline, fresh))
     }
@@ -472,23 +488,53 @@ impl<R: Runtime> Pipeline<R> {
     }
 }
 
-/// Runs the step `f` on the inputs and state buffers as a capture whose state is `buffers`,
-/// and gives its outputs, its new state and the recording.
-fn record_step<R: Runtime, F>(
+/// The thread whose launches a capture records: this one, or the thread that runs Burn's
+/// fusion engine for a device.
+pub(crate) trait CaptureSite {
+    /// Starts a capture there whose state buffers are `state`; `false` when one is active
+    /// there already.
+    fn begin(&self, state: Vec<(BufferId, usize)>) -> bool;
+    /// Runs what is queued for it there, ends the capture and gives what it recorded (`None`
+    /// when none was active) and the stream it launched on.
+    fn end(&self) -> (Option<Recording>, StreamId);
+}
+
+/// The calling thread: launches are recorded as the ops run.
+pub(crate) struct ThisThread;
+
+impl CaptureSite for ThisThread {
+    fn begin(&self, state: Vec<(BufferId, usize)>) -> bool {
+        capture::begin(state)
+    }
+
+    fn end(&self) -> (Option<Recording>, StreamId) {
+        (capture::end(), StreamId::current())
+    }
+}
+
+/// Runs the step `f` on the inputs and state buffers as a capture at `site` whose state is
+/// `buffers`, and gives its outputs, its new state, the recording and its stream.
+pub(crate) fn record_step<R: Runtime, F>(
     inputs: &[CubeTensor<R>],
     buffers: &[CubeTensor<R>],
+    site: &impl CaptureSite,
     f: F,
-) -> Result<(Vec<CubeTensor<R>>, Vec<CubeTensor<R>>, Recording), PipelineError>
+) -> Result<RecordedStep<R>, PipelineError>
 where
     F: FnOnce(Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) -> StepResults<R>,
 {
     let donated = buffers.iter().map(|b| (BufferId::of(&b.handle), b.num_elements())).collect();
-    if !capture::begin(donated) {
+    if !catch_unwind(AssertUnwindSafe(|| site.begin(donated))).unwrap_or(false) {
         return Err(PipelineError::NestedCapture);
     }
-    // A panic in `f` is caught here, so the capture state is cleared however `f` leaves.
+    // A panic in `f` (or in running what it queued) is caught here, so the capture state is
+    // cleared however `f` leaves.
     let result = catch_unwind(AssertUnwindSafe(|| f(inputs.to_vec(), buffers.to_vec())));
-    let recording = capture::end().unwrap_or_default();
+    let ended = catch_unwind(AssertUnwindSafe(|| site.end()));
+    let (recording, stream) = match ended {
+        Ok((recording, stream)) => (recording.unwrap_or_default(), stream),
+        Err(payload) => return Err(PipelineError::CapturePanicked { message: panic_message(payload.as_ref()) }),
+    };
     let (outputs, new_state) = match result {
         Ok(results) => results,
         Err(payload) => {
@@ -502,7 +548,7 @@ where
         // The closure caught the read's panic itself; the capture is still unusable.
         return Err(PipelineError::HostRead { op });
     }
-    Ok((outputs, new_state, recording))
+    Ok((outputs, new_state, recording, stream))
 }
 
 /// The copies that write a step's new state into the state buffers, in two phases: a new

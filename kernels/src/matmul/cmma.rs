@@ -73,9 +73,7 @@ pub fn matmul_cmma<T: Float, M: Float, NA: Size, NB: Size, NO: Size>(
     let m = output.shape(rank - 2);
     let n = output.shape(rank - 1);
     let k = lhs.shape(rank - 1);
-    let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>, Vector<T, NO>>(
-        lhs, rhs, output, lhs_offset, rhs_offset, CUBE_POS, block_m, block_n,
-    );
+    let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, block_m, block_n);
     let lhs_row_stride = lhs.stride(rank - 2);
     let lhs_col_stride = lhs.stride(rank - 1);
     let rhs_row_stride = rhs.stride(rank - 2);
@@ -195,9 +193,7 @@ pub fn matmul_cmma_async<T: Float, M: Float, NA: Size, NB: Size, NO: Size>(
     let m = output.shape(rank - 2);
     let n = output.shape(rank - 1);
     let k = lhs.shape(rank - 1);
-    let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>, Vector<T, NO>>(
-        lhs, rhs, output, lhs_offset, rhs_offset, CUBE_POS, block_m, block_n,
-    );
+    let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, block_m, block_n);
     let lhs_row_stride = lhs.stride(rank - 2);
     let rhs_row_stride = rhs.stride(rank - 2);
 

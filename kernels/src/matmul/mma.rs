@@ -105,9 +105,7 @@ pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
     let m = output.shape(rank - 2);
     let n = output.shape(rank - 1);
     let k = lhs.shape(rank - 1);
-    let pos = tile_pos::<Vector<T, NV>, Vector<T, NV>, Vector<T, NO>>(
-        lhs, rhs, output, lhs_offset, rhs_offset, CUBE_POS, tile.block_m, tile.block_n,
-    );
+    let pos = tile_pos::<Vector<T, NV>, Vector<T, NV>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, tile.block_m, tile.block_n);
     // The stride between the rows of each operand's slice.
     let a_stride = if tile.lhs_k_major { lhs.stride(rank - 2) } else { lhs.stride(rank - 1) };
     let b_stride = if tile.rhs_k_major { rhs.stride(rank - 1) } else { rhs.stride(rank - 2) };

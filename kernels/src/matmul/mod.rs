@@ -38,37 +38,36 @@ pub struct TilePos {
 }
 
 /// The tile of cube `cube`: tiles run along `N` first, then `M`, then the batch dimensions
-/// (the last batch dimension fastest).
+/// (the last batch dimension fastest). The batch shape is `lhs`'s (the output's, see the
+/// module docs), and the output is contiguous: its batch `b` starts at `b * m * n`.
 #[cube]
-pub fn tile_pos<L: CubePrimitive, R: CubePrimitive, O: CubePrimitive>(
+pub fn tile_pos<L: CubePrimitive, R: CubePrimitive>(
     lhs: &Tensor<L>,
     rhs: &Tensor<R>,
-    output: &Tensor<O>,
+    m: usize,
+    n: usize,
     lhs_offset: usize,
     rhs_offset: usize,
     cube: usize,
     #[comptime] block_m: usize,
     #[comptime] block_n: usize,
 ) -> TilePos {
-    let rank = output.rank();
-    let m = output.shape(rank - 2);
-    let n = output.shape(rank - 1);
+    let rank = lhs.rank();
     let tiles_n = n.div_ceil(block_n);
     let tiles_m = m.div_ceil(block_m);
     let col = (cube % tiles_n) * block_n;
     let row = ((cube / tiles_n) % tiles_m) * block_m;
-    let mut batch = cube / (tiles_n * tiles_m);
+    let batch_index = cube / (tiles_n * tiles_m);
+    let mut batch = batch_index;
     let mut lhs_base = lhs_offset;
     let mut rhs_base = rhs_offset;
-    let mut out_base = 0;
     for i in 0..rank - 2 {
         let d = rank - 3 - i;
-        let size = output.shape(d);
+        let size = lhs.shape(d);
         let coord = batch % size;
         batch /= size;
         lhs_base += coord * lhs.stride(d);
         rhs_base += coord * rhs.stride(d);
-        out_base += coord * output.stride(d);
     }
-    TilePos { lhs: lhs_base, rhs: rhs_base, out: out_base, row, col }
+    TilePos { lhs: lhs_base, rhs: rhs_base, out: batch_index * m * n, row, col }
 }

@@ -8,15 +8,34 @@
 //! `A` (f32 for f16/bf16), then every unit runs `block_k` rank-1 updates of its registers.
 //! A unit owns rows `ty + i * (block_m / unit_m)` and columns `tx + j * (block_n / unit_n)`,
 //! so that neighbouring units read neighbouring shared-memory words (no bank conflicts) and
-//! write neighbouring output elements.
+//! write neighbouring output elements. [`tiled_product`] is the product itself, which
+//! `fused_matmul` shares.
 use cubecl::prelude::*;
 
-use super::tile_pos;
+use super::{TilePos, tile_pos};
+
+/// The tiling of the tiled kernels: a `block_m` × `block_n` output tile per cube, K slices of
+/// `block_k`, `unit_m` × `unit_n` outputs per unit; `unroll_k` unrolls the loop over a K
+/// slice (faster code, but much longer shader compilation on some drivers).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct TiledConfig {
+    /// Output rows per cube.
+    pub block_m: usize,
+    /// Output columns per cube.
+    pub block_n: usize,
+    /// K elements staged per step.
+    pub block_k: usize,
+    /// Output rows per unit.
+    pub unit_m: usize,
+    /// Output columns per unit.
+    pub unit_n: usize,
+    /// Whether the loop over a K slice is unrolled.
+    pub unroll_k: bool,
+}
 
 /// `out[b] = lhs[b] @ rhs[b]`; see the module docs. `NA` and `NB` are the vector sizes of the
 /// loads along K (`lhs`) and N (`rhs`). The launcher guarantees that the units of a cube
-/// divide the vector counts of both staged slices. `unroll_k` unrolls the loop over a K slice
-/// (faster code, but much longer shader compilation on some drivers).
+/// divide the vector counts of both staged slices.
 #[cube(launch_unchecked)]
 pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     lhs: &Tensor<Vector<T, NA>>,
@@ -25,18 +44,54 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     lhs_offset: usize,
     rhs_offset: usize,
     num_cubes: usize,
-    #[comptime] block_m: usize,
-    #[comptime] block_n: usize,
-    #[comptime] block_k: usize,
-    #[comptime] unit_m: usize,
-    #[comptime] unit_n: usize,
-    #[comptime] unroll_k: bool,
+    #[comptime] tiling: TiledConfig,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube, before any barrier.
     if CUBE_POS >= num_cubes {
         terminate!();
     }
+    let rank = lhs.rank();
+    let (m, n) = (lhs.shape(rank - 2), rhs.shape(rank - 1));
+    let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, tiling.block_m, tiling.block_n);
+    let acc = tiled_product::<T, A, NA, NB>(lhs, rhs, &pos, m, n, tiling);
+    let unit_m = comptime!(tiling.unit_m);
+    let unit_n = comptime!(tiling.unit_n);
+    let rows_of_units = comptime!(tiling.block_m / unit_m);
+    let cols_of_units = comptime!(tiling.block_n / unit_n);
+    let unit = UNIT_POS as usize;
+    #[unroll]
+    for i in 0..unit_m {
+        let row = pos.row + unit / cols_of_units + i * rows_of_units;
+        #[unroll]
+        for j in 0..unit_n {
+            let col = pos.col + unit % cols_of_units + j * cols_of_units;
+            if row < m && col < n {
+                output[pos.out + row * n + col] = T::cast_from(acc[i * unit_n + j]);
+            }
+        }
+    }
+}
+
+/// The unit's `unit_m` × `unit_n` sums of the cube's tile at `pos` (an `m` × `n` output),
+/// row-major: sum `i * unit_n + j` is output row `pos.row + ty + i * (block_m / unit_m)`,
+/// column `pos.col + tx + j * (block_n / unit_n)`, where the unit is `ty * (block_n / unit_n)
+/// + tx`. Every unit of the cube calls it (it synchronises the cube).
+#[cube]
+pub fn tiled_product<T: Numeric, A: Numeric, NA: Size, NB: Size>(
+    lhs: &Tensor<Vector<T, NA>>,
+    rhs: &Tensor<Vector<T, NB>>,
+    pos: &TilePos,
+    m: usize,
+    n: usize,
+    #[comptime] tiling: TiledConfig,
+) -> Array<A> {
+    let block_m = comptime!(tiling.block_m);
+    let block_n = comptime!(tiling.block_n);
+    let block_k = comptime!(tiling.block_k);
+    let unit_m = comptime!(tiling.unit_m);
+    let unit_n = comptime!(tiling.unit_n);
+    let unroll_k = comptime!(tiling.unroll_k);
     let na = lhs.vector_size();
     let nb = rhs.vector_size();
     let rows_of_units = block_m / unit_m;
@@ -45,13 +100,8 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     let a_loads = comptime!(block_m * block_k / na / units);
     let b_loads = comptime!(block_k * block_n / nb / units);
 
-    let rank = output.rank();
-    let m = output.shape(rank - 2);
-    let n = output.shape(rank - 1);
+    let rank = lhs.rank();
     let k = lhs.shape(rank - 1);
-    let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>, T>(
-        lhs, rhs, output, lhs_offset, rhs_offset, CUBE_POS, block_m, block_n,
-    );
     let lhs_row_stride = lhs.stride(rank - 2);
     let lhs_col_stride = lhs.stride(rank - 1);
     let rhs_row_stride = rhs.stride(rank - 2);
@@ -129,16 +179,5 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
         }
         sync_cube();
     }
-
-    #[unroll]
-    for i in 0..unit_m {
-        let row = pos.row + ty + i * rows_of_units;
-        #[unroll]
-        for j in 0..unit_n {
-            let col = pos.col + tx + j * cols_of_units;
-            if row < m && col < n {
-                output[pos.out + row * n + col] = T::cast_from(acc[i * unit_n + j]);
-            }
-        }
-    }
+    acc
 }
