@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (no Rust toolchain there): the fusion measurements of one session,
-# from the bundle .bin/gpu.tar.xz (bench and digits in release, the conformance tests
+# from the bundle .bin/gpu.tar.xz (bench, pipeline and digits in release, the conformance tests
 # fusion, fused and matmul in debug, all built here with `--features cuda`; see the README's
 # "Kernel fusion"). Stages, each well under ten minutes:
 #   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused,matmul}.rs on CUDA
 #   bash scripts/fusion_gpu.sh OUT torch     # PyTorch's rows (eager and torch.compile)
 #   bash scripts/fusion_gpu.sh OUT bench     # the fusion rows: unfused, then both backends fused
 #   bash scripts/fusion_gpu.sh OUT digits    # the digits job without and with --fusion
+#   bash scripts/fusion_gpu.sh OUT pipeline  # training steps eager and replayed, unfused and fused
 # OUT gets a log and a table per stage; the bench stage reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:?usage: fusion_gpu.sh OUT tests|torch|bench|digits}"
-stage="${2:?usage: fusion_gpu.sh OUT tests|torch|bench|digits}"
+out="${1:?usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline}"
+stage="${2:?usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline}"
 mkdir -p "$out" /tmp/ex_cubecl_gpu
 [[ -x /tmp/ex_cubecl_gpu/bench ]] || tar -C /tmp/ex_cubecl_gpu -xJf .bin/gpu.tar.xz
 cuda_lib="$(ls -d /usr/local/cuda*/lib64 2>/dev/null | head -1 || true)"
@@ -49,8 +50,11 @@ digits)
         done
     done
     ;;
+pipeline)
+    "$bin/pipeline" 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/pipeline.log"
+    ;;
 *)
-    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits)" >&2
+    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits, pipeline)" >&2
     exit 2
     ;;
 esac

@@ -3,7 +3,9 @@
 //! 1024, with Adam written in tensor ops (the state fed back as inputs and outputs), and with
 //! the fused Adam (`launch::optim::adam_step`: eager with the step count on the host and the
 //! state updated in place; replayed with the parameters, the moments and a device-side step
-//! count as the pipeline's state, updated in place). Prints a markdown table.
+//! count as the pipeline's state, updated in place), and the tensor-op step written on
+//! `Fusion<ExCubeclBackend>` and replayed (`Pipeline::capture_fused_with_state`: our fused
+//! kernels' launches without the fusion engine). Prints a markdown table.
 //!
 //! ```text
 //! pipeline [--iters N] [--warmup N] [--batches 64,1024] [--micro]
@@ -18,16 +20,20 @@
 //! the loss). The speed-ups are against the eager step with Adam in tensor ops.
 use std::time::{Duration, Instant};
 
+use burn_autodiff::Autodiff;
 use burn_backend::ops::FloatTensorOps;
-use burn_backend::{Backend, TensorData};
+use burn_backend::{Backend, TensorData, TensorPrimitive};
+use burn_tensor::backend::AutodiffBackend;
 use burn_tensor::activation::{log_softmax, relu};
 use burn_tensor::{Float, Tensor};
 use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, adam_step, next_step_count};
+use ex_cubecl::fusion::pipeline::{FusedStepResults, FusedTensor};
 use ex_cubecl::runtime::{Pipeline, from_cube, launch_count, to_cube};
 use ex_cubecl::tensor::CubeTensor;
 use ex_cubecl_benches::{Ours, Runtime};
 
-type Train = burn_autodiff::Autodiff<Ours>;
+type Train = Autodiff<Ours>;
+type Fused = burn_fusion::Fusion<Ours>;
 
 type T = CubeTensor<Runtime>;
 
@@ -47,39 +53,60 @@ fn float<const D: usize>(t: T) -> Tensor<Ours, D> {
 /// moments, in the input order.
 fn step(inputs: Vec<T>) -> Vec<T> {
     let mut it = inputs.into_iter();
-    let x = Tensor::<Train, 2>::from_inner(float(it.next().unwrap()));
-    let y = Tensor::<Train, 2>::from_inner(float(it.next().unwrap()));
-    let t = float::<1>(it.next().unwrap()).add_scalar(1.0);
-    let rest: Vec<Tensor<Ours, 2>> = it.map(float).collect();
+    let (x, y) = (float(it.next().unwrap()), float(it.next().unwrap()));
+    let t = float::<1>(it.next().unwrap());
+    let (loss, t, state) = adam_ops_step(x, y, t, it.map(float).collect());
+    [vec![to_cube(loss), to_cube(t)], state.into_iter().map(to_cube).collect()].concat()
+}
+
+/// [`step`] on any backend: the loss, the next step count and the new parameters and moments.
+fn adam_ops_step<B: Backend>(
+    x: Tensor<B, 2>,
+    y: Tensor<B, 2>,
+    t: Tensor<B, 1>,
+    rest: Vec<Tensor<B, 2>>,
+) -> (Tensor<B, 1>, Tensor<B, 1>, Vec<Tensor<B, 2>>) {
+    let t = t.add_scalar(1.0);
     let n = 2 * (LAYERS.len() - 1);
-    let params: Vec<Tensor<Train, 2>> = rest[..n].iter().map(|p| Tensor::from_inner(p.clone()).require_grad()).collect();
+    let params: Vec<Tensor<Autodiff<B>, 2>> = rest[..n].iter().map(|p| Tensor::from_inner(p.clone()).require_grad()).collect();
     let (m, v) = (&rest[n..2 * n], &rest[2 * n..]);
 
-    let loss = forward(x, y, &params);
+    let loss = forward(Tensor::from_inner(x), Tensor::from_inner(y), &params);
     let grads = loss.backward();
 
     let correction = |beta: f64| t.clone().mul_scalar(beta.ln()).exp().neg().add_scalar(1.0).unsqueeze::<2>();
     let (c1, c2) = (correction(BETA1), correction(BETA2));
-    let mut new_params = Vec::with_capacity(n);
-    let (mut new_m, mut new_v) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut new_params, mut new_m, mut new_v) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
     for (k, p) in params.iter().enumerate() {
         let g = p.grad(&grads).expect("gradient");
         let mk = m[k].clone().mul_scalar(BETA1) + g.clone().mul_scalar(1.0 - BETA1);
         let vk = v[k].clone().mul_scalar(BETA2) + g.powi_scalar(2).mul_scalar(1.0 - BETA2);
         let update = (mk.clone() / c1.clone()) / (vk.clone() / c2.clone()).sqrt().add_scalar(EPS);
-        new_params.push(to_cube(p.clone().inner() - update.mul_scalar(LR)));
-        new_m.push(to_cube(mk));
-        new_v.push(to_cube(vk));
+        new_params.push(p.clone().inner() - update.mul_scalar(LR));
+        new_m.push(mk);
+        new_v.push(vk);
     }
-    let mut out = vec![to_cube(loss.inner()), to_cube(t)];
-    out.extend(new_params);
-    out.extend(new_m);
-    out.extend(new_v);
-    out
+    (loss.inner(), t, [new_params, new_m, new_v].concat())
+}
+
+/// [`step`] written on `Fusion<Ours>` as a pipeline step with state. Inputs: x, y. State:
+/// the step count, the parameters, their first and second moments. Output: the loss.
+fn fusion_pipeline_step(inputs: Vec<FusedTensor<Runtime>>, state: Vec<FusedTensor<Runtime>>) -> FusedStepResults<Runtime> {
+    fn tensor<const D: usize>(t: FusedTensor<Runtime>) -> Tensor<Fused, D> {
+        Tensor::from_primitive(TensorPrimitive::Float(t))
+    }
+    fn primitive<const D: usize>(t: Tensor<Fused, D>) -> FusedTensor<Runtime> {
+        t.into_primitive().tensor()
+    }
+    let [x, y] = <[FusedTensor<Runtime>; 2]>::try_from(inputs).ok().expect("x and y").map(tensor::<2>);
+    let mut state = state.into_iter();
+    let t = tensor::<1>(state.next().expect("step count"));
+    let (loss, t, rest) = adam_ops_step(x, y, t, state.map(tensor::<2>).collect());
+    (vec![primitive(loss)], [vec![primitive(t)], rest.into_iter().map(primitive).collect()].concat())
 }
 
 /// The MLP's loss: softmax cross-entropy of the logits against one-hot targets.
-fn forward(x: Tensor<Train, 2>, y: Tensor<Train, 2>, params: &[Tensor<Train, 2>]) -> Tensor<Train, 1> {
+fn forward<B: AutodiffBackend>(x: Tensor<B, 2>, y: Tensor<B, 2>, params: &[Tensor<B, 2>]) -> Tensor<B, 1> {
     let mut h = x;
     for layer in 0..LAYERS.len() - 1 {
         h = h.matmul(params[2 * layer].clone()) + params[2 * layer + 1].clone();
@@ -337,6 +364,7 @@ fn main() {
             if same { "equal" } else { "DIFFER FROM" }
         );
         fused_rows(warmup, iters, batch, &start, &eager);
+        fusion_rows(warmup, iters, batch, &start, &eager, &replay_state);
     }
 }
 
@@ -394,6 +422,41 @@ fn fused_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: 
         pipeline.num_state_copies(),
         ratio(eager.total, replay.total),
         if same { "equals" } else { "DIFFERS FROM" },
+    );
+}
+
+/// The row of the tensor-op step written on `Fusion<Ours>` and replayed (the launches of our
+/// fused kernels, without the fusion engine), with the step count, the parameters and the
+/// moments as the pipeline's state; `baseline` is the tensor-op eager step, `replayed` the
+/// inputs after the tensor-op replays (as many steps from the same start).
+fn fusion_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: &Timing, replayed: &[T]) {
+    let device = Default::default();
+    let inputs = [start[0].clone(), start[1].clone()];
+    let capture_start = Instant::now();
+    let (pipeline, _) = Pipeline::capture_fused_with_state(&device, &inputs, &start[2..], fusion_pipeline_step).expect("fused capture");
+    sync();
+    let capture_time = capture_start.elapsed();
+    // Undo the capture's step, so that both run the same steps from the same state.
+    pipeline.set_state(&start[2..]).expect("set_state");
+    let (replay, ()) = measure(warmup, iters, (), |(), _| pipeline.run(&inputs).expect("replay"), drop);
+    let state = pipeline.state().expect("state");
+    let n = 2 * (LAYERS.len() - 1);
+    let diff = (0..n).map(|k| max_difference(&state[1 + k], &replayed[3 + k])).fold(0.0f32, f32::max);
+    let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
+    println!(
+        "| {batch} | replay, Fusion (Adam as ops) | {} | {} | {} | {} | {} |",
+        replay.launches,
+        ms(replay.submit),
+        ms(replay.total),
+        ratio(baseline.submit, replay.submit),
+        ratio(baseline.total, replay.total)
+    );
+    eprintln!(
+        "batch {batch}, Fusion: capture took {} ms ({} recorded launches, {} state copies); largest difference of the \
+         parameters from the unfused replays {diff:e}",
+        ms(capture_time),
+        pipeline.num_launches(),
+        pipeline.num_state_copies(),
     );
 }
 
