@@ -635,6 +635,48 @@ fn a_pipeline_replays_fused_launches() {
     suite.finish();
 }
 
+#[test]
+fn fused_captures_give_errors_and_leave_the_device_usable() {
+    use burn_backend::TensorPrimitive;
+    use burn_backend::ops::FloatTensorOps;
+    use ex_cubecl::runtime::{Pipeline, PipelineError};
+    let _turn = serial();
+    let mut suite = Suite::new("fusion pipeline errors");
+    let data = TensorData::new(vec![1.0f32, -2.0, 3.0], [3]);
+    let x = Ex::float_from_data(data.clone(), &dev::<Ex>());
+    let tensor = |t| Tensor::<Fused, 1>::from_primitive(TensorPrimitive::Float(t));
+    // A host read inside the step: refused, named.
+    let read = Pipeline::capture_fused(&dev::<Ex>(), std::slice::from_ref(&x), |ins| {
+        let y = tensor(ins[0].clone()) * 2.0;
+        let _ = y.clone().into_data();
+        vec![y.into_primitive().tensor()]
+    });
+    let got = match read {
+        Err(PipelineError::HostRead { op }) => Ok(op),
+        Err(e) => Err(format!("the wrong error: {e}")),
+        Ok(_) => Err("a capture with a host read succeeded".into()),
+    };
+    suite.record("a host read in a fused capture is a HostRead error", got.map(|_| ()));
+    // A panic inside the step (shapes that don't broadcast): an error naming it.
+    let bad = Pipeline::capture_fused(&dev::<Ex>(), std::slice::from_ref(&x), |ins| {
+        let y = tensor(ins[0].clone()).reshape([3, 1]) + Tensor::<Fused, 2>::ones([2, 2], &dev::<Fused>());
+        vec![y.into_primitive().tensor()]
+    });
+    let got = match bad {
+        Err(PipelineError::CapturePanicked { message }) => Ok(message),
+        Err(e) => Err(format!("the wrong error: {e}")),
+        Ok(_) => Err("a capture that panics succeeded".into()),
+    };
+    suite.record("a panic in a fused capture is a CapturePanicked error", got.map(|_| ()));
+    // The fused device and captures still work.
+    let y = (Tensor::<Fused, 1>::from_data(data.clone(), &dev::<Fused>()) * 2.0 + 1.0).into_data();
+    suite.check("fused ops after failed captures", Tol::EXACT, (Ok(y), TensorData::new(vec![3.0f32, -3.0, 7.0], [3])));
+    let pipeline = Pipeline::capture_fused(&dev::<Ex>(), std::slice::from_ref(&x), |ins| vec![(tensor(ins[0].clone()) * 2.0 + 1.0).into_primitive().tensor()]);
+    let replayed = pipeline.map_err(|e| e.to_string()).and_then(|p| p.run(std::slice::from_ref(&x)).map_err(|e| e.to_string()));
+    suite.check("a fused capture after failed ones", Tol::EXACT, (replayed.map(|out| rf::<Ex>(out[0].clone())), TensorData::new(vec![3.0f32, -3.0, 7.0], [3])));
+    suite.finish();
+}
+
 /// A reduction with elementwise work on both sides: `t = u(x * y + s)` over the input shape,
 /// `r = reduce(t, axis)`, `w = v(r op z)` over the reduced shape (`z` broadcast to it); `t`
 /// and `r` are read out in some cases (outputs of both programs).

@@ -3,7 +3,7 @@ use burn_backend::{BoolStore, DType, ExecutionError, Shape, TensorData};
 use cubecl::Runtime;
 
 use super::copy::into_contiguous;
-use crate::runtime::{DeviceContext, alloc, check_host_read, dtype_usage, elem_size, on_device_thread, take_device_failure};
+use crate::runtime::{DeviceContext, alloc, dtype_usage, elem_size, on_device_thread, refused_host_read, take_device_failure};
 use crate::tensor::CubeTensor;
 
 /// Uploads `data` to `device` as a tensor of `dtype` (converting on the host if the data has
@@ -69,13 +69,14 @@ fn bool_values(data: &TensorData) -> impl Iterator<Item = bool> + '_ {
 
 /// Reads a tensor back to the host. Bool tensors come back as native bools.
 ///
-/// # Panics
-/// During a pipeline capture on this thread (see [`crate::runtime::Pipeline`]): the values
-/// read would be those of the capture, which a replay cannot reproduce.
+/// # Errors
+/// During a pipeline capture on this thread (see [`crate::runtime::Pipeline`]), which the
+/// read fails: the values read would be those of the capture, which a replay cannot
+/// reproduce.
 pub fn into_data<R: Runtime>(
     tensor: CubeTensor<R>,
 ) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
-    check_host_read("into_data");
+    let refused = refused_host_read("into_data");
     let tensor = into_contiguous(tensor);
     let shape = tensor.layout.shape.clone();
     let dtype = tensor.dtype;
@@ -91,6 +92,9 @@ pub fn into_data<R: Runtime>(
     let flushed = on_device_thread(&tensor.device, || tensor.client.flush());
     let CubeTensor { client, device, handle, .. } = tensor;
     async move {
+        if let Some(reason) = refused {
+            return Err(ExecutionError::WithContext { reason });
+        }
         flushed.map_err(&failed)?.map_err(|e| failed(e.to_string()))?;
         let read = on_device_thread(&device, || client.read_async(vec![handle])).map_err(&failed)?;
         let mut bytes = read.await.map_err(|e| failed(e.to_string()))?.remove(0).to_vec();

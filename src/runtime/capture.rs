@@ -106,20 +106,26 @@ pub(crate) fn record(launch: RecordedLaunch) {
 /// # Panics
 /// During a capture, with a message that starts with `ex_cubecl: pipeline capture: <op>`.
 pub fn check_host_read(op: &str) {
+    if let Some(message) = refused_host_read(op) {
+        panic!("{message}");
+    }
+}
+
+/// During a capture on this thread, notes that `op` would read data back to the host and
+/// gives the refusal's message (it starts with `ex_cubecl: pipeline capture: <op>`); `None`
+/// otherwise. For reads that fail with an error rather than a panic (on the fusion engine's
+/// thread a panic would count as a device failure).
+pub(crate) fn refused_host_read(op: &str) -> Option<String> {
     let capturing = CAPTURE.with(|c| {
         let mut c = c.borrow_mut();
-        match c.as_mut() {
-            Some(recording) => {
-                recording.host_read.get_or_insert_with(|| op.to_string());
-                true
-            }
-            None => false,
-        }
+        let recording = c.as_mut()?;
+        recording.host_read.get_or_insert_with(|| op.to_string());
+        Some(())
     });
-    if capturing {
-        panic!(
+    capturing.map(|()| {
+        format!(
             "ex_cubecl: pipeline capture: {op} reads data back to the host, which a pipeline cannot replay; \
              return the tensor as an output of the captured closure instead"
-        );
-    }
+        )
+    })
 }

@@ -20,6 +20,7 @@ mod pipeline_io;
 
 pub(crate) use bindings::bound;
 pub use capture::check_host_read;
+pub(crate) use capture::refused_host_read;
 pub(crate) use capture::is_capturing;
 pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, CommandQueue, CommandStatus, DEFAULT_RETENTION, Work};
 pub use context::{DeviceContext, next_random_key};
