@@ -369,10 +369,13 @@ pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device) -> Q<R> {
 /// Reads `q` back in Burn's quantized data format (the i8 values in row-major order, then
 /// one f32 scale per block), the bytes burn-ndarray produces.
 ///
+/// # Errors
+/// During a pipeline capture on this thread, which the read fails (as `data::into_data`).
+///
 /// # Panics
 /// When a per-block view is not a whole number of blocks, which the format cannot hold.
 pub fn into_data<R: Runtime>(q: Q<R>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {
-    crate::runtime::check_host_read("q_into_data");
+    let refused = crate::runtime::refused_host_read("q_into_data");
     let q = compact(q);
     let shape = q.values.layout.shape.clone();
     let n = shape.num_elements();
@@ -388,6 +391,9 @@ pub fn into_data<R: Runtime>(q: Q<R>) -> impl Future<Output = Result<TensorData,
     };
     let scheme = q.scheme;
     async move {
+        if let Some(reason) = refused {
+            return Err(ExecutionError::WithContext { reason });
+        }
         let mut read = q
             .values
             .client
