@@ -130,9 +130,11 @@ def reduce(full):
 
 
 def composite(full):
-    """`cases/composite.rs`: softmax, layer norm and GELU written as tensor ops; eager, and
-    under torch.compile (keys ending in `, torch.compile`, for the text beside the table)."""
+    """`cases/composite.rs`: softmax, layer norm, GELU and a linear layer with its activation
+    written as tensor ops; eager, and under torch.compile (keys ending in `, torch.compile`,
+    for the text beside the table)."""
     rows, n = ([16384, 4096], 1 << 26) if full else ([256, 512], 1 << 16)
+    m, k, o = (8192, 1024, 1024) if full else (256, 128, 128)
 
     def softmax(x):
         e = (x - x.amax(1, keepdim=True)).exp()
@@ -145,6 +147,9 @@ def composite(full):
 
     def gelu(x):
         return x * 0.5 * ((x + x * x * x * 0.044715) * (2.0 / 3.141592653589793) ** 0.5).tanh().add(1.0)
+
+    def linear_relu(x, w, b):
+        return (x @ w + b).relu()
 
     def make(f, inputs, compiled):
         def build(t):
@@ -160,6 +165,8 @@ def composite(full):
             ("softmax f32 as ops (last dim)", shape(rows) + tag, make(softmax, [(rows, 1)], compiled)),
             ("layer norm f32 as ops (last dim)", shape(rows) + tag, make(layer_norm, [(rows, 1), ([1, rows[1]], 2), ([1, rows[1]], 3)], compiled)),
             ("gelu f32 as ops (tanh form)", count(n) + tag, make(gelu, [([n], 1)], compiled)),
+            ("linear + relu f32 as ops (relu(x @ w + b))", f"[{m}, {k}] @ [{k}, {o}]" + tag,
+             make(linear_relu, [([m, k], 1), ([k, o], 2), ([1, o], 3)], compiled)),
         ]
     return out
 

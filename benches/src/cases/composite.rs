@@ -1,10 +1,11 @@
 //! Composite ops written as chains of tensor ops (what a model's code often does): softmax,
-//! layer norm and the tanh form of GELU. Unfused, each op is its own launch; under a fusion
-//! engine (`bench --fusion`) the elementwise runs fuse.
+//! layer norm, the tanh form of GELU and a linear layer with its activation. Unfused, each op
+//! is its own launch; under a fusion engine (`bench --fusion`) the elementwise runs fuse, and
+//! a product with the elementwise work on its result.
 use burn_backend::Backend;
 
 use super::uniform;
-use crate::{Case, DynCase, RunFn, Size, Work};
+use crate::{Case, DynCase, Precision, RunFn, Size, Work};
 
 /// Softmax over the last dim as `exp(x - max) / sum(exp(x - max))`.
 pub struct SoftmaxOps {
@@ -22,13 +23,25 @@ pub struct GeluOps {
     n: usize,
 }
 
+/// A linear layer and its activation, `relu(x @ w + b)` (f32 products: exact by default, as
+/// PyTorch's).
+pub struct LinearReluOps {
+    /// M, K and N.
+    dims: [usize; 3],
+}
+
 /// The composite cases at `size`.
 pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
-    let (rows, n) = match size {
-        Size::Small => ([256, 512], 1 << 16),
-        Size::Full => ([16384, 4096], 1 << 26),
+    let (rows, n, dims) = match size {
+        Size::Small => ([256, 512], 1 << 16, [256, 128, 128]),
+        Size::Full => ([16384, 4096], 1 << 26, [8192, 1024, 1024]),
     };
-    vec![Box::new(SoftmaxOps { shape: rows }), Box::new(LayerNormOps { shape: rows }), Box::new(GeluOps { n })]
+    vec![
+        Box::new(SoftmaxOps { shape: rows }),
+        Box::new(LayerNormOps { shape: rows }),
+        Box::new(GeluOps { n }),
+        Box::new(LinearReluOps { dims }),
+    ]
 }
 
 impl Case for SoftmaxOps {
@@ -98,5 +111,29 @@ impl Case for GeluOps {
             let inner = (x.clone() + x.clone() * x.clone() * x.clone() * 0.044715) * (2.0f32 / std::f32::consts::PI).sqrt();
             x * 0.5 * (inner.tanh() + 1.0)
         }))
+    }
+}
+
+impl Case for LinearReluOps {
+    fn name(&self) -> String {
+        "linear + relu f32 as ops (relu(x @ w + b))".into()
+    }
+
+    fn size(&self) -> String {
+        let [m, k, n] = self.dims;
+        format!("[{m}, {k}] @ [{k}, {n}]")
+    }
+
+    fn work(&self) -> Work {
+        let [m, k, n] = self.dims;
+        Work::Flops(2.0 * (m * k * n) as f64, Precision::F32)
+    }
+
+    fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
+        let [m, k, n] = self.dims;
+        let x = uniform::<B, 2>([m, k], 1, device);
+        let w = uniform::<B, 2>([k, n], 2, device);
+        let b = uniform::<B, 2>([1, n], 3, device);
+        Some(Box::new(move || burn_tensor::activation::relu(x.clone().matmul(w.clone()) + b.clone()).flatten::<1>(0, 1)))
     }
 }
