@@ -228,6 +228,29 @@ fn held<B: Backend>(dtype: DType) -> DType {
 }
 
 
+/// Checks a case's outputs on the fused backend (`fused`, `Err` where it panicked): bit for bit
+/// against the unfused backend's, and in f32 and f64 within 1e-4 of burn-ndarray's. (burn-ndarray
+/// computes f16 and bf16 in f32: a result that depends on a rounding, such as floor or a
+/// comparison, can differ, so low precisions are checked against the unfused backend only.)
+/// Output `j` is named `names(j)` after `label`.
+fn check_outputs(
+    suite: &mut Suite,
+    label: &str,
+    dtype: DType,
+    names: impl Fn(usize) -> String,
+    fused: Result<Vec<TensorData>, String>,
+    unfused: Vec<TensorData>,
+    reference: Vec<TensorData>,
+) {
+    for (j, (u, r)) in unfused.into_iter().zip(reference).enumerate() {
+        let ours = fused.clone().map(|f| f[j].clone());
+        suite.check(format!("{label}: {} as unfused", names(j)), Tol::EXACT, (ours.clone(), u));
+        if dtype == DType::F32 || dtype == DType::F64 {
+            suite.check(format!("{label}: {} as ndarray", names(j)), Tol::of(1e-4), (ours, r));
+        }
+    }
+}
+
 /// The inputs of a case: the first of the full shape `[a, b, c]`, the others with some
 /// dims 1 (broadcast by the ops that read them).
 fn inputs(rng: &mut Rng, n: usize, shape: [usize; 3]) -> Vec<TensorData> {
@@ -253,18 +276,8 @@ fn random_programs_match_unfused_bits_and_ndarray() {
             let (steps, read) = program(&mut rng, n, len);
             let label = format!("{dtype:?} case {case} shape {shape:?} steps {steps:?} read {read:?}");
             let fused = catch(|| run::<Fused>(&steps, &read, &data, dtype));
-            let unfused = run::<Ex>(&steps, &read, &data, dtype);
-            let reference = run::<Ref>(&steps, &read, &data, dtype);
-            for (j, (u, r)) in unfused.iter().zip(&reference).enumerate() {
-                let ours = fused.clone().map(|f| f[j].clone());
-                suite.check(format!("{label}: register {} as unfused", read[j]), Tol::EXACT, (ours.clone(), u.clone()));
-                // burn-ndarray computes f16 and bf16 in f32: a result that depends on a
-                // rounding (floor, comparisons) can differ, so low precisions are checked
-                // against the unfused backend only.
-                if dtype == DType::F32 || dtype == DType::F64 {
-                    suite.check(format!("{label}: register {} as ndarray", read[j]), Tol::of(1e-4), (ours, r.clone()));
-                }
-            }
+            let (unfused, reference) = (run::<Ex>(&steps, &read, &data, dtype), run::<Ref>(&steps, &read, &data, dtype));
+            check_outputs(&mut suite, &label, dtype, |j| format!("register {}", read[j]), fused, unfused, reference);
         }
     }
     suite.finish();
@@ -506,15 +519,8 @@ fn matmul_epilogues_match_unfused_bits_and_ndarray() {
                 ];
                 let label = format!("{dtype:?} [{batch}, {m}, {kk}] @ [{kk}, {n}] case {case} transposed {transposed}");
                 let fused = catch(|| matmul_case::<Fused>(&data, dtype, case, transposed));
-                let unfused = matmul_case::<Ex>(&data, dtype, case, transposed);
-                let reference = matmul_case::<Ref>(&data, dtype, case, transposed);
-                for (j, (u, r)) in unfused.into_iter().zip(reference).enumerate() {
-                    let ours = fused.clone().map(|f| f[j].clone());
-                    suite.check(format!("{label}: output {j} as unfused"), Tol::EXACT, (ours.clone(), u));
-                    if dtype == DType::F32 || dtype == DType::F64 {
-                        suite.check(format!("{label}: output {j} as ndarray"), Tol::of(1e-4), (ours, r));
-                    }
-                }
+                let (unfused, reference) = (matmul_case::<Ex>(&data, dtype, case, transposed), matmul_case::<Ref>(&data, dtype, case, transposed));
+                check_outputs(&mut suite, &label, dtype, |j| format!("output {j}"), fused, unfused, reference);
             }
         }
     }
@@ -742,15 +748,8 @@ fn reductions_with_elementwise_work_around_them() {
                 let keep = rep % 2 == 1;
                 let label = format!("{dtype:?} shape {shape:?} axis {axis} y {y_shape:?} z {z_shape:?} case {case:?} keep {keep}");
                 let fused = catch(|| reduce_case::<Fused>(&inputs, dtype, case, axis, keep));
-                let unfused = reduce_case::<Ex>(&inputs, dtype, case, axis, keep);
-                let reference = reduce_case::<Ref>(&inputs, dtype, case, axis, keep);
-                for (j, (u, r)) in unfused.into_iter().zip(reference).enumerate() {
-                    let ours = fused.clone().map(|f| f[j].clone());
-                    suite.check(format!("{label}: output {j} as unfused"), Tol::EXACT, (ours.clone(), u));
-                    if dtype == DType::F32 || dtype == DType::F64 {
-                        suite.check(format!("{label}: output {j} as ndarray"), Tol::of(1e-4), (ours, r));
-                    }
-                }
+                let (unfused, reference) = (reduce_case::<Ex>(&inputs, dtype, case, axis, keep), reduce_case::<Ref>(&inputs, dtype, case, axis, keep));
+                check_outputs(&mut suite, &label, dtype, |j| format!("output {j}"), fused, unfused, reference);
             }
         }
     }

@@ -19,7 +19,7 @@ use super::{ExFusionRuntime, IrHandle};
 use crate::ExCubeclBackend;
 use crate::runtime::buffer_id::BufferId;
 use crate::runtime::capture::{self, Recording};
-use crate::runtime::pipeline::{CaptureSite, record_step};
+use crate::runtime::pipeline_record::{CaptureSite, record_step};
 use crate::runtime::{Pipeline, PipelineError};
 use crate::tensor::CubeTensor;
 

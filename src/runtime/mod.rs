@@ -17,6 +17,7 @@ mod layout;
 pub mod pipeline;
 mod pipeline_error;
 mod pipeline_io;
+pub(crate) mod pipeline_record;
 
 pub(crate) use bindings::bound;
 pub use capture::check_host_read;
