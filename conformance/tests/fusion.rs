@@ -684,6 +684,42 @@ fn fused_captures_give_errors_and_leave_the_device_usable() {
     suite.finish();
 }
 
+/// A tensor larger than the device takes, asked for on one thread: burn-fusion's engine
+/// refuses it while running that thread's operations, the read of its result fails there,
+/// and another thread's work on the same device, before and after, is untouched (it used
+/// to be handed the failure as the device's).
+#[test]
+fn a_refused_allocation_fails_only_its_reader() {
+    use cubecl::Runtime;
+    let _turn = serial();
+    let mut suite = Suite::new("fusion refused allocation");
+    let limit = Rt::client(&dev::<Ex>()).properties().memory.max_page_size as usize;
+    let data = TensorData::new(vec![1.0f32, -2.0, 3.0], [3]);
+    let expected = TensorData::new(vec![3.0f32, -3.0, 7.0], [3]);
+    let x = Tensor::<Fused, 1>::from_data(data, &dev::<Fused>());
+    let y = x.clone() * 2.0 + 1.0;
+    let thread = std::thread::spawn(move || {
+        let refused = catch(|| Tensor::<Fused, 1>::zeros([limit / 4 + 1], &dev::<Fused>()).sum().into_data());
+        let after = catch(|| (Tensor::<Fused, 1>::from_data([1.0f32, -2.0, 3.0], &dev::<Fused>()) * 2.0 + 1.0).into_data());
+        (refused, after)
+    });
+    let (refused, after) = thread.join().expect("the thread died outside its reads");
+    suite.record("the read of a refused tensor fails", match refused {
+        Err(_) => Ok(()),
+        Ok(_) => Err("a tensor over the device's limit was made".into()),
+    });
+    // burn-fusion 0.21 keeps the failed operation in that thread's stream and runs it again on
+    // each later read there, which fails too: never a wrong value.
+    suite.record("the same thread's later reads fail or are right", match after {
+        Ok(d) if d != expected => Err(format!("a wrong value after the failure: {d:?}")),
+        _ => Ok(()),
+    });
+    suite.check("work registered before it, read after", Tol::EXACT, (catch(|| y.into_data()), expected.clone()));
+    suite.check("work registered after it", Tol::EXACT, (catch(|| (x * 2.0 + 1.0).into_data()), expected));
+    suite.record("the device syncs", catch(|| Fused::sync(&dev::<Fused>())).and_then(|r| r.map_err(|e| format!("{e:?}"))));
+    suite.finish();
+}
+
 /// A reduction with elementwise work on both sides: `t = u(x * y + s)` over the input shape,
 /// `r = reduce(t, axis)`, `w = v(r op z)` over the reduced shape (`z` broadcast to it); `t`
 /// and `r` are read out in some cases (outputs of both programs).

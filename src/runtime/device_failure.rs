@@ -40,10 +40,13 @@ pub fn install_panic_hook() {
     });
 }
 
-/// The device served by a cubecl device thread, from the thread's name.
+/// The device served by a cubecl device thread, from the thread's name: the downstream
+/// stage's thread (`DSD-…`, the compute server). A panic on an upstream thread (`DSU-…`,
+/// burn-fusion's engine running our ops for `Fusion<B>`) is a failed operation, not a failed
+/// device: burn-fusion fails the read of that operation's results, in the thread that
+/// registered it, and recording it here would hand it to whichever thread launches next.
 fn device_of_thread(name: &str) -> Option<DeviceId> {
-    let mut parts = name.strip_prefix("DS")?.splitn(3, '-');
-    let _stage = parts.next()?;
+    let mut parts = name.strip_prefix("DSD-")?.splitn(2, '-');
     let type_id = parts.next()?.parse().ok()?;
     let index_id = parts.next()?.parse().ok()?;
     Some(DeviceId { type_id, index_id })
@@ -77,9 +80,10 @@ mod tests {
 
     #[test]
     fn device_threads_are_recognised_by_name() {
-        assert_eq!(device_of_thread("DSU-3-1"), Some(DeviceId { type_id: 3, index_id: 1 }));
+        assert_eq!(device_of_thread("DSD-3-1"), Some(DeviceId { type_id: 3, index_id: 1 }));
         assert_eq!(device_of_thread("DSD-0-12"), Some(DeviceId { type_id: 0, index_id: 12 }));
         assert_eq!(device_of_thread("main"), None);
-        assert_eq!(device_of_thread("DSU-x-1"), None);
+        assert_eq!(device_of_thread("DSD-x-1"), None);
+        assert_eq!(device_of_thread("DSU-3-1"), None, "burn-fusion's engine thread is not the device");
     }
 }
