@@ -10,8 +10,8 @@
 //! ```text
 //! pipeline [--iters N] [--warmup N] [--batches 64,1024] [--micro]
 //! ```
-//! A first table gives the host cost per launch of a chain of tiny ops (`--micro`: only
-//! that table).
+//! A first table gives the host cost per op of a chain of tiny ops, eager, under autodiff,
+//! on `Fusion<Ours>` and replayed (`--micro`: only that table).
 //! For every step the time to submit it (the call returns once its kernels are enqueued)
 //! and the time until the device has finished it (submit + sync) are measured; the table
 //! gives the medians after the warm-up steps. Eager steps run the ops (Burn's autodiff graph,
@@ -210,12 +210,18 @@ struct Timing {
 /// Medians of `iters` steps after `warmup`. `step` gets the value carried from step to step
 /// and the step's index and is timed (submit, then submit + sync); `next` then makes the next
 /// carried value from what it gave, untimed.
-fn measure<S, O>(
+fn measure<S, O>(warmup: usize, iters: usize, carried: S, step: impl FnMut(S, usize) -> O, next: impl FnMut(O) -> S) -> (Timing, S) {
+    measure_synced(warmup, iters, carried, step, next, sync)
+}
+
+/// [`measure`] with the device's sync given (`Fusion`'s drains its engine first).
+fn measure_synced<S, O>(
     warmup: usize,
     iters: usize,
     mut carried: S,
     mut step: impl FnMut(S, usize) -> O,
     mut next: impl FnMut(O) -> S,
+    sync: impl Fn(),
 ) -> (Timing, S) {
     let (mut submit, mut total, mut launches) = (Vec::new(), Vec::new(), 0);
     for i in 0..warmup + iters {
@@ -257,12 +263,16 @@ fn read(t: &T) -> Vec<f32> {
     burn_backend::read_sync(Ours::float_into_data(t.clone())).expect("read").to_vec::<f32>().expect("f32")
 }
 
-/// Host cost per launch: a chain of `n` scalar multiplications of a 64-element tensor, eager
-/// (plain and under autodiff) and replayed; the device work is negligible.
+/// Host cost per op: a chain of `n` scalar multiplications of a 64-element tensor, eager
+/// (plain, under autodiff, and on `Fusion<Ours>`, where the chain is one fused launch and the
+/// time until the sync returns is the engine's work per op), and replayed; the device work is
+/// negligible.
 fn micro(warmup: usize, iters: usize) {
+    type Out = Box<dyn std::any::Any>;
     let n = 100;
     let device = Default::default();
     let x = to_cube(Tensor::<Ours, 1>::ones([64], &device));
+    let xf = Tensor::<Fused, 1>::ones([64], &device);
     let chain = |inputs: Vec<T>| {
         let mut t = float::<1>(inputs[0].clone());
         for _ in 0..n {
@@ -270,37 +280,51 @@ fn micro(warmup: usize, iters: usize) {
         }
         vec![to_cube(t)]
     };
-    let chain_ad = |inputs: Vec<T>| {
-        let mut t = Tensor::<Train, 1>::from_inner(float::<1>(inputs[0].clone())).require_grad();
+    let chain_ad = || -> Out {
+        let mut t = Tensor::<Train, 1>::from_inner(float::<1>(x.clone())).require_grad();
         for _ in 0..n {
             t = t.mul_scalar(1.0001);
         }
-        vec![to_cube(t.inner())]
+        Box::new(t)
+    };
+    let chain_fused = || -> Out {
+        let mut t = xf.clone();
+        for _ in 0..n {
+            t = t.mul_scalar(1.0001);
+        }
+        Box::new(t)
     };
     let pipeline = Pipeline::capture(&device, &[x.clone()], chain).expect("capture");
+    let sync_fused = || Fused::sync(&device).expect("sync");
     let mut rows = Vec::new();
-    for (name, run) in [
-        ("eager", &chain as &dyn Fn(Vec<T>) -> Vec<T>),
-        ("eager, autodiff", &chain_ad),
-        ("replay", &|inputs: Vec<T>| pipeline.run(&inputs).expect("replay")),
+    for (name, run, sync) in [
+        ("eager", &|| -> Out { Box::new(chain(vec![x.clone()])) } as &dyn Fn() -> Out, &sync as &dyn Fn()),
+        ("eager, autodiff", &chain_ad, &sync),
+        ("eager, Fusion", &chain_fused, &sync_fused),
+        ("replay", &|| -> Out { Box::new(pipeline.run(std::slice::from_ref(&x)).expect("replay")) }, &sync),
     ] {
-        let mut submit = Vec::new();
+        let (mut submit, mut total) = (Vec::new(), Vec::new());
         for i in 0..warmup + iters {
             sync();
             let start = Instant::now();
-            let out = run(vec![x.clone()]);
+            let out = run();
+            let submitted = start.elapsed();
+            sync();
             if i >= warmup {
-                submit.push(start.elapsed());
+                submit.push(submitted);
+                total.push(start.elapsed());
             }
             drop(out);
         }
         submit.sort();
-        rows.push((name, submit[submit.len() / 2]));
+        total.sort();
+        rows.push((name, submit[submit.len() / 2], total[total.len() / 2]));
     }
-    println!("| chain of {n} scalar ops on 64 elements | submit µs/op |");
-    println!("|---|---|");
-    for (name, t) in rows {
-        println!("| {name} | {:.1} |", t.as_secs_f64() * 1e6 / n as f64);
+    println!("| chain of {n} scalar ops on 64 elements | submit µs/op | submit + sync µs/op |");
+    println!("|---|---|---|");
+    for (name, submit, total) in rows {
+        let per_op = |t: Duration| t.as_secs_f64() * 1e6 / n as f64;
+        println!("| {name} | {:.1} | {:.1} |", per_op(submit), per_op(total));
     }
     println!();
 }
@@ -431,6 +455,22 @@ fn fused_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: 
 /// inputs after the tensor-op replays (as many steps from the same start).
 fn fusion_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: &Timing, replayed: &[T]) {
     let device = Default::default();
+    let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
+    // Eager on `Fusion<Ours>`: every op through Burn's engine, from the same start.
+    let fused = |t: &T| Tensor::<Fused, 2>::from_data(burn_backend::read_sync(Ours::float_into_data(t.clone())).expect("read"), &device);
+    let (xf, yf) = (fused(&start[0]), fused(&start[1]));
+    let state = (Tensor::<Fused, 1>::zeros([1], &device), start[3..].iter().map(fused).collect::<Vec<_>>());
+    let step = |(t, rest): (Tensor<Fused, 1>, Vec<Tensor<Fused, 2>>), _| adam_ops_step(xf.clone(), yf.clone(), t, rest);
+    let fused_sync = || Fused::sync(&device).expect("sync");
+    let (eager, _) = measure_synced(warmup, iters, state, step, |(_, t, rest)| (t, rest), fused_sync);
+    println!(
+        "| {batch} | eager, Fusion (Adam as ops) | {} | {} | {} | {} | {} |",
+        eager.launches,
+        ms(eager.submit),
+        ms(eager.total),
+        ratio(baseline.submit, eager.submit),
+        ratio(baseline.total, eager.total)
+    );
     let inputs = [start[0].clone(), start[1].clone()];
     let capture_start = Instant::now();
     let (pipeline, _) = Pipeline::capture_fused_with_state(&device, &inputs, &start[2..], fusion_pipeline_step).expect("fused capture");
@@ -442,7 +482,6 @@ fn fusion_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline:
     let state = pipeline.state().expect("state");
     let n = 2 * (LAYERS.len() - 1);
     let diff = (0..n).map(|k| max_difference(&state[1 + k], &replayed[3 + k])).fold(0.0f32, f32::max);
-    let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
     println!(
         "| {batch} | replay, Fusion (Adam as ops) | {} | {} | {} | {} | {} |",
         replay.launches,
