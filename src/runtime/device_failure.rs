@@ -4,7 +4,7 @@
 //! thread of its own, named `DS<stage>-<type id>-<index>`, and a panic of that work is caught
 //! there and only logged: the tensors it should have written keep whatever their buffers held,
 //! and reads return zeros or stale values. A panic hook, installed with the first client of
-//! any device, records such panics per device; the next [`launch`](super::launch),
+//! any device, records such panics of the compute server's thread (`DSD-…`) per device; the next [`launch`](super::launch),
 //! `into_data` or `sync` on that device takes them and fails with their message. Each failure
 //! is reported once, to whichever of those comes first.
 use std::sync::atomic::{AtomicBool, Ordering};
