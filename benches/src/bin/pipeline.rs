@@ -207,6 +207,17 @@ struct Timing {
     launches: u64,
 }
 
+/// `before / after`, as a speed-up.
+fn ratio(before: Duration, after: Duration) -> String {
+    format!("{:.2}x", before.as_secs_f64() / after.as_secs_f64())
+}
+
+/// One row of the training-step table: `t` against `baseline` (the eager tensor-op step).
+fn print_row(batch: usize, mode: &str, t: &Timing, baseline: &Timing) {
+    let speedups = format!("{} | {}", ratio(baseline.submit, t.submit), ratio(baseline.total, t.total));
+    println!("| {batch} | {mode} | {} | {} | {} | {speedups} |", t.launches, ms(t.submit), ms(t.total));
+}
+
 /// Medians of `iters` steps after `warmup`. `step` gets the value carried from step to step
 /// and the step's index and is timed (submit, then submit + sync); `next` then makes the next
 /// carried value from what it gave, untimed.
@@ -371,16 +382,8 @@ fn main() {
         // Both ran the same number of steps from the same state: their losses agree.
         let (a, b) = (read(&eager_state[3]), read(&replay_state[3]));
         let same = a == b;
-        let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
         println!("| {batch} | eager | {} | {} | {} | | |", eager.launches, ms(eager.submit), ms(eager.total));
-        println!(
-            "| {batch} | replay | {} | {} | {} | {} | {} |",
-            replay.launches,
-            ms(replay.submit),
-            ms(replay.total),
-            ratio(eager.submit, replay.submit),
-            ratio(eager.total, replay.total)
-        );
+        print_row(batch, "replay", &replay, &eager);
         eprintln!(
             "batch {batch}: capture took {} ms ({} recorded launches); replayed parameters {} the eager ones",
             ms(capture_time),
@@ -426,17 +429,8 @@ fn fused_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: 
     let same = replayed.iter().zip(&device_state).all(|(a, b)| read(a) == read(b));
     let n = 2 * (LAYERS.len() - 1);
     let diff = (0..n).map(|k| max_difference(&host_state[k], &replayed[1 + k])).fold(0.0f32, f32::max);
-    let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
-    for (mode, t) in [("eager, fused Adam", &eager), ("replay, fused Adam, state in place", &replay)] {
-        println!(
-            "| {batch} | {mode} | {} | {} | {} | {} | {} |",
-            t.launches,
-            ms(t.submit),
-            ms(t.total),
-            ratio(baseline.submit, t.submit),
-            ratio(baseline.total, t.total)
-        );
-    }
+    print_row(batch, "eager, fused Adam", &eager, baseline);
+    print_row(batch, "replay, fused Adam, state in place", &replay, baseline);
     eprintln!(
         "batch {batch}, fused Adam: capture took {} ms ({} recorded launches, {} state copies); replay {} (submit + \
          sync) faster than eager; replayed state {} eager steps with the device's step count; largest difference \
@@ -455,7 +449,6 @@ fn fused_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: 
 /// inputs after the tensor-op replays (as many steps from the same start).
 fn fusion_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline: &Timing, replayed: &[T]) {
     let device = Default::default();
-    let ratio = |e: Duration, r: Duration| format!("{:.2}x", e.as_secs_f64() / r.as_secs_f64());
     // Eager on `Fusion<Ours>`: every op through Burn's engine, from the same start.
     let fused = |t: &T| Tensor::<Fused, 2>::from_data(burn_backend::read_sync(Ours::float_into_data(t.clone())).expect("read"), &device);
     let (xf, yf) = (fused(&start[0]), fused(&start[1]));
@@ -463,14 +456,7 @@ fn fusion_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline:
     let step = |(t, rest): (Tensor<Fused, 1>, Vec<Tensor<Fused, 2>>), _| adam_ops_step(xf.clone(), yf.clone(), t, rest);
     let fused_sync = || Fused::sync(&device).expect("sync");
     let (eager, _) = measure_synced(warmup, iters, state, step, |(_, t, rest)| (t, rest), fused_sync);
-    println!(
-        "| {batch} | eager, Fusion (Adam as ops) | {} | {} | {} | {} | {} |",
-        eager.launches,
-        ms(eager.submit),
-        ms(eager.total),
-        ratio(baseline.submit, eager.submit),
-        ratio(baseline.total, eager.total)
-    );
+    print_row(batch, "eager, Fusion (Adam as ops)", &eager, baseline);
     let inputs = [start[0].clone(), start[1].clone()];
     let capture_start = Instant::now();
     let (pipeline, _) = Pipeline::capture_fused_with_state(&device, &inputs, &start[2..], fusion_pipeline_step).expect("fused capture");
@@ -482,14 +468,7 @@ fn fusion_rows(warmup: usize, iters: usize, batch: usize, start: &[T], baseline:
     let state = pipeline.state().expect("state");
     let n = 2 * (LAYERS.len() - 1);
     let diff = (0..n).map(|k| max_difference(&state[1 + k], &replayed[3 + k])).fold(0.0f32, f32::max);
-    println!(
-        "| {batch} | replay, Fusion (Adam as ops) | {} | {} | {} | {} | {} |",
-        replay.launches,
-        ms(replay.submit),
-        ms(replay.total),
-        ratio(baseline.submit, replay.submit),
-        ratio(baseline.total, replay.total)
-    );
+    print_row(batch, "replay, Fusion (Adam as ops)", &replay, baseline);
     eprintln!(
         "batch {batch}, Fusion: capture took {} ms ({} recorded launches, {} state copies); largest difference of the \
          parameters from the unfused replays {diff:e}",
