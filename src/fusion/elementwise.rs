@@ -11,10 +11,11 @@ use burn_fusion::{FuserProperties, FuserStatus};
 use burn_ir::OperationIr;
 use cubecl::Runtime;
 
-use super::IrHandle;
+use super::{IrHandle, replayed};
 use super::block::ElementwiseBlock;
 use super::program::BlockProgram;
-use crate::launch::fused::fused_chain;
+use super::in_place::donated_outputs;
+use crate::launch::fused::fused_chain_into;
 
 /// Bindings kept free for the launch's scalar and metadata buffers.
 pub(super) const RESERVED_BINDINGS: usize = 4;
@@ -40,14 +41,16 @@ impl ElementwiseFuser {
         if self.status == FuserStatus::Closed {
             return;
         }
-        let mut block = self.block.clone();
-        match block.add(op) {
-            Some(()) if block.bindings() + RESERVED_BINDINGS <= self.max_bindings => {
-                self.block = block;
-                self.operations.push(op.clone());
-            }
-            _ => self.status = FuserStatus::Closed,
+        match self.block.add(op) {
+            Some(()) if self.block.bindings() + RESERVED_BINDINGS <= self.max_bindings => self.operations.push(op.clone()),
+            _ => self.close(),
         }
+    }
+
+    /// Closed, with the block of the operations it took (built again: see [`replayed`]).
+    fn close(&mut self) {
+        *self = replayed(Self::new(self.max_bindings), &self.operations, Self::fuse, Self::len);
+        self.status = FuserStatus::Closed;
     }
 
     /// The program of the operations fused so far.
@@ -90,10 +93,7 @@ pub struct ElementwiseOptimization {
 impl ElementwiseOptimization {
     /// The optimization of `operations` (its state), fused again.
     pub fn from_operations(max_bindings: usize, operations: &[OperationIr]) -> Self {
-        let mut fuser = ElementwiseFuser::new(max_bindings);
-        operations.iter().for_each(|op| fuser.fuse(op));
-        assert_eq!(fuser.len(), operations.len(), "ex_cubecl: fusion: a saved elementwise optimization no longer fuses");
-        fuser.finish()
+        replayed(ElementwiseFuser::new(max_bindings), operations, ElementwiseFuser::fuse, ElementwiseFuser::len).finish()
     }
 
     /// The operations it stands for.
@@ -109,7 +109,8 @@ impl ElementwiseOptimization {
         let (floats, bools) = (BlockProgram::handles(context, &p.floats), BlockProgram::handles(context, &p.bools));
         if let Some((t, _)) = p.outputs.first().or(p.bool_outputs.first()) {
             let shape = BlockProgram::global(context, t).shape;
-            let (outs, bool_outs) = fused_chain(floats, bools, shape, p.dtype, p.chain(context));
+            let into = donated_outputs(context, p, &floats, &shape);
+            let (outs, bool_outs) = fused_chain_into(floats, bools, shape, p.dtype, p.chain(context), &into);
             p.register(context, outs, bool_outs);
         }
         p.release(context);

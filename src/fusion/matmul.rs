@@ -14,7 +14,7 @@ use burn_fusion::{FuserProperties, FuserStatus};
 use burn_ir::{BaseOperationIr, FloatOperationIr, OperationIr, TensorIr, TensorStatus};
 use cubecl::Runtime;
 
-use super::IrHandle;
+use super::{IrHandle, replayed};
 use super::block::ElementwiseBlock;
 use super::elementwise::RESERVED_BINDINGS;
 use super::program::BlockProgram;
@@ -49,14 +49,16 @@ impl MatmulFuser {
         if self.status == FuserStatus::Closed {
             return;
         }
-        let mut next = self.clone();
-        match next.add(op) {
-            Some(()) if next.bindings() + RESERVED_BINDINGS <= self.max_bindings => {
-                next.operations.push(op.clone());
-                *self = next;
-            }
-            _ => self.status = FuserStatus::Closed,
+        match self.add(op) {
+            Some(()) if self.bindings() + RESERVED_BINDINGS <= self.max_bindings => self.operations.push(op.clone()),
+            _ => self.close(),
         }
+    }
+
+    /// Closed, with the product and epilogue of the operations it took (built again: see [`replayed`]).
+    fn close(&mut self) {
+        *self = replayed(Self::new(self.max_bindings), &self.operations, Self::fuse, Self::len);
+        self.status = FuserStatus::Closed;
     }
 
     fn add(&mut self, op: &OperationIr) -> Option<()> {
@@ -134,10 +136,7 @@ pub struct MatmulOptimization {
 impl MatmulOptimization {
     /// The optimization of `operations` (its state), fused again.
     pub fn from_operations(max_bindings: usize, operations: &[OperationIr]) -> Self {
-        let mut fuser = MatmulFuser::new(max_bindings);
-        operations.iter().for_each(|op| fuser.fuse(op));
-        assert_eq!(fuser.len(), operations.len(), "ex_cubecl: fusion: a saved matmul optimization no longer fuses");
-        fuser.finish()
+        replayed(MatmulFuser::new(max_bindings), operations, MatmulFuser::fuse, MatmulFuser::len).finish()
     }
 
     /// The operations it stands for.

@@ -39,6 +39,7 @@
 //! ```
 mod block;
 pub mod elementwise;
+mod in_place;
 pub mod matmul;
 pub mod pipeline;
 mod program;
@@ -46,6 +47,7 @@ pub mod reduce;
 pub mod softmax;
 
 use core::marker::PhantomData;
+use std::sync::Arc;
 
 use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{DType, DeviceOps};
@@ -158,10 +160,10 @@ where
     fn fusers(device: R::Device) -> Vec<Box<dyn OperationFuser<ExOptimization>>> {
         let max_bindings = max_bindings::<R>(&device);
         vec![
-            Box::new(ExFuser::Elementwise(ElementwiseFuser::new(max_bindings))),
-            Box::new(ExFuser::Reduce(ReduceFuser::new(max_bindings))),
-            Box::new(ExFuser::Softmax(SoftmaxFuser::new(max_bindings))),
-            Box::new(ExFuser::Matmul(MatmulFuser::new(max_bindings))),
+            Box::new(ExFuser::Elementwise(Arc::new(ElementwiseFuser::new(max_bindings)))),
+            Box::new(ExFuser::Reduce(Arc::new(ReduceFuser::new(max_bindings)))),
+            Box::new(ExFuser::Softmax(Arc::new(SoftmaxFuser::new(max_bindings)))),
+            Box::new(ExFuser::Matmul(Arc::new(MatmulFuser::new(max_bindings)))),
         ]
     }
 }
@@ -183,17 +185,19 @@ where
     }
 }
 
-/// Our fusers, one per kind of optimization.
+/// Our fusers, one per kind of optimization, each shared until it changes: the engine's
+/// search copies every fuser of a block whenever it opens, copies or merges blocks, and most
+/// of those copies are of fusers already closed, which never change again.
 #[derive(Clone, Debug)]
 pub enum ExFuser {
     /// Runs of elementwise ops.
-    Elementwise(ElementwiseFuser),
+    Elementwise(Arc<ElementwiseFuser>),
     /// A reduction along an axis with elementwise work on either side.
-    Reduce(ReduceFuser),
+    Reduce(Arc<ReduceFuser>),
     /// Burn's softmax and log-softmax decompositions.
-    Softmax(SoftmaxFuser),
+    Softmax(Arc<SoftmaxFuser>),
     /// A matrix product with elementwise work on its result.
-    Matmul(MatmulFuser),
+    Matmul(Arc<MatmulFuser>),
 }
 
 /// `$e` with `$f` bound to the fuser or optimization of any kind.
@@ -205,7 +209,10 @@ macro_rules! each {
 
 impl OperationFuser<ExOptimization> for ExFuser {
     fn fuse(&mut self, operation: &OperationIr) {
-        each!(self, f => f.fuse(operation), Elementwise, Reduce, Softmax, Matmul)
+        if self.status() == FuserStatus::Closed {
+            return;
+        }
+        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn finish(&mut self) -> ExOptimization {
@@ -218,7 +225,7 @@ impl OperationFuser<ExOptimization> for ExFuser {
     }
 
     fn reset(&mut self) {
-        each!(self, f => f.reset(), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul)
     }
 
     fn status(&self) -> FuserStatus {
@@ -236,6 +243,20 @@ impl OperationFuser<ExOptimization> for ExFuser {
     fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
         Box::new(self.clone())
     }
+}
+
+/// `fresh` after `fuse` took each of `operations`, all of which fuse (`taken` counts them).
+///
+/// Our fusers take an operation in place and close at the first that doesn't fuse; as that one
+/// may have changed their state part-way, closing builds the state again from the operations
+/// taken: once per fuser, where a copy of the state before each operation cost one per
+/// operation (the engine explores a step's operations again whenever its plan isn't cached).
+/// Saved optimizations are loaded the same way.
+fn replayed<F>(mut fresh: F, operations: &[OperationIr], fuse: fn(&mut F, &OperationIr), taken: fn(&F) -> usize) -> F {
+    operations.iter().for_each(|op| fuse(&mut fresh, op));
+    let kind = core::any::type_name::<F>().rsplit("::").next().unwrap_or("fuser");
+    assert_eq!(taken(&fresh), operations.len(), "ex_cubecl: fusion: operations that fused no longer fuse in a {kind}");
+    fresh
 }
 
 /// What our fusers found: each runs in place of the operations it stands for.

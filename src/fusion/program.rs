@@ -124,6 +124,16 @@ fn round_to(value: f64, dtype: DType) -> f64 {
     }
 }
 
+/// The registers `op` reads.
+pub(super) fn operands(op: FusedOp) -> Vec<usize> {
+    let read = std::cell::RefCell::new(Vec::new());
+    remap(op, |r| {
+        read.borrow_mut().push(r);
+        r
+    });
+    read.into_inner()
+}
+
 /// `op` with each register operand `r` replaced by `f(r)`.
 pub(super) fn remap(op: FusedOp, f: impl Fn(usize) -> usize) -> FusedOp {
     match op {

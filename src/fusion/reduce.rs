@@ -12,7 +12,7 @@ use burn_fusion::{FuserProperties, FuserStatus};
 use burn_ir::{NumericOperationIr, OperationIr, ReduceDimOpIr, TensorIr};
 use cubecl::Runtime;
 
-use super::IrHandle;
+use super::{IrHandle, replayed};
 use super::block::ElementwiseBlock;
 use super::elementwise::RESERVED_BINDINGS;
 use super::program::BlockProgram;
@@ -62,14 +62,16 @@ impl ReduceFuser {
         if self.status == FuserStatus::Closed {
             return;
         }
-        let mut next = self.clone();
-        match next.add(op) {
-            Some(()) if next.bindings() + RESERVED_BINDINGS <= self.max_bindings => {
-                next.operations.push(op.clone());
-                *self = next;
-            }
-            _ => self.status = FuserStatus::Closed,
+        match self.add(op) {
+            Some(()) if self.bindings() + RESERVED_BINDINGS <= self.max_bindings => self.operations.push(op.clone()),
+            _ => self.close(),
         }
+    }
+
+    /// Closed, with the blocks of the operations it took (built again: see [`replayed`]).
+    fn close(&mut self) {
+        *self = replayed(Self::new(self.max_bindings), &self.operations, Self::fuse, Self::len);
+        self.status = FuserStatus::Closed;
     }
 
     fn add(&mut self, op: &OperationIr) -> Option<()> {
@@ -190,10 +192,7 @@ pub struct ReduceOptimization {
 impl ReduceOptimization {
     /// The optimization of `operations` (its state), fused again.
     pub fn from_operations(max_bindings: usize, operations: &[OperationIr]) -> Self {
-        let mut fuser = ReduceFuser::new(max_bindings);
-        operations.iter().for_each(|op| fuser.fuse(op));
-        assert_eq!(fuser.len(), operations.len(), "ex_cubecl: fusion: a saved reduce optimization no longer fuses");
-        fuser.finish()
+        replayed(ReduceFuser::new(max_bindings), operations, ReduceFuser::fuse, ReduceFuser::len).finish()
     }
 
     /// The operations it stands for.

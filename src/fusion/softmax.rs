@@ -42,7 +42,7 @@ struct Matched {
 }
 
 impl Matched {
-    /// Takes `op` as the next step of the pattern.
+    /// Takes `op` as the next step of the pattern; refused, nothing changes.
     fn add(&mut self, op: &OperationIr) -> Option<()> {
         if let OperationIr::Drop(t) = op {
             self.input.as_ref()?;
@@ -134,13 +134,11 @@ impl SoftmaxFuser {
         if self.status == FuserStatus::Closed {
             return;
         }
-        let mut next = self.matched.clone();
-        match next.add(op) {
+        match self.matched.add(op) {
             Some(()) => {
                 if !self.operations.is_empty() {
                     self.rest.fuse(op);
                 }
-                self.matched = next;
                 self.operations.push(op.clone());
             }
             None => self.status = FuserStatus::Closed,

@@ -71,6 +71,27 @@ pub fn fused_chain<R: Runtime>(
     dtype: DType,
     chain: Chain,
 ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
+    fused_chain_into(floats, bools, shape, dtype, chain, &[])
+}
+
+/// [`fused_chain`] writing float output `j` over float input `into[j]` where one is given: the
+/// output is that input's tensor, each element written by the unit that read it (every unit
+/// reads its inputs before it writes). An input serves where it is contiguous from its start,
+/// of the output's shape, and not already taken by an earlier output (else the
+/// output gets a buffer of its own, as it does when the launch goes op by op or computes in
+/// f32 for bf16). The caller answers for the input's old value being dead: nothing else may
+/// read that buffer afterwards.
+///
+/// # Panics
+/// As [`fused_chain`].
+pub fn fused_chain_into<R: Runtime>(
+    floats: Vec<CubeTensor<R>>,
+    bools: Vec<CubeTensor<R>>,
+    shape: Shape,
+    dtype: DType,
+    chain: Chain,
+    into: &[Option<usize>],
+) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
     let first = floats.first().or(bools.first());
     let first = first.unwrap_or_else(|| panic!("ex_cubecl: fused: no inputs (ops {:?})", chain.ops));
     let (client, device) = (first.client.clone(), first.device.clone());
@@ -88,8 +109,13 @@ pub fn fused_chain<R: Runtime>(
         false => (floats, dtype),
     };
     let views = views(&floats, &bools, &shape);
-    let empty = |n: usize, dtype| (0..n).map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect::<Vec<_>>();
-    let (results, bool_results) = (empty(chain.outputs.len(), dtype), empty(chain.bool_outputs.len(), bool_dtype));
+    let empty = |dtype| CubeTensor::empty(&client, &device, shape.clone(), dtype);
+    let into = match round_to_bf16 {
+        true => &[],
+        false => into,
+    };
+    let results: Vec<CubeTensor<R>> = (0..chain.outputs.len()).map(|j| overwritten(&floats, &shape, into, j).unwrap_or_else(|| empty(dtype))).collect();
+    let bool_results: Vec<CubeTensor<R>> = (0..chain.bool_outputs.len()).map(|_| empty(bool_dtype)).collect();
     let narrowed = |results: Vec<CubeTensor<R>>| match round_to_bf16 {
         true => results.into_iter().map(|t| super::bf16::narrow(t, DType::BF16)).collect(),
         false => results,
@@ -175,6 +201,14 @@ pub fn fused_chain<R: Runtime>(
         }
     });
     (narrowed(results), bool_results)
+}
+
+/// The float input that output `j` is written over ([`fused_chain_into`]), if one serves.
+fn overwritten<R: Runtime>(floats: &[CubeTensor<R>], shape: &Shape, into: &[Option<usize>], j: usize) -> Option<CubeTensor<R>> {
+    let m = into.get(j).copied().flatten()?;
+    let input = floats.get(m)?;
+    let whole = input.layout.is_contiguous_from_start() && input.dims() == shape.as_slice();
+    (whole && !into[..j].contains(&Some(m))).then(|| input.clone())
 }
 
 /// Panics unless `floats` share the float `dtype`, `bools` have the chain's bool dtype, all

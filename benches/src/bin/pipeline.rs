@@ -68,8 +68,11 @@ fn adam_ops_step<B: Backend>(
 ) -> (Tensor<B, 1>, Tensor<B, 1>, Vec<Tensor<B, 2>>) {
     let t = t.add_scalar(1.0);
     let n = 2 * (LAYERS.len() - 1);
-    let params: Vec<Tensor<Autodiff<B>, 2>> = rest[..n].iter().map(|p| Tensor::from_inner(p.clone()).require_grad()).collect();
-    let (m, v) = (&rest[n..2 * n], &rest[2 * n..]);
+    // The state is consumed, each tensor by its last read: on `Fusion<Ours>` a pipeline
+    // capture then writes each new state over its old one (see `Pipeline::capture_fused_with_state`).
+    let mut rest = rest.into_iter();
+    let params: Vec<Tensor<Autodiff<B>, 2>> = rest.by_ref().take(n).map(|p| Tensor::from_inner(p).require_grad()).collect();
+    let (m, v): (Vec<Tensor<B, 2>>, Vec<Tensor<B, 2>>) = (rest.by_ref().take(n).collect(), rest.collect());
 
     let loss = forward(Tensor::from_inner(x), Tensor::from_inner(y), &params);
     let grads = loss.backward();
@@ -77,12 +80,12 @@ fn adam_ops_step<B: Backend>(
     let correction = |beta: f64| t.clone().mul_scalar(beta.ln()).exp().neg().add_scalar(1.0).unsqueeze::<2>();
     let (c1, c2) = (correction(BETA1), correction(BETA2));
     let (mut new_params, mut new_m, mut new_v) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    for (k, p) in params.iter().enumerate() {
+    for ((p, m), v) in params.into_iter().zip(m).zip(v) {
         let g = p.grad(&grads).expect("gradient");
-        let mk = m[k].clone().mul_scalar(BETA1) + g.clone().mul_scalar(1.0 - BETA1);
-        let vk = v[k].clone().mul_scalar(BETA2) + g.powi_scalar(2).mul_scalar(1.0 - BETA2);
+        let mk = m.mul_scalar(BETA1) + g.clone().mul_scalar(1.0 - BETA1);
+        let vk = v.mul_scalar(BETA2) + g.powi_scalar(2).mul_scalar(1.0 - BETA2);
         let update = (mk.clone() / c1.clone()) / (vk.clone() / c2.clone()).sqrt().add_scalar(EPS);
-        new_params.push(p.clone().inner() - update.mul_scalar(LR));
+        new_params.push(p.inner() - update.mul_scalar(LR));
         new_m.push(mk);
         new_v.push(vk);
     }
