@@ -8,11 +8,13 @@
 #   bash scripts/fusion_gpu.sh OUT bench     # the fusion rows: unfused, then both backends fused
 #   bash scripts/fusion_gpu.sh OUT digits    # the digits job without and with --fusion
 #   bash scripts/fusion_gpu.sh OUT pipeline  # training steps eager and replayed, unfused and fused
+#   bash scripts/fusion_gpu.sh OUT engine    # the fusion engine's exploration cost, ours and burn-cubecl's
 # OUT gets a log and a table per stage; the bench stage reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out="${1:?usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline}"
-stage="${2:?usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline}"
+usage="usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline|engine"
+out="${1:?$usage}"
+stage="${2:?$usage}"
 mkdir -p "$out" /tmp/ex_cubecl_gpu
 [[ -x /tmp/ex_cubecl_gpu/bench ]] || tar -C /tmp/ex_cubecl_gpu -xJf .bin/gpu.tar.xz
 cuda_lib="$(ls -d /usr/local/cuda*/lib64 2>/dev/null | head -1 || true)"
@@ -54,8 +56,11 @@ digits)
 pipeline)
     "$bin/pipeline" 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/pipeline.log"
     ;;
+engine)
+    "$bin/engine" 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/engine.log"
+    ;;
 *)
-    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits, pipeline)" >&2
+    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits, pipeline, engine)" >&2
     exit 2
     ;;
 esac

@@ -109,7 +109,7 @@ impl ElementwiseOptimization {
         let (floats, bools) = (BlockProgram::handles(context, &p.floats), BlockProgram::handles(context, &p.bools));
         if let Some((t, _)) = p.outputs.first().or(p.bool_outputs.first()) {
             let shape = BlockProgram::global(context, t).shape;
-            let into = donated_outputs(context, p, &floats, &shape);
+            let into = donated_outputs(context, p, 0, &floats, &shape);
             let (outs, bool_outs) = fused_chain_into(floats, bools, shape, p.dtype, p.chain(context), &into);
             p.register(context, outs, bool_outs);
         }

@@ -5,8 +5,9 @@
 //! one launch per state tensor, unless it was computed there. A fused elementwise block that
 //! reads a state tensor for the last time (Burn's engine marks that read `ReadWrite`: no later
 //! operation of the step reads it) writes one of its outputs over it, as the fused optimizers
-//! update donated state in place. Which output: among those computed from that state, the one
-//! computed from the fewest of the block's state inputs. An optimizer's update of a parameter
+//! update donated state in place; so does a matrix product's epilogue. Which output: among
+//! those computed from that state, the one computed from the fewest of the block's state
+//! inputs, then the earliest computed. An optimizer's update of a parameter
 //! and of each of its moments reads its own old value, so each lands over its own state and
 //! no copy is left. Where the guess is wrong, the new state is copied as before, aside first
 //! where it sits in another state's buffer (two copies where there was one): results never
@@ -26,33 +27,39 @@ use crate::runtime::buffer_id::{BufferId, MemoryKey};
 use crate::runtime::capture;
 use crate::tensor::CubeTensor;
 
-/// For each float output of `program` (over `shape`, its float inputs `floats`), the float
-/// input it is written over, if any (see the module docs): what `fused_chain_into` takes.
+/// For each float output of `program` (over `shape`), the float input of the launch it is
+/// written over, if any (see the module docs): what `fused_chain_into` and `fused_matmul`
+/// take. `floats` are the launch's float inputs, `program`'s float inputs after its first
+/// `skipped` (a product or a reduction's result, which no tensor holds yet).
 pub(super) fn donated_outputs<R: Runtime>(
     context: &Context<IrHandle<R>>,
     program: &BlockProgram,
+    skipped: usize,
     floats: &[CubeTensor<R>],
     shape: &Shape,
 ) -> Vec<Option<usize>> {
     if !capture::is_capturing() {
         return Vec::new();
     }
-    // At most 64 state inputs, each a bit of the masks below.
-    let state: Vec<usize> = (0..floats.len()).filter(|&m| donated(context, &program.floats[m], &floats[m], shape)).take(64).collect();
+    // At most 64 state inputs (launch indices), each a bit of the masks below.
+    let state: Vec<usize> =
+        (0..floats.len()).filter(|&m| donated(context, &program.floats[skipped + m], &floats[m], shape)).take(64).collect();
     if state.is_empty() {
         return Vec::new();
     }
     // For each register (inputs, then the ops' results), the state inputs it is computed from.
     let mut from: Vec<u64> = (0..program.floats.len() + program.bools.len())
-        .map(|r| state.iter().position(|&m| m == r).map_or(0, |k| 1 << k))
+        .map(|r| state.iter().position(|&m| skipped + m == r).map_or(0, |k| 1 << k))
         .collect();
     for &op in &program.ops {
         let mask = operands(op).into_iter().fold(0, |mask, r| mask | from[r]);
         from.push(mask);
     }
     let mask = |j: usize| from[program.outputs[j].1];
+    // Fewest state inputs first, then the earliest computed (a new state is an early update
+    // of the old, values derived from it come later).
     let mut order: Vec<usize> = (0..program.outputs.len()).collect();
-    order.sort_by_key(|&j| mask(j).count_ones());
+    order.sort_by_key(|&j| (mask(j).count_ones(), program.outputs[j].1));
     let (mut into, mut taken) = (vec![None; program.outputs.len()], 0u64);
     for j in order {
         let free = mask(j) & !taken;

@@ -14,6 +14,7 @@ use burn_fusion::{FuserProperties, FuserStatus};
 use burn_ir::{BaseOperationIr, FloatOperationIr, OperationIr, TensorIr, TensorStatus};
 use cubecl::Runtime;
 
+use super::in_place::donated_outputs;
 use super::{IrHandle, replayed};
 use super::block::ElementwiseBlock;
 use super::elementwise::RESERVED_BINDINGS;
@@ -152,7 +153,9 @@ impl MatmulOptimization {
         let [lhs, rhs] = [&p.lhs, &p.rhs].map(|t| BlockProgram::handles(context, std::slice::from_ref(t)).remove(0));
         if !(e.outputs.is_empty() && e.bool_outputs.is_empty()) {
             let (floats, bools) = (BlockProgram::handles(context, &e.floats[1..]), BlockProgram::handles(context, &e.bools));
-            let (outs, bool_outs) = fused_matmul("fused matmul", lhs, rhs, floats, bools, e.chain(context));
+            let shape = BlockProgram::global(context, &e.outputs.first().or(e.bool_outputs.first()).expect("an output").0).shape;
+            let into = donated_outputs(context, e, 1, &floats, &shape);
+            let (outs, bool_outs) = fused_matmul("fused matmul", lhs, rhs, floats, bools, e.chain(context), &into);
             e.register(context, outs, bool_outs);
         }
         // The operands read for the last time, then the epilogue's.

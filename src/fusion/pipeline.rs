@@ -65,7 +65,9 @@ where
     }
 
     /// [`Pipeline::capture_with_state`] for a step written on `Fusion<ExCubeclBackend<R>>`
-    /// (see [`Pipeline::capture_fused`]).
+    /// (see [`Pipeline::capture_fused`]). A fused block that reads a state tensor for the last
+    /// time writes a new state over it (see the pipeline module's docs): move each state
+    /// tensor into its last use, and the step's new state costs no copy.
     ///
     /// # Errors
     /// As [`Pipeline::capture_with_state`].

@@ -203,8 +203,9 @@ pub fn fused_chain_into<R: Runtime>(
     (narrowed(results), bool_results)
 }
 
-/// The float input that output `j` is written over ([`fused_chain_into`]), if one serves.
-fn overwritten<R: Runtime>(floats: &[CubeTensor<R>], shape: &Shape, into: &[Option<usize>], j: usize) -> Option<CubeTensor<R>> {
+/// The float input that output `j` is written over ([`fused_chain_into`]), if one serves: a
+/// clone of `floats[into[j]]`.
+pub(crate) fn overwritten<R: Runtime>(floats: &[CubeTensor<R>], shape: &Shape, into: &[Option<usize>], j: usize) -> Option<CubeTensor<R>> {
     let m = into.get(j).copied().flatten()?;
     let input = floats.get(m)?;
     let whole = input.layout.is_contiguous_from_start() && input.dims() == shape.as_slice();

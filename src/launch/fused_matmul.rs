@@ -6,7 +6,7 @@ use cubecl::prelude::InputScalar;
 use ex_cubecl_kernels::fused::FusedRead;
 use ex_cubecl_kernels::fused_matmul::fused_matmul as fused_matmul_kernel;
 
-use super::fused::{Chain, buffers, check_chain, fused_chain, program, read, read_strides, scalars, views};
+use super::fused::{Chain, buffers, check_chain, fused_chain_into, overwritten, program, read, read_strides, scalars, views};
 use super::matmul::{Kernel, Product, TiledLaunch, matmul};
 use super::{accumulator, check_same_dtype, divmods, usizes};
 use crate::runtime::{launch, storage_type};
@@ -15,7 +15,11 @@ use crate::tensor::CubeTensor;
 /// `lhs @ rhs` (as [`matmul`] takes them), then `chain` over the product's shape: register 0
 /// is the product, then `floats` (of the operands' float dtype) and `bools` (of the chain's
 /// bool dtype), each broadcast to the product's shape, then the ops' results. Gives the float
-/// and the bool outputs, each bit for bit what [`matmul`] then [`fused_chain`] give.
+/// and the bool outputs, each bit for bit what [`matmul`] then
+/// [`fused_chain`](super::fused::fused_chain) give. Float output `j` is written over
+/// `floats[into[j]]` where one is given, as
+/// [`fused_chain_into`](super::fused::fused_chain_into) does (each unit reads the epilogue's
+/// inputs at an output position, then writes there).
 ///
 /// One launch where our tiled kernel runs the product (f32 and f64 under the exact matmul
 /// precision, every float on devices without matrix units, outputs narrower than 16 rows or
@@ -23,7 +27,7 @@ use crate::tensor::CubeTensor;
 /// fused launch of the chain.
 ///
 /// # Panics
-/// As [`matmul`] and [`fused_chain`] do, naming `op`.
+/// As [`matmul`] and [`fused_chain`](super::fused::fused_chain) do, naming `op`.
 pub fn fused_matmul<R: Runtime>(
     op: &str,
     lhs: CubeTensor<R>,
@@ -31,6 +35,7 @@ pub fn fused_matmul<R: Runtime>(
     floats: Vec<CubeTensor<R>>,
     bools: Vec<CubeTensor<R>>,
     chain: Chain,
+    into: &[Option<usize>],
 ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
     check_same_dtype(op, &lhs, &rhs);
     let (dtype, client, device) = (lhs.dtype, lhs.client.clone(), lhs.device.clone());
@@ -44,7 +49,8 @@ pub fn fused_matmul<R: Runtime>(
         && shape.num_elements() > 0;
     if !one_launch {
         let product = matmul(op, lhs, rhs);
-        return fused_chain([product].into_iter().chain(floats).collect(), bools, shape, dtype, chain);
+        let into: Vec<Option<usize>> = into.iter().map(|m| m.map(|m| m + 1)).collect();
+        return fused_chain_into([product].into_iter().chain(floats).collect(), bools, shape, dtype, chain, &into);
     }
     let (lhs, rhs) = product.contiguous_rows(lhs, rhs);
     let (lhs_view, rhs_view) = product.views(&lhs, &rhs);
@@ -57,8 +63,9 @@ pub fn fused_matmul<R: Runtime>(
     let reads: Vec<FusedRead> = [FusedRead::Scalar].into_iter().chain(input_reads).collect();
     let program = program(&reads, 1 + floats.len(), &chain, false);
     let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
-    let empty = |n: usize, dtype| (0..n).map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect::<Vec<_>>();
-    let (results, bool_results) = (empty(chain.outputs.len(), dtype), empty(chain.bool_outputs.len(), bool_dtype));
+    let empty = |dtype| CubeTensor::empty(&client, &device, shape.clone(), dtype);
+    let results: Vec<CubeTensor<R>> = (0..chain.outputs.len()).map(|j| overwritten(&floats, &shape, into, j).unwrap_or_else(|| empty(dtype))).collect();
+    let bool_results: Vec<CubeTensor<R>> = (0..chain.bool_outputs.len()).map(|_| empty(bool_dtype)).collect();
     let float_type = storage_type(dtype);
     let dtypes = [float_type, accumulator(dtype), storage_type(bool_dtype)];
     let one = InputScalar::new(1.0, float_type);

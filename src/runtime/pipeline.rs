@@ -62,7 +62,14 @@
 //!   another state's new value that shares the buffer of a state updated in place
 //!   ([`PipelineError::DonatedStateAliased`]); other reads of the old value go unseen. A
 //!   state also can't be "none yet": a fused update given state reads it (SGD's first
-//!   velocity with dampening differs from Burn's, which starts from the gradient).
+//!   velocity with dampening differs from Burn's, which starts from the gradient). Over the
+//!   fused backend ([`Pipeline::capture_fused_with_state`]) a fused block (elementwise, or a
+//!   matrix product's epilogue) that reads a state tensor for the last time writes one of its
+//!   outputs over it: a step that moves each state tensor into its last read (Burn's engine
+//!   then knows nothing reads it later) updates its state with no copy. That needs nothing
+//!   of the closure: a buffer another live tensor shares (a view of the old state) is never
+//!   written over, and where the output written over a state is not that state's new value,
+//!   the new value is copied as above.
 //! - Random ops draw their key when their kernel launches, so **every replay draws fresh
 //!   random numbers** (dropout masks change from step to step, as in eager training), and
 //!   after the same `Backend::seed` a replay repeats the numbers of an eager run.

@@ -164,18 +164,30 @@ fn a_refused_allocation_fails_only_its_reader() {
     suite.finish();
 }
 
-/// An Adam-like update on `B` (no autodiff): input the gradient `[4, 6]`, state w, m, v (each
-/// `[4, 6]`); gives w' * 2 and, where `keep_view`, a view of the old w, and the new state in
-/// the order `order` picks from (w', m', v').
-fn moments_step<B: Backend>(g: Tensor<B, 2>, state: Vec<Tensor<B, 2>>, order: [usize; 3], keep_view: bool) -> (Vec<Tensor<B, 2>>, Vec<Tensor<B, 2>>) {
+/// How [`moments_step`] runs.
+#[derive(Clone, Copy, Debug)]
+struct Moments {
+    /// The new state in the order this picks from (w', m', v').
+    order: [usize; 3],
+    /// Whether a view of the old w is an output.
+    keep_view: bool,
+    /// Whether the gradient is the product `g @ h` (the moments then in its epilogue).
+    product: bool,
+}
+
+/// An Adam-like update on `B` (no autodiff): inputs the gradient g `[4, 6]` and h `[6, 6]`,
+/// state w, m, v (each `[4, 6]`); gives w' * 2 (and a view of the old w), and the new state.
+fn moments_step<B: Backend>(inputs: [Tensor<B, 2>; 2], state: Vec<Tensor<B, 2>>, how: Moments) -> (Vec<Tensor<B, 2>>, Vec<Tensor<B, 2>>) {
+    let [g, h] = inputs;
+    let g = if how.product { g.matmul(h) } else { g };
     let [w, m, v] = <[Tensor<B, 2>; 3]>::try_from(state).ok().unwrap();
-    let kept = keep_view.then(|| w.clone().reshape([6, 4]).reshape([4, 6]));
+    let kept = how.keep_view.then(|| w.clone().reshape([6, 4]).reshape([4, 6]));
     let m = m * 0.9 + g.clone() * 0.1;
     let v = v * 0.99 + g.clone() * g * 0.01;
     let w = w - m.clone() / (v.clone().sqrt() + 1e-3) * 0.05;
     let new = [w.clone(), m, v];
     let outputs = [vec![w * 2.0], kept.into_iter().collect()].concat();
-    (outputs, order.iter().map(|&k| new[k].clone()).collect())
+    (outputs, how.order.iter().map(|&k| new[k].clone()).collect())
 }
 
 #[test]
@@ -186,29 +198,37 @@ fn fused_captures_write_new_state_over_the_old() {
     let _turn = serial();
     let mut suite = Suite::new("fusion pipelines: state written in place");
     let mut rng = Rng::new(41);
-    let g = float_data(&mut rng, &[4, 6], DType::F32, -1.0, 1.0);
+    let inputs = [float_data(&mut rng, &[4, 6], DType::F32, -1.0, 1.0), float_data(&mut rng, &[6, 6], DType::F32, -0.5, 0.5)];
     let state: Vec<TensorData> = (0..3).map(|k| float_data(&mut rng, &[4, 6], DType::F32, k as f64 * 0.5, 1.0)).collect();
     let on = |ts: &[TensorData]| -> Vec<CubeTensor<Rt>> { ts.iter().map(|t| Ex::float_from_data(t.clone(), &dev::<Ex>())).collect() };
     let to_tensor = |t| Tensor::<Fused, 2>::from_primitive(TensorPrimitive::Float(t));
     let to_primitives = |ts: Vec<Tensor<Fused, 2>>| ts.into_iter().map(|t| t.into_primitive().tensor()).collect::<Vec<_>>();
-    // (new state order, keep a view of the old w, state copies at most): in place, none; the
-    // new state permuted, each copied aside and then in (the guess is wrong for all three);
-    // the old w's view alive, w' alone copied.
-    for (order, keep_view, most_copies) in [([0, 1, 2], false, 0), ([1, 2, 0], false, 6), ([0, 1, 2], true, 1)] {
-        let case = format!("new state {order:?}{}", if keep_view { ", a view of the old w kept" } else { "" });
-        let captured = Pipeline::capture_fused_with_state(&dev::<Ex>(), &on(std::slice::from_ref(&g)), &on(&state), |ins, st| {
-            let g = to_tensor(ins[0].clone());
-            let (outputs, new_state) = moments_step(g, st.into_iter().map(to_tensor).collect(), order, keep_view);
+    // (how, state copies at most): in place, none; the new state permuted, each copied aside
+    // and then in (the guess is wrong for all three); the old w's view alive, w' alone copied;
+    // the moments in a product's epilogue, none.
+    let (direct, view, product) = ([0, 1, 2], false, false);
+    let cases = [
+        (Moments { order: direct, keep_view: view, product }, 0),
+        (Moments { order: [1, 2, 0], keep_view: view, product }, 6),
+        (Moments { order: direct, keep_view: true, product }, 1),
+        (Moments { order: direct, keep_view: view, product: true }, 0),
+    ];
+    for (how, most_copies) in cases {
+        let case = format!("{how:?}");
+        let captured = Pipeline::capture_fused_with_state(&dev::<Ex>(), &on(&inputs), &on(&state), |ins, st| {
+            let ins = <[_; 2]>::try_from(ins).ok().unwrap().map(to_tensor);
+            let (outputs, new_state) = moments_step(ins, st.into_iter().map(to_tensor).collect(), how);
             (to_primitives(outputs), to_primitives(new_state))
         });
         let (pipeline, first) = captured.unwrap_or_else(|e| panic!("{case}: the fused capture failed: {e}"));
         let mut ours = vec![first];
-        ours.extend((0..2).map(|_| pipeline.run(&on(std::slice::from_ref(&g))).unwrap()));
+        ours.extend((0..2).map(|_| pipeline.run(&on(&inputs)).unwrap()));
         // The same three steps eager on the fused backend, the new state fed back as the state.
         let d = dev::<Fused>();
         let mut eager_state: Vec<Tensor<Fused, 2>> = state.iter().map(|t| Tensor::from_data(t.clone(), &d)).collect();
         for (step, ours) in ours.iter().enumerate() {
-            let (outputs, next) = moments_step(Tensor::from_data(g.clone(), &d), eager_state, order, keep_view);
+            let eager_inputs = inputs.clone().map(|t| Tensor::from_data(t, &d));
+            let (outputs, next) = moments_step(eager_inputs, eager_state, how);
             for (k, (ours, theirs)) in ours.iter().zip(outputs).enumerate() {
                 let label = format!("{case}: step {step}, output {k} as eager fused execution");
                 suite.check(label, Tol::EXACT, (Ok(rf::<Ex>(ours.clone())), theirs.into_data()));
