@@ -9,10 +9,11 @@
 #   bash scripts/fusion_gpu.sh OUT digits    # the digits job without and with --fusion
 #   bash scripts/fusion_gpu.sh OUT pipeline  # training steps eager and replayed, unfused and fused
 #   bash scripts/fusion_gpu.sh OUT engine    # the fusion engine's exploration cost, ours and burn-cubecl's
+#   bash scripts/fusion_gpu.sh OUT profile   # Nsight Compute on the add and the five-op chain, both backends fused
 # OUT gets a log and a table per stage; the bench stage reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline|engine"
+usage="usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline|engine|profile"
 out="${1:?$usage}"
 stage="${2:?$usage}"
 mkdir -p "$out" /tmp/ex_cubecl_gpu
@@ -59,8 +60,18 @@ pipeline)
 engine)
     "$bin/engine" 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/engine.log"
     ;;
+profile)
+    # The kernels' own times and limits, apart from the host work the bench's clock includes;
+    # the generated CUDA source of every kernel goes to cubecl.log.
+    ncu="$(ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1 || command -v ncu)"
+    CUBECL_DEBUG_LOG="$out/cubecl.log" "$ncu" --clock-control none -k 'regex:fused|binary_float_vec|elemwise|kernel_binop' \
+        --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats \
+        "$bin/bench" --size full --fusion --iters 2 --warmup 1 --filter "add f32 2^26|5 elementwise ops f32 (add" \
+        >"$out/ncu.log" 2>&1 || true
+    grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Executed Instructions  |Issue Slots Busy|Grid Size|Block Size' "$out/ncu.log" | head -150
+    ;;
 *)
-    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits, pipeline, engine)" >&2
+    echo "fusion_gpu.sh: unknown stage $stage (tests, torch, bench, digits, pipeline, engine, profile)" >&2
     exit 2
     ;;
 esac
