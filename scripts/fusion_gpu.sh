@@ -2,10 +2,13 @@
 # Runs on the GPU machine (no Rust toolchain there): the fusion measurements of one session,
 # from the bundle .bin/gpu.tar.xz (bench, pipeline and digits in release, the conformance tests
 # fusion, fused and matmul in debug, all built here with `--features cuda`; see the README's
-# "Kernel fusion"). Stages, each well under ten minutes:
-#   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused,matmul}.rs on CUDA
-#   bash scripts/fusion_gpu.sh OUT torch     # PyTorch's rows (eager and torch.compile)
+# "Kernel fusion"). Stages, with the time each took on an H200 (2026-11-27): a device call
+# ends after ten minutes, so give each of the long ones a call of its own.
+#   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused,matmul}.rs on CUDA (8 min)
+#   bash scripts/fusion_gpu.sh OUT torch     # PyTorch's rows, eager and torch.compile (1 min)
 #   bash scripts/fusion_gpu.sh OUT bench     # the fusion rows: unfused, then both backends fused
+#   bash scripts/fusion_gpu.sh OUT bench unfused|fusion  # one of the two (7 and 5 min: most of
+#                                            # it burn-cubecl's autotuning and the CPU column)
 #   bash scripts/fusion_gpu.sh OUT digits    # the digits job without and with --fusion
 #   bash scripts/fusion_gpu.sh OUT pipeline  # training steps eager and replayed, unfused and fused
 #   bash scripts/fusion_gpu.sh OUT engine    # the fusion engine's exploration cost, ours and burn-cubecl's
@@ -13,7 +16,7 @@
 # OUT gets a log and a table per stage; the bench stage reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: fusion_gpu.sh OUT tests|torch|bench|digits|pipeline|engine|profile"
+usage="usage: fusion_gpu.sh OUT tests|torch|bench [unfused|fusion]|digits|pipeline|engine|profile"
 out="${1:?$usage}"
 stage="${2:?$usage}"
 mkdir -p "$out" /tmp/ex_cubecl_gpu
@@ -38,7 +41,7 @@ torch)
 bench)
     torch=()
     [[ -f $out/torch.json ]] && torch=(--torch "$out/torch.json")
-    for mode in unfused fusion; do
+    for mode in ${3:-unfused fusion}; do
         flag=()
         [[ $mode == fusion ]] && flag=(--fusion)
         "$bin/bench" --size full --gpu "$gpu" --date "$(date -u +%Y-%m-%d)" --filter "$cases" \

@@ -77,10 +77,10 @@ pub fn fused_chain<R: Runtime>(
 /// [`fused_chain`] writing float output `j` over float input `into[j]` where one is given: the
 /// output is that input's tensor, each element written by the unit that read it (every unit
 /// reads its inputs before it writes). An input serves where it is contiguous from its start,
-/// of the output's shape, and not already taken by an earlier output (else the
-/// output gets a buffer of its own, as it does when the launch goes op by op or computes in
-/// f32 for bf16). The caller answers for the input's old value being dead: nothing else may
-/// read that buffer afterwards.
+/// of the output's shape, and not already taken by an earlier output; else the output gets a
+/// buffer of its own, as it does when the launch goes op by op or computes in f32 for bf16.
+/// The caller answers for the input's old value being dead: nothing else may read that
+/// buffer afterwards.
 ///
 /// # Panics
 /// As [`fused_chain`].
