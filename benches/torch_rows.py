@@ -46,9 +46,9 @@ def shape(dims):
     return "[" + ", ".join(map(str, dims)) + "]"
 
 
-def conv_size(x, c_out):
+def conv_size(x, c_out, k=3):
     b, c, h, w = x
-    return f"[{b},{c},{h},{w}]x[{c_out},{c},3,3]"
+    return f"[{b},{c},{h},{w}]x[{c_out},{c},{k},{k}]"
 
 
 class Inputs:
@@ -223,8 +223,11 @@ def matmul(full):
 def module(full):
     if full:
         x, c_out, back_x, back_c_out, pool, attn = [64, 64, 56, 56], 64, [64, 64, 56, 56], 64, [64, 64, 112, 112], [4, 16, 1024, 64]
+        # (x, c_out, k, stride), as the Rust cases: a 1x1, a strided 3x3, a ResNet-like 3x3.
+        shapes = [([32, 256, 56, 56], 64, 1, 1), ([64, 64, 56, 56], 128, 3, 2), ([32, 256, 14, 14], 256, 3, 1)]
     else:
         x, c_out, back_x, back_c_out, pool, attn = [2, 8, 16, 16], 8, [32, 8, 8, 8], 16, [2, 4, 32, 32], [1, 2, 64, 32]
+        shapes = [([2, 16, 8, 8], 8, 1, 1), ([2, 8, 16, 16], 16, 3, 2), ([2, 16, 8, 8], 16, 3, 1)]
     dtypes = {"f32": torch.float32, "f16": torch.float16}
 
     def conv(dtype):
@@ -234,6 +237,17 @@ def module(full):
             return lambda: F.conv2d(inp, w, None, stride=1, padding=1)
 
         return (f"conv2d {dtype} 3x3", conv_size(x, c_out), make)
+
+    def shaped(shape, dtype):
+        sx, sc_out, k, stride = shape
+
+        def make(t):
+            inp = t.uniform(sx, 1, dtypes[dtype])
+            w = t.uniform([sc_out, sx[1], k, k], 2, dtypes[dtype])
+            return lambda: F.conv2d(inp, w, None, stride=stride, padding=k // 2)
+
+        name = f"conv2d {dtype} {k}x{k}" + (f"/{stride}" if stride > 1 else "")
+        return (name, conv_size(sx, sc_out, k), make)
 
     def backward(dtype, weight):
         def make(t):
@@ -270,7 +284,7 @@ def module(full):
         attention("f32", False),
         attention("f16", False),
         attention("f32", True),
-    ]
+    ] + [shaped(shape, dtype) for shape in shapes for dtype in ("f32", "f16")]
 
 
 def train(full):

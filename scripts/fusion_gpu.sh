@@ -27,8 +27,8 @@ gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
 bin=/tmp/ex_cubecl_gpu
 # The rows issue 28 asks for: one add, the five-op chain, softmax, layer norm and GELU written
 # as ops, a linear layer with its activation, the MLP step at batch 64 and 1024, the small
-# CNN step at batch 64.
-cases="add f32 2^26|5 elementwise ops f32 (add|softmax|layer norm|gelu|linear + relu|MLP train step f32 (784-256-128-10, Adam)|CNN train step f32 (28x28, conv 8-16, pool, linear, Adam)"
+# CNN step at batch 64; and a 16-element add + sync, the engine's cost per synced run.
+cases="add f32 2^26|tiny add|5 elementwise ops f32 (add|softmax|layer norm|gelu|linear + relu|MLP train step f32 (784-256-128-10, Adam)|CNN train step f32 (28x28, conv 8-16, pool, linear, Adam)"
 case "$stage" in
 tests)
     for t in fusion_test fused_test matmul_test; do

@@ -1,6 +1,7 @@
-//! Module ops: conv2d (f32 on TF32 units by default, f16) and its two backward passes,
-//! max_pool2d and attention (f32 and f16), plus, with `--tune`, ours with other tensor-core tilings of the convolution and in
-//! exact f32.
+//! Module ops: conv2d (f32 on TF32 units by default, f16; a 3x3 with its two backward passes,
+//! and the forward of a 1x1, a strided 3x3 and a ResNet-like 3x3), max_pool2d and attention
+//! (f32 and f16), plus, with `--tune`, ours with other tensor-core tilings of the convolution
+//! and in exact f32.
 use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
 use burn_backend::{Backend, DType, TensorPrimitive};
 use burn_tensor::Tensor;
@@ -44,12 +45,24 @@ impl Variant {
     }
 }
 
-/// `conv2d(x [b, c, h, w], weight [c_out, c, 3, 3])`, stride 1, padding 1.
+/// `conv2d(x [b, c, h, w], weight [c_out, c, k, k])`, padding `k / 2`.
 pub struct Conv2d {
     x: [usize; 4],
     c_out: usize,
+    /// The kernel's side and the stride.
+    k: usize,
+    stride: usize,
     dtype: DType,
     variant: Variant,
+}
+
+impl Conv2d {
+    /// The output's height and width.
+    fn out_hw(&self) -> (usize, usize) {
+        let [_, _, h, w] = self.x;
+        let out = |d: usize| (d + 2 * (self.k / 2) - self.k) / self.stride + 1;
+        (out(h), out(w))
+    }
 }
 
 /// The gradient of `conv2d(x [b, c, h, w], weight [c_out, c, 3, 3])` (stride 1, padding 1)
@@ -81,8 +94,15 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         Size::Small => ([2, 8, 16, 16], 8, [32, 8, 8, 8], 16, [2, 4, 32, 32], [1, 2, 64, 32]),
         Size::Full => ([64, 64, 56, 56], 64, [64, 64, 56, 56], 64, [64, 64, 112, 112], [4, 16, 1024, 64]),
     };
+    // Other convolution shapes, `(x, c_out, k, stride)`: a ResNet bottleneck's 1x1 reduction, a
+    // strided 3x3 that halves the image, and a ResNet stage-3 3x3.
+    let shapes = match size {
+        Size::Small => [([2, 16, 8, 8], 8, 1, 1), ([2, 8, 16, 16], 16, 3, 2), ([2, 16, 8, 8], 16, 3, 1)],
+        Size::Full => [([32, 256, 56, 56], 64, 1, 1), ([64, 64, 56, 56], 128, 3, 2), ([32, 256, 14, 14], 256, 3, 1)],
+    };
     let back = |dtype, weight| Box::new(ConvBackward { x: back_x, c_out: back_c_out, dtype, weight });
-    let conv = |dtype, variant| Box::new(Conv2d { x, c_out, dtype, variant });
+    let conv = |dtype, variant| Box::new(Conv2d { x, c_out, k: 3, stride: 1, dtype, variant });
+    let shaped = |(x, c_out, k, stride), dtype| Box::new(Conv2d { x, c_out, k, stride, dtype, variant: Variant::Default });
     let att = |dtype, causal, variant| Box::new(Attention { shape: attn, dtype, causal, variant });
     let mut out: Vec<Box<dyn DynCase>> = vec![
         conv(DType::F32, Variant::Default),
@@ -96,6 +116,10 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         att(DType::F16, false, Variant::Default),
         att(DType::F32, true, Variant::Default),
     ];
+    for shape in shapes {
+        out.push(shaped(shape, DType::F32));
+        out.push(shaped(shape, DType::F16));
+    }
     if tune {
         out.push(conv(DType::F32, Variant::Exact));
         out.push(att(DType::F32, false, Variant::Exact));
@@ -136,17 +160,19 @@ fn with_precision<T>(exact: bool, f: impl FnOnce() -> T) -> T {
 
 impl Case for Conv2d {
     fn name(&self) -> String {
-        format!("conv2d {:?} 3x3{}", self.dtype, self.variant.label()).to_lowercase()
+        let stride = if self.stride > 1 { format!("/{}", self.stride) } else { String::new() };
+        format!("conv2d {:?} {k}x{k}{stride}{}", self.dtype, self.variant.label(), k = self.k).to_lowercase()
     }
 
     fn size(&self) -> String {
         let [b, c, h, w] = self.x;
-        format!("[{b},{c},{h},{w}]x[{},{c},3,3]", self.c_out)
+        format!("[{b},{c},{h},{w}]x[{},{c},{k},{k}]", self.c_out, k = self.k)
     }
 
     fn work(&self) -> Work {
-        let [b, c, h, w] = self.x;
-        Work::Flops(2.0 * (b * self.c_out * h * w * c * 9) as f64, precision(self.dtype, self.variant))
+        let [b, c, ..] = self.x;
+        let (oh, ow) = self.out_hw();
+        Work::Flops(2.0 * (b * self.c_out * oh * ow * c * self.k * self.k) as f64, precision(self.dtype, self.variant))
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
@@ -155,8 +181,9 @@ impl Case for Conv2d {
         }
         let [_, c, ..] = self.x;
         let x = uniform::<B, 4>(self.x, 1, device).cast(self.dtype);
-        let w = uniform::<B, 4>([self.c_out, c, 3, 3], 2, device).cast(self.dtype);
-        let options = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        let w = uniform::<B, 4>([self.c_out, c, self.k, self.k], 2, device).cast(self.dtype);
+        let (stride, pad) = (self.stride, self.k / 2);
+        let options = ConvOptions::new([stride, stride], [pad, pad], [1, 1], 1);
         Some(match self.variant {
             // Planes per cube are an attention setting: the convolution runs as by default.
             Variant::Default | Variant::Exact | Variant::Warps(_) => {
