@@ -3,7 +3,7 @@ use cubecl::Runtime;
 use ex_cubecl_kernels::cumulative::{ScanOp, cumulative as scan_kernel};
 
 use super::check_dim;
-use crate::runtime::{Geometry, launch};
+use crate::runtime::{Geometry, OpName, launch};
 use crate::tensor::CubeTensor;
 
 /// The running `op` along `dim`.
@@ -11,7 +11,7 @@ pub fn cumulative<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ScanOp) -> 
     if tensor.bf16_bits() {
         return super::bf16::map(tensor, |t| cumulative(t, dim, op));
     }
-    let name = format!("cumulative {op:?}");
+    let name = OpName("cumulative", &op);
     check_dim(&name, &tensor, dim);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let len = tensor.dims()[dim];

@@ -1,4 +1,6 @@
 //! Elementwise unary, binary and comparison launches.
+use std::fmt::Display;
+
 use burn_backend::{BoolStore, DType, Scalar};
 use cubecl::Runtime;
 use cubecl::prelude::{ComputeClient, InputScalar};
@@ -9,7 +11,7 @@ use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_floa
 use super::bf16;
 use super::views::Views;
 use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg};
-use crate::runtime::{Geometry, Layout, launch, storage_type};
+use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// The right operand of a binary op.
@@ -28,7 +30,7 @@ impl<R: Runtime> Rhs<R> {
 
     /// The operand with a bf16 tensor held as bits widened to f32, after checking that it has
     /// `lhs`'s dtype (widening would hide a mismatch).
-    fn widen(self, name: &str, lhs: &CubeTensor<R>) -> Self {
+    fn widen(self, name: impl Display, lhs: &CubeTensor<R>) -> Self {
         match self {
             Rhs::Tensor(t) => {
                 check_same_dtype(name, lhs, &t);
@@ -49,13 +51,13 @@ pub(crate) fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DTy
         .unwrap_or(1)
 }
 
-fn check_float<R: Runtime>(op: &str, t: &CubeTensor<R>) {
+fn check_float<R: Runtime>(op: impl Display, t: &CubeTensor<R>) {
     if !t.dtype.is_float() {
         panic!("ex_cubecl: {op}: expected a float tensor, got {:?} with shape {:?}", t.dtype, t.dims());
     }
 }
 
-fn check_int<R: Runtime>(op: &str, t: &CubeTensor<R>) {
+fn check_int<R: Runtime>(op: impl Display, t: &CubeTensor<R>) {
     if !(t.dtype.is_int() || t.dtype.is_uint() || t.dtype.is_bool()) {
         panic!("ex_cubecl: {op}: expected an int tensor, got {:?} with shape {:?}", t.dtype, t.dims());
     }
@@ -66,7 +68,7 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
     if tensor.bf16_bits() {
         return bf16::map(tensor, |t| unary_float_op(t, op, a, b));
     }
-    let name = format!("float {op:?}");
+    let name = OpName("float", &op);
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     // f16 and bf16 compute in f32 (see the kernel); the parameters are of the compute type.
@@ -120,7 +122,7 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
 
 /// `op(tensor)` for an int (or bool-storage) tensor; `a` and `b` are the op's parameters.
 pub fn unary_int_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryIntOp, a: Scalar, b: Scalar) -> CubeTensor<R> {
-    let name = format!("int {op:?}");
+    let name = OpName("int", &op);
     check_int(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
     let (a, b) = (scalar_arg(&name, a, tensor.dtype), scalar_arg(&name, b, tensor.dtype));
@@ -167,7 +169,7 @@ fn binary_views(lhs: &Layout, rhs: &Layout, layout: BinaryLayout) -> Views {
     Views::new(&lhs.shape, &[&lhs.strides, &rhs.strides], layout.lhs_linear && layout.rhs_linear)
 }
 
-fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DType) -> BinaryPlan<R> {
+fn plan<R: Runtime>(name: impl Display + Copy, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DType) -> BinaryPlan<R> {
     match rhs {
         Rhs::Tensor(rhs) => {
             check_same_dtype(name, lhs, &rhs);
@@ -206,7 +208,7 @@ fn plan<R: Runtime>(name: &str, lhs: &CubeTensor<R>, rhs: Rhs<R>, out_dtype: DTy
 
 /// `op(lhs, rhs)` for float tensors, broadcasting.
 pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
-    let name = format!("float {op:?}");
+    let name = OpName("float", &op);
     if lhs.bf16_bits() || rhs.bf16_bits() {
         let rhs = rhs.widen(&name, &lhs);
         return bf16::map(lhs, |lhs| binary_float_op(lhs, rhs, op));
@@ -260,7 +262,7 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
 
 /// `op(lhs, rhs)` for int (or bool-storage) tensors, broadcasting.
 pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntOp) -> CubeTensor<R> {
-    let name = format!("int {op:?}");
+    let name = OpName("int", &op);
     check_int(&name, &lhs);
     let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, lhs.dtype);
     let o = out.clone();
@@ -291,7 +293,7 @@ pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntO
 
 /// `lhs op rhs` as a bool tensor stored as `store`.
 pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store: BoolStore) -> CubeTensor<R> {
-    let name = format!("compare {op:?}");
+    let name = OpName("compare", &op);
     if lhs.bf16_bits() || rhs.bf16_bits() {
         let rhs = rhs.widen(&name, &lhs);
         return compare(bf16::widen(lhs), rhs, op, store);
@@ -328,7 +330,7 @@ pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: Bool
     if tensor.bf16_bits() {
         return predicate(bf16::widen(tensor), op, store);
     }
-    let name = format!("float {op:?}");
+    let name = OpName("float", &op);
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::Bool(store));
     let o = out.clone();

@@ -15,7 +15,7 @@ use super::elementwise::{Rhs, binary_float_op, compare, predicate, unary_float_o
 use super::mask::mask_where;
 use super::view::expand;
 use super::{accumulator_dtype, divmods, usizes};
-use crate::runtime::{Geometry, Layout, coalesce, launch, storage_type};
+use crate::runtime::{Geometry, Layout, OpName, coalesce, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// The outputs of `ops` run elementwise over `shape`: output `j` is register `outputs[j]`,
@@ -128,7 +128,7 @@ pub fn fused_chain_into<R: Runtime>(
     let (dims, strides) = read_strides(&shape, &views, &reads);
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
     let float_count = floats.len();
-    let name = format!("fused {:?}", chain.ops);
+    let name = OpName("fused", &chain.ops);
     let (float_type, compute_type) = (storage_type(dtype), storage_type(accumulator_dtype(dtype)));
     let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
     let (scalar_values, param_values) = (chain.scalars.clone(), chain.params.clone());

@@ -9,7 +9,7 @@ use ex_cubecl_kernels::fused_matmul::fused_matmul as fused_matmul_kernel;
 use super::fused::{Chain, buffers, check_chain, fused_chain_into, overwritten, program, read, read_strides, scalars, views};
 use super::matmul::{Kernel, Product, TiledLaunch, matmul};
 use super::{accumulator, check_same_dtype, divmods, usizes};
-use crate::runtime::{launch, storage_type};
+use crate::runtime::{OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// `lhs @ rhs` (as [`matmul`] takes them), then `chain` over the product's shape: register 0
@@ -69,7 +69,7 @@ pub fn fused_matmul<R: Runtime>(
     let float_type = storage_type(dtype);
     let dtypes = [float_type, accumulator(dtype), storage_type(bool_dtype)];
     let one = InputScalar::new(1.0, float_type);
-    let name = format!("{op} {:?}", chain.ops);
+    let name = OpName(op, &chain.ops);
     let (outs, bool_outs) = (results.clone(), bool_results.clone());
     launch(&client, &name, t.geometry(), move |client, count, dim| {
         // SAFETY: as `matmul_tiled`'s launch for the product; the epilogue runs at output

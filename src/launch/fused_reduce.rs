@@ -1,6 +1,8 @@
 //! Fused reductions (`ex_cubecl_kernels::fused_reduce`): a fused program over the input
 //! shape, the reduction of one of its values along an axis, and a fused program over the
 //! reduced shape, in one launch.
+use std::sync::Arc;
+
 use burn_backend::{BoolStore, DType, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::{CubeDim, InputScalar};
@@ -11,7 +13,7 @@ pub use ex_cubecl_kernels::reduce::ReduceOp;
 use super::fused::{Chain, FusedOp, buffers, fused_chain, read, scalars, views};
 use super::reduce::{CUBE_SIZE, Strategy, reduce_dim};
 use super::{accumulator_dtype, divmods, usizes};
-use crate::runtime::{Geometry, Layout, launch, storage_type};
+use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// A fused reduction as the host gives it. The read program's registers are the read inputs
@@ -130,7 +132,10 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
         },
         cube_size,
     };
-    let name = format!("fused reduce {:?} {:?} | {:?}", program.op, program.read.ops, program.write.ops);
+    // Shared with the launch, which may be recorded: the name borrows it, formatting nothing.
+    let program = Arc::new(program);
+    let ops = (program.op, &program.read.ops, &program.write.ops);
+    let name = OpName("fused reduce", &ops);
     let (float_type, compute_type) = (storage_type(compute), storage_type(accumulator_dtype(compute)));
     let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
     let (scalar_values, param_values) = (chain.read.scalars, chain.read.params);
@@ -139,7 +144,7 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
         Some(size) => Geometry::Cubes { count, dim: CubeDim::new_1d(size as u32) },
         None => Geometry::Units(count),
     };
-    let written = outs.clone();
+    let (written, kernel) = (outs.clone(), program.clone());
     launch(&client, &name, geometry, move |client, cubes, dim| {
         let [read_outs, read_bool_outs, write_outs, write_bool_outs] = &written;
         // SAFETY: units (or cubes) past `count` leave first; every read lies inside its
@@ -167,7 +172,7 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
                 scalars::<R>(&param_values, compute_type),
                 one,
                 one,
-                program.clone(),
+                (*kernel).clone(),
                 dtypes,
             )
         }

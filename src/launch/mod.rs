@@ -33,6 +33,8 @@ pub mod sort;
 pub mod view;
 mod views;
 
+use std::fmt::Display;
+
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::{InputScalar, SequenceArg};
@@ -42,7 +44,7 @@ use crate::runtime::storage_type;
 use crate::tensor::CubeTensor;
 
 /// A scalar kernel argument of `dtype`.
-pub(crate) fn scalar_arg(op: &str, value: Scalar, dtype: DType) -> InputScalar {
+pub(crate) fn scalar_arg(op: impl Display, value: Scalar, dtype: DType) -> InputScalar {
     if (dtype.is_uint() || dtype.is_bool()) && value.elem::<f64>() < 0.0 {
         panic!("ex_cubecl: {op}: scalar {value:?} is negative but the tensor's dtype is {dtype:?}");
     }
@@ -70,7 +72,7 @@ pub(crate) fn usizes<R: Runtime>(values: &[usize]) -> SequenceArg<R, usize> {
 }
 
 /// Panics unless both tensors have the same dtype.
-pub(crate) fn check_same_dtype<R: Runtime>(op: &str, a: &CubeTensor<R>, b: &CubeTensor<R>) {
+pub(crate) fn check_same_dtype<R: Runtime>(op: impl Display, a: &CubeTensor<R>, b: &CubeTensor<R>) {
     if a.dtype != b.dtype {
         panic!(
             "ex_cubecl: {op}: dtypes differ: {:?} with shape {:?} and {:?} with shape {:?}",
@@ -83,7 +85,7 @@ pub(crate) fn check_same_dtype<R: Runtime>(op: &str, a: &CubeTensor<R>, b: &Cube
 }
 
 /// Panics unless `dim` is a dimension of `t`.
-pub(crate) fn check_dim<R: Runtime>(op: &str, t: &CubeTensor<R>, dim: usize) {
+pub(crate) fn check_dim<R: Runtime>(op: impl Display, t: &CubeTensor<R>, dim: usize) {
     if dim >= t.layout.rank() {
         panic!(
             "ex_cubecl: {op}: dimension {dim} is out of range for shape {:?} ({:?})",
@@ -109,7 +111,7 @@ pub(crate) fn broadcast_dims(x: &[usize], y: &[usize]) -> Option<Vec<usize>> {
 }
 
 /// The broadcast shape of two operands, or a panic naming both.
-pub(crate) fn broadcast_shape<R: Runtime>(op: &str, a: &CubeTensor<R>, b: &CubeTensor<R>) -> Shape {
+pub(crate) fn broadcast_shape<R: Runtime>(op: impl Display, a: &CubeTensor<R>, b: &CubeTensor<R>) -> Shape {
     match broadcast_dims(a.dims(), b.dims()) {
         Some(dims) => Shape::from(dims),
         None => panic!(

@@ -1,4 +1,6 @@
 //! Reductions along a dimension and over the whole tensor.
+use std::fmt::Display;
+
 use burn_backend::{DType, Shape};
 use cubecl::prelude::CubeDim;
 use cubecl::Runtime;
@@ -7,7 +9,7 @@ use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit, redu
 use super::views::Views;
 use super::{accumulator_dtype, check_dim};
 use super::copy::into_contiguous;
-use crate::runtime::{Geometry, launch, storage_type};
+use crate::runtime::{Geometry, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// Units per cube when one cube reduces one line.
@@ -49,7 +51,7 @@ fn launch_reduce<R: Runtime>(
         let (values, indices) = launch_reduce(super::bf16::widen(tensor), dim, op, wide, index_dtype);
         return (super::bf16::narrow(values, out_dtype), indices);
     }
-    let name = format!("reduce {op:?}");
+    let name = OpName("reduce", &op);
     check_dim(&name, &tensor, dim);
     let mut shape = tensor.dims().to_vec();
     let len = shape[dim];
@@ -163,7 +165,7 @@ pub fn reduce_all<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, out_dtype: DT
 /// many elements overflow long before their means do), and one unit per line merges its partials.
 #[allow(clippy::too_many_arguments)]
 fn launch_split<R: Runtime>(
-    name: &str,
+    name: impl Display + Copy,
     tensor: &CubeTensor<R>,
     out: &CubeTensor<R>,
     indices: &CubeTensor<R>,

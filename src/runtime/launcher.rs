@@ -6,6 +6,7 @@
 //! and scalars by value) and receives the client, cube count and cube dimension. Outside a
 //! capture it runs once, at once. During a capture it runs once as well and is then kept,
 //! boxed, in the recording, so that the pipeline can call it again on every replay.
+use std::fmt::{self, Debug, Display};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cubecl::prelude::*;
@@ -32,9 +33,19 @@ pub enum Geometry {
     },
 }
 
+/// An operation's name made of a family and a value (`fused [Binary(Add, 0, 1), ..]`), written
+/// out only where a name is shown or recorded: a launch that goes well formats nothing.
+pub struct OpName<'a, T: Debug + ?Sized>(pub &'a str, pub &'a T);
+
+impl<T: Debug + ?Sized> Display for OpName<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.0, self.1)
+    }
+}
+
 /// Launches a kernel: `kernel` receives the client, and the cube count and cube dimension to
 /// launch with. Nothing is launched for empty work. `op` names the operation in error
-/// messages.
+/// messages and in a capture's recording, and is formatted only there.
 ///
 /// `kernel` must own everything it binds, and launch the same work each time it is called:
 /// during a pipeline capture it is recorded and called again on every replay.
@@ -43,7 +54,7 @@ pub enum Geometry {
 /// When the work needs more cubes than the device can run in one launch.
 pub fn launch<R: Runtime>(
     client: &ComputeClient<R>,
-    op: &str,
+    op: impl Display,
     geometry: Geometry,
     kernel: impl Fn(&ComputeClient<R>, CubeCount, CubeDim) + Send + 'static,
 ) {

@@ -27,7 +27,7 @@ pub use command_queue::{Callback, CommandError, CommandId, CommandOutcome, Comma
 pub use context::{DeviceContext, next_random_key};
 pub use device_failure::{install_panic_hook, on_device_thread, take_device_failure};
 pub use dtype::{bf16_in_u16, dtype_usage, elem_size, storage_type};
-pub use launcher::{Geometry, launch, launch_count};
+pub use launcher::{Geometry, OpName, launch, launch_count};
 pub use layout::{Layout, coalesce};
 pub(crate) use pipeline::donated_state;
 pub use convert::{CubeKind, from_cube, to_cube};
