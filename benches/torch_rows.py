@@ -228,7 +228,7 @@ def module(full):
     else:
         x, c_out, back_x, back_c_out, pool, attn = [2, 8, 16, 16], 8, [32, 8, 8, 8], 16, [2, 4, 32, 32], [1, 2, 64, 32]
         shapes = [([2, 16, 8, 8], 8, 1, 1), ([2, 8, 16, 16], 16, 3, 2), ([2, 16, 8, 8], 16, 3, 1)]
-    dtypes = {"f32": torch.float32, "f16": torch.float16}
+    dtypes = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
     def conv(dtype):
         def make(t):
@@ -284,6 +284,8 @@ def module(full):
         attention("f32", False),
         attention("f16", False),
         attention("f32", True),
+        attention("f16", True),
+        attention("bf16", False),
     ] + [shaped(shape, dtype) for shape in shapes for dtype in ("f32", "f16")]
 
 

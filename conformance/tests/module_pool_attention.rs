@@ -254,6 +254,63 @@ fn attention_tiles_match_ndarray() {
 }
 
 #[test]
+fn attention_heads_interleaved_match_ndarray() {
+    let mut suite = Suite::new("attention heads interleaved");
+    // (batch, heads, seq_q, seq_k, dim, value dim), uploaded as [b, seq, h, dim] and seen as
+    // [b, h, seq, dim] (head dimension contiguous, other strides not a contiguous tensor's):
+    // several key tiles of the tensor-core kernel (an odd count, and one with a remainder),
+    // query tiles with a remainder, the widest head it takes, and padded head dimensions.
+    let shapes = [(2, 3, 70, 200, 64, 64), (1, 2, 40, 72, 128, 128), (1, 2, 33, 129, 32, 16), (1, 1, 20, 30, 24, 40)];
+    let options = [
+        AttentionModuleOptions::default(),
+        AttentionModuleOptions { scale: Some(0.25), softcap: None, is_causal: true },
+        AttentionModuleOptions { scale: None, softcap: Some(3.0), is_causal: false },
+    ];
+    for dtype in module_dtypes() {
+        for (n, (nb, h, sq, sk, d, dv)) in shapes.into_iter().enumerate() {
+            let seed = 8200 + n as u64;
+            let mut rng = Rng::new(seed);
+            let q = rand(&mut rng, &[nb, sq, h, d], dtype);
+            let k = rand(&mut rng, &[nb, sk, h, d], dtype);
+            let v = rand(&mut rng, &[nb, sk, h, dv], dtype);
+            let mask = bool_data(&mut rng, &[nb, h, sq, sk]);
+            let bias = float_data(&mut rng, &[1, h, sq, sk], dtype, -2.0, 2.0);
+            let full = burn_backend::Shape::new([nb, h, sq, sk]);
+            for (oi, o) in options.into_iter().enumerate() {
+                for (with_mask, with_bias) in [(false, false), (true, true)] {
+                    let case = format!(
+                        "attention [b, seq, h, dim] views q={:?} k={:?} v={:?} mask={with_mask} bias={with_bias} options#{oi}={o:?} {dtype:?} seed={seed}",
+                        q.shape, k.shape, v.shape
+                    );
+                    let ours = catch(|| {
+                        let heads = |t| Ex::float_swap_dims(f::<Ex>(t), 1, 2);
+                        rf::<Ex>(Ex::attention(
+                            heads(&q),
+                            heads(&k),
+                            heads(&v),
+                            with_mask.then(|| ex_cubecl_conformance::b::<Ex>(&mask)),
+                            with_bias.then(|| f::<Ex>(&bias)),
+                            o,
+                        ))
+                    });
+                    let heads = |t| Ref::float_swap_dims(f::<Ref>(t), 1, 2);
+                    let reference = rf::<Ref>(Ref::attention(
+                        heads(&q),
+                        heads(&k),
+                        heads(&v),
+                        with_mask.then(|| ex_cubecl_conformance::b::<Ref>(&mask)),
+                        with_bias.then(|| Ref::float_expand(f::<Ref>(&bias), full.clone())),
+                        o,
+                    ));
+                    suite.check(case, attention_tol(dtype), (ours, reference));
+                }
+            }
+        }
+    }
+    suite.finish();
+}
+
+#[test]
 fn layer_norm_matches_ndarray() {
     let mut suite = Suite::new("layer_norm");
     for dtype in module_dtypes() {

@@ -39,6 +39,8 @@ pub mod conv_weight_gemm;
 #[allow(missing_docs)]
 pub mod flash_attention;
 #[allow(missing_docs)]
+pub mod flash_attention_mma;
+#[allow(missing_docs)]
 pub mod fused;
 #[allow(missing_docs)]
 pub mod fused_matmul;
@@ -86,5 +88,7 @@ pub mod softmax;
 pub mod sort;
 #[allow(missing_docs)]
 pub mod strided;
+#[allow(missing_docs)]
+pub mod tensor_core;
 #[allow(missing_docs)]
 pub mod unary;

@@ -1,5 +1,10 @@
-//! Scaled dot-product attention, in one of two ways:
+//! Scaled dot-product attention, in one of three ways:
 //!
+//! - fused on `mma.sync` (`ex_cubecl_kernels::flash_attention_mma`): f16 and bf16, and f32
+//!   rounded to TF32 under [`MatmulPrecision::Tf32`](super::matmul::MatmulPrecision), where
+//!   the device has manual MMA (CUDA, Ampere and later) and queries, keys and values can be
+//!   read in 16-byte chunks along the head dimension, for head dimensions up to
+//!   [`MAX_FUSED_DIM`];
 //! - fused (flash attention, `ex_cubecl_kernels::flash_attention`): one kernel streams keys
 //!   and values through shared memory with a running softmax, on the matrix units (f16, bf16,
 //!   and f32 rounded to TF32 when
@@ -14,10 +19,12 @@ use cubecl::ir::StorageType;
 use cubecl::prelude::{ComputeClient, CubeDim};
 use ex_cubecl_kernels::attention::attention_probs;
 use ex_cubecl_kernels::flash_attention::flash_attention;
+use ex_cubecl_kernels::flash_attention_mma::{FlashTile, flash_attention_mma};
 
 use super::bf16;
 use super::conv::check_float;
-use super::matmul::{cmma_operand, vector_size};
+use super::matmul::{MatmulPrecision, cmma_operand, matmul_precision, vector_size};
+use super::matmul_mma::{chunked, fragment_type, has_mma};
 use super::{accumulator, accumulator_dtype, float_arg, matmul::matmul};
 use crate::runtime::{Geometry, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -126,10 +133,95 @@ pub fn attention_with<R: Runtime>(
     });
     let bias = bias.map(|b| view(&b, "attn_bias"));
 
+    let flags = (mask.is_some(), bias.is_some(), options.softcap.is_some(), options.is_causal);
+    if let Some(tile) = mma_tile(&query, &key, &value, flags, warps) {
+        return fused_mma(op, query, key, value, mask, bias, options, tile);
+    }
     match flash_plan(&query.client, query.dtype, q[3], v[3], warps) {
         Some(plan) => fused(op, query, key, value, mask, bias, options, plan),
         None => unfused(op, query, key, value, mask, bias, options),
     }
+}
+
+/// Keys per tile of the `mma.sync` kernel.
+const MMA_BLOCK_KV: usize = 64;
+
+/// The `mma.sync` kernel's tile for these operands and `(mask, bias, softcap, causal)`, or
+/// `None` where it doesn't apply: other dtypes (f32 only under the TF32 precision) or devices, heads wider than
+/// [`MAX_FUSED_DIM`], operands that can't be read in 16-byte chunks along the head dimension,
+/// or too little shared memory. `warps` planes per cube (16 query rows each; default 4).
+fn mma_tile<R: Runtime>(
+    query: &CubeTensor<R>,
+    key: &CubeTensor<R>,
+    value: &CubeTensor<R>,
+    (has_mask, has_bias, has_softcap, causal): (bool, bool, bool, bool),
+    warps: Option<usize>,
+) -> Option<FlashTile> {
+    let client = &query.client;
+    let dtype = query.dtype;
+    let tf32 = match dtype {
+        DType::F16 | DType::BF16 => false,
+        DType::F32 if matmul_precision() == MatmulPrecision::Tf32 => true,
+        _ => return None,
+    };
+    // TF32 rows are read at 8 chunks of 4 at least (the swizzles' span).
+    let (chunk, min_pad) = if tf32 { (4, 32) } else { (8, 16) };
+    let (d, dv) = (query.dims()[3], value.dims()[3]);
+    if !has_mma(client, dtype, tf32) || d > MAX_FUSED_DIM || dv > MAX_FUSED_DIM || ![query, key, value].iter().all(|t| chunked(&t.layout, 3, chunk)) {
+        return None;
+    }
+    let pad = |n: usize| n.max(min_pad).next_power_of_two();
+    let warps = warps.unwrap_or(4);
+    let tile = FlashTile { warps, block_kv: MMA_BLOCK_KV, d_pad: pad(d), dv_pad: pad(dv), has_mask, has_bias, has_softcap, causal, tf32 };
+    let units = 32 * warps;
+    let divides = |cols: usize| (MMA_BLOCK_KV * cols / chunk) % units == 0;
+    let elem = storage_type(dtype).size();
+    let shared = (16 * warps * tile.d_pad + 2 * MMA_BLOCK_KV * (tile.d_pad + tile.dv_pad)) * elem;
+    let fits = warps > 0 && divides(tile.d_pad) && divides(tile.dv_pad) && shared <= client.properties().hardware.max_shared_memory_size;
+    fits.then_some(tile)
+}
+
+/// The `mma.sync` kernel; `mask` and `bias` are views of the scores' shape.
+#[allow(clippy::too_many_arguments)]
+fn fused_mma<R: Runtime>(
+    op: &str,
+    query: CubeTensor<R>,
+    key: CubeTensor<R>,
+    value: CubeTensor<R>,
+    mask: Option<CubeTensor<R>>,
+    bias: Option<CubeTensor<R>>,
+    options: AttentionModuleOptions,
+    tile: FlashTile,
+) -> CubeTensor<R> {
+    let (q, v) = (query.dims().to_vec(), value.dims().to_vec());
+    let dtype = query.dtype;
+    let out = CubeTensor::empty(&query.client, &query.device, Shape::new([q[0], q[1], q[2], v[3]]), dtype);
+    let cubes = q[0] * q[1] * q[2].div_ceil(16 * tile.warps);
+    let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(32 * tile.warps as u32) };
+    let f32_arg = |x: f64| float_arg(x, DType::F32);
+    let scale = f32_arg(options.scale.unwrap_or(1.0 / (q[3] as f64).sqrt()));
+    let softcap = f32_arg(options.softcap.unwrap_or(1.0));
+    let tiny = f32_arg(dtype.finfo().expect("float dtype").min_positive);
+    let mask = mask.unwrap_or_else(|| query.clone());
+    let bias = bias.unwrap_or_else(|| query.clone());
+    let dtypes = [query.storage(), fragment_type(dtype, tile.tf32), mask.storage()];
+    let chunk = tile.chunk();
+    let out_arg = out.clone();
+    launch(&out.client, op, geometry, move |client, count, dim| {
+        // SAFETY: cubes past `cubes` leave uniformly before any barrier; query, key and value
+        // chunks are read only inside their sequence lengths and head dimensions (checked per
+        // chunk, zero-filled past them), mask and bias reads are guarded by the query row and
+        // key (both views of the scores' shape), output writes by the query row and value
+        // dimension; shared-memory indices stay inside the tiles.
+        unsafe {
+            flash_attention_mma::launch_unchecked::<R>(
+                client, count, dim, chunk, query.as_arg(), key.as_arg(), value.as_arg(), mask.as_arg(), bias.as_arg(),
+                out_arg.as_arg(), query.layout.offset, key.layout.offset, value.layout.offset, mask.layout.offset,
+                bias.layout.offset, scale, softcap, tiny, cubes, tile, dtypes,
+            )
+        }
+    });
+    out
 }
 
 /// The fused kernel; `mask` and `bias` are views of the scores' shape.

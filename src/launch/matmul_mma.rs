@@ -60,15 +60,7 @@ pub(crate) fn mma_operands<R: Runtime>(
         DType::F32 if matmul_precision() == MatmulPrecision::Tf32 => true,
         _ => return None,
     };
-    let hardware = &client.properties().hardware;
-    if hardware.plane_size_min != 32 || hardware.plane_size_max != 32 {
-        return None;
-    }
-    let operand = fragment_type(dtype, tf32);
-    let k = if tf32 { 8 } else { 16 };
-    let config = MmaConfig { a_type: operand, b_type: operand, cd_type: storage_type(DType::F32), m: 16, n: 8, k };
-    let features = &client.features().matmul;
-    if !features.mma.contains(&config) || !tf32 && !features.ldmatrix.contains(&operand) {
+    if !has_mma(client, dtype, tf32) {
         return None;
     }
     let chunk = if tf32 { 4 } else { 8 };
@@ -79,11 +71,26 @@ pub(crate) fn mma_operands<R: Runtime>(
     Some(MmaOperands { lhs_k_major, rhs_k_major, tf32 })
 }
 
-/// Products of at least this many multiply-adds per matrix (`m * n * k`) whose operands the
-/// TF32 kernel would read element by element (`lhs` M-major, `rhs` N-major) copy those
+/// Whether the device runs `mma.sync` on `dtype`'s fragments (m16n8k16 for f16 / bf16, with
+/// `ldmatrix`; m16n8k8 on TF32 for f32 when `tf32`), f32 accumulators, on 32-unit planes.
+pub(crate) fn has_mma<R: Runtime>(client: &ComputeClient<R>, dtype: DType, tf32: bool) -> bool {
+    let hardware = &client.properties().hardware;
+    if hardware.plane_size_min != 32 || hardware.plane_size_max != 32 {
+        return false;
+    }
+    let operand = fragment_type(dtype, tf32);
+    let k = if tf32 { 8 } else { 16 };
+    let config = MmaConfig { a_type: operand, b_type: operand, cd_type: storage_type(DType::F32), m: 16, n: 8, k };
+    let features = &client.features().matmul;
+    features.mma.contains(&config) && (tf32 || features.ldmatrix.contains(&operand))
+}
+
+/// Products of at least this many multiply-adds in all (`batches * m * n * k`) whose operands
+/// the TF32 kernel would read element by element (`lhs` M-major, `rhs` N-major) copy those
 /// operands K-major first: on an H100 at 4096³ the product ran 1.79 ms with `rhs` N-major and
 /// 1.32 ms with it K-major (same session), and the copy moves 128 MB (about 0.1 ms). Smaller
-/// products keep their operands: there the copy's launch costs more than it saves.
+/// products keep their operands: there the copy's launch costs more than it saves. A batch
+/// counts whole: 64 products of 512³ are as much work as one of 2048³.
 const TF32_COPY_WORK: usize = 1 << 31;
 
 /// `lhs` and `rhs` (`[.., m, k]` and `[.., k, n]`) for the TF32 kernel: in large products,
@@ -100,7 +107,8 @@ pub(crate) fn tf32_k_major<R: Runtime>(
     if !operands.tf32 || k % operands.chunk() != 0 {
         return (lhs, rhs, operands);
     }
-    let large = m * n * k >= TF32_COPY_WORK;
+    let batches: usize = lhs.dims()[..rank - 2].iter().product();
+    let large = batches * m * n * k >= TF32_COPY_WORK;
     let copy_lhs = large && !operands.lhs_k_major;
     let copy_rhs = large && !operands.rhs_k_major;
     let lhs = if copy_lhs { into_contiguous(lhs) } else { lhs };
@@ -120,7 +128,7 @@ fn k_contiguous<R: Runtime>(t: CubeTensor<R>) -> CubeTensor<R> {
 }
 
 /// The fragments' element type: the dtype's own, or TF32 for f32.
-fn fragment_type(dtype: DType, tf32: bool) -> StorageType {
+pub(crate) fn fragment_type(dtype: DType, tf32: bool) -> StorageType {
     match tf32 {
         true => StorageType::Scalar(ElemType::Float(FloatKind::TF32)),
         false => storage_type(dtype),
@@ -130,7 +138,7 @@ fn fragment_type(dtype: DType, tf32: bool) -> StorageType {
 /// Whether `layout` can be read in chunks of `chunk` elements along `dim`: contiguous there,
 /// and the chunk dividing that dimension's length, the offset and every other stride that is
 /// stepped.
-fn chunked(layout: &Layout, dim: usize, chunk: usize) -> bool {
+pub(crate) fn chunked(layout: &Layout, dim: usize, chunk: usize) -> bool {
     let steps = layout.strides.iter().zip(layout.shape.iter()).enumerate();
     layout.strides[dim] == 1
         && layout.shape[dim] % chunk == 0

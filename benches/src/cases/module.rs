@@ -1,7 +1,7 @@
 //! Module ops: conv2d (f32 on TF32 units by default, f16; a 3x3 with its two backward passes,
 //! and the forward of a 1x1, a strided 3x3 and a ResNet-like 3x3), max_pool2d and attention
-//! (f32 and f16), plus, with `--tune`, ours with other tensor-core tilings of the convolution
-//! and in exact f32.
+//! (f32, f16 and bf16; f32 and f16 causal), plus, with `--tune`, ours with other tensor-core
+//! tilings of the convolution, other planes per cube of the attention, and in exact f32.
 use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
 use burn_backend::{Backend, DType, TensorPrimitive};
 use burn_tensor::Tensor;
@@ -115,6 +115,8 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         att(DType::F32, false, Variant::Default),
         att(DType::F16, false, Variant::Default),
         att(DType::F32, true, Variant::Default),
+        att(DType::F16, true, Variant::Default),
+        att(DType::BF16, false, Variant::Default),
     ];
     for shape in shapes {
         out.push(shaped(shape, DType::F32));
@@ -130,7 +132,7 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         for tiling in [t(64, 128, 32, 2, 4), t(64, 256, 64, 2, 4), t(64, 128, 64, 4, 2)] {
             out.push(conv(DType::F16, Variant::Tiling(tiling)));
         }
-        for warps in [2, 8] {
+        for warps in [2, 8, 16] {
             out.push(att(DType::F32, false, Variant::Warps(warps)));
             out.push(att(DType::F16, false, Variant::Warps(warps)));
         }

@@ -16,19 +16,13 @@
 //! fragment load reads, and the chunks one plane's copies write, fall in distinct banks.
 //! `ldmatrix` (transposing where the layout needs it) then hands each unit its operand
 //! registers directly; TF32 fragments are gathered at the positions `MmaDefinition` gives.
-use cubecl::prelude::barrier::{Barrier, copy_async_checked};
+//! The staging, swizzles and fragment addressing are [`crate::tensor_core`]'s, shared with
+//! flash attention.
+use cubecl::prelude::barrier::Barrier;
 use cubecl::prelude::*;
 
 use super::tile_pos;
-
-/// Elements of a 16-byte chunk of f16 / bf16.
-const CHUNK: usize = 8;
-/// Elements of a 16-byte chunk of f32.
-const CHUNK_F32: usize = 4;
-
-/// The vector of one 32-bit operand register (two f16 / bf16) and of an accumulator fragment's
-/// row pair (two f32): the sizes cubecl's CUDA target gives m16n8k16.
-type Pair = Const<2>;
+use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, swizzle, zero_accumulators};
 
 /// The comptime shape of a [`matmul_mma`] launch.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -178,26 +172,6 @@ pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
     );
 }
 
-/// `count` m16n8 f32 accumulator fragments of `def`, zeroed.
-#[cube]
-fn zero_accumulators<F: Float>(
-    def: &cmma::MmaDefinition<F, F, f32>,
-    #[comptime] count: usize,
-) -> Sequence<Array<Vector<f32, Pair>>> {
-    let vectors = def.vectors_per_lane(cmma::MatrixIdent::Accumulator);
-    let mut acc = Sequence::new();
-    #[unroll]
-    for _f in 0..count {
-        let mut frag = Array::<Vector<f32, Pair>>::new(vectors);
-        #[unroll]
-        for v in 0..vectors {
-            frag[v] = Vector::new(0.0);
-        }
-        acc.push(frag);
-    }
-    acc
-}
-
 /// Starts the asynchronous copies of K slice `k0..k0 + block_k` of both operands into stage
 /// `stage`.
 #[cube]
@@ -225,126 +199,18 @@ fn copy_slices<T: Float, NV: Size>(
     let chunk = comptime!(tile.chunk());
     if tile.lhs_k_major {
         let cpr = comptime!(tile.block_k / chunk);
-        copy_tile::<T, NV>(lhs, smem_a, lhs_base, row0, k0, a_stride, m, k, comptime!(stage * tile.block_m * cpr), unit, tile.block_m, cpr, units, comptime!(Swizzle::of(tile, true)));
+        copy_tile::<T, NV>(lhs, smem_a, lhs_base, row0, k0, a_stride, m, k, comptime!(stage * tile.block_m * cpr), unit, tile.block_m, cpr, units, comptime!(Swizzle::of(tile.tf32, true)));
     } else {
         let cpr = comptime!(tile.block_m / chunk);
-        copy_tile::<T, NV>(lhs, smem_a, lhs_base, k0, row0, a_stride, k, m, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile, false)));
+        copy_tile::<T, NV>(lhs, smem_a, lhs_base, k0, row0, a_stride, k, m, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile.tf32, false)));
     }
     if tile.rhs_k_major {
         let cpr = comptime!(tile.block_k / chunk);
-        copy_tile::<T, NV>(rhs, smem_b, rhs_base, col0, k0, b_stride, n, k, comptime!(stage * tile.block_n * cpr), unit, tile.block_n, cpr, units, comptime!(Swizzle::of(tile, true)));
+        copy_tile::<T, NV>(rhs, smem_b, rhs_base, col0, k0, b_stride, n, k, comptime!(stage * tile.block_n * cpr), unit, tile.block_n, cpr, units, comptime!(Swizzle::of(tile.tf32, true)));
     } else {
         let cpr = comptime!(tile.block_n / chunk);
-        copy_tile::<T, NV>(rhs, smem_b, rhs_base, k0, col0, b_stride, k, n, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile, false)));
+        copy_tile::<T, NV>(rhs, smem_b, rhs_base, k0, col0, b_stride, k, n, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile.tf32, false)));
     }
-}
-
-/// Starts the asynchronous copies of one operand's slice: `rows` rows of `cpr` chunks; row
-/// `r`, chunk `c` is read from element `base + (outer0 + r) * outer_stride + inner0 + c *
-/// chunk` (zero-filled past `outer_len` or `inner_len`) and lands at chunk `dst + r * cpr +
-/// swizzle(r, c)`.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn copy_tile<T: Float, NV: Size>(
-    src: &Tensor<Vector<T, NV>>,
-    smem: &mut SharedMemory<Vector<T, NV>>,
-    base: usize,
-    outer0: usize,
-    inner0: usize,
-    outer_stride: usize,
-    outer_len: usize,
-    inner_len: usize,
-    #[comptime] dst: usize,
-    unit: usize,
-    #[comptime] rows: usize,
-    #[comptime] cpr: usize,
-    #[comptime] units: usize,
-    #[comptime] pattern: Swizzle,
-) {
-    let nv = src.vector_size();
-    #[unroll]
-    for l in 0..comptime!(rows * cpr / units) {
-        let v = unit + l * units;
-        let r = v / cpr;
-        let c = v % cpr;
-        let outer = outer0 + r;
-        let inner = inner0 + c * nv;
-        let inside = outer < outer_len && inner < inner_len;
-        // Chunks outside read nothing (length 0) from the matrix's first element.
-        let mut at = base / nv;
-        if inside {
-            at = (base + outer * outer_stride + inner) / nv;
-        }
-        let len = usize::cast_from(inside);
-        let to = dst + r * cpr + swizzle(r, c, cpr, pattern);
-        copy_async_checked(&src.slice(at, at + len), &mut smem.slice_mut(to, to + 1), comptime!(nv as u32));
-    }
-}
-
-/// How the chunks of a staged row are permuted, by what reads them.
-#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
-pub enum Swizzle {
-    /// `ldmatrix` reads (f16 / bf16): eight rows at the same chunk.
-    Ldmatrix,
-    /// TF32 reads of whole chunks of a K-major slice: two rows (2q, 2q + 1) at four aligned
-    /// chunks per quarter of a plane.
-    Tf32Chunks,
-    /// TF32 reads of single elements of an M- or N-major slice: rows 4 apart (4t + e) at 8
-    /// consecutive elements (two chunks).
-    Tf32Elements,
-}
-
-impl Swizzle {
-    /// The pattern of an operand's slice: contiguous along K (`k_major`) or not.
-    pub fn of(tile: MmaTile, k_major: bool) -> Swizzle {
-        match (tile.tf32, k_major) {
-            (false, _) => Swizzle::Ldmatrix,
-            (true, true) => Swizzle::Tf32Chunks,
-            (true, false) => Swizzle::Tf32Elements,
-        }
-    }
-}
-
-/// Where chunk `chunk` of row `row` lies within its row of `cpr` chunks (a power of two; at
-/// least 8 for TF32), so that the reads of `pattern` and a plane's 16-byte copies of a row hit
-/// distinct banks:
-/// - `Ldmatrix`: the low chunk bits are XORed with the row's position among the rows that share a
-///   128-byte line of banks, so that eight rows read at the same chunk, and a row's chunks,
-///   fall apart.
-/// - `Tf32Chunks`: odd rows XOR the chunk with 4, so that rows 2q and 2q + 1 read the two
-///   halves of a 128-byte line.
-/// - `Tf32Elements`: rows XOR the chunk with `2 ((row / 4) % 4)`, so that rows x, x + 4,
-///   x + 8, x + 12 at chunks c and c + 1 (c even) take 8 distinct chunk slots.
-#[cube]
-fn swizzle(row: usize, chunk: usize, #[comptime] cpr: usize, #[comptime] pattern: Swizzle) -> usize {
-    match pattern {
-        Swizzle::Ldmatrix => {
-            let span = comptime!(if cpr >= 8 { 8 } else { cpr });
-            let rows_per_line = comptime!(8 / span);
-            chunk ^ ((row / rows_per_line) % span)
-        }
-        Swizzle::Tf32Chunks => chunk ^ (4 * (row % 2)),
-        Swizzle::Tf32Elements => chunk ^ (2 * ((row / 4) % 4)),
-    }
-}
-
-/// The chunk this lane hands to an `ldmatrix` of four 8 × 8 matrices covering rows
-/// `row0..row0 + 16` and chunks `chunk0..chunk0 + 2` of a slice: lanes `8q..8q + 8` give the
-/// rows of matrix `q`, which lies at row block `q % 2` and chunk `q / 2` (`rows_first`), or at
-/// row block `q / 2` and chunk `q % 2`.
-#[cube]
-fn fragment_chunk(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_first: bool, #[comptime] cpr: usize) -> usize {
-    let q = lane / 8;
-    let mut row = row0 + lane % 8;
-    let mut chunk = chunk0;
-    if rows_first {
-        row += (q % 2) * 8;
-        chunk += q / 2;
-    } else {
-        row += (q / 2) * 8;
-        chunk += q % 2;
-    }
-    row * cpr + swizzle(row, chunk, cpr, Swizzle::Ldmatrix)
 }
 
 /// Multiplies one staged K slice into the plane's accumulators (`acc[i * frags_n + j]` is the
@@ -471,7 +337,7 @@ fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
                 } else {
                     #[unroll]
                     for e in 0..4usize {
-                        e4[e] = a_elems[element_at(k_row + e, row, a_cpr)][0];
+                        e4[e] = a_elems[element_at(k_row + e, row, a_cpr, comptime!(Swizzle::Tf32Elements))][0];
                     }
                 }
                 // Element e is step e / 2's register h + 2 (e % 2).
@@ -496,7 +362,7 @@ fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
             } else {
                 #[unroll]
                 for e in 0..4usize {
-                    e4[e] = b_elems[element_at(k_row + e, col, b_cpr)][0];
+                    e4[e] = b_elems[element_at(k_row + e, col, b_cpr, comptime!(Swizzle::Tf32Elements))][0];
                 }
             }
             // Element e is step e / 2's register e % 2.
@@ -513,13 +379,6 @@ fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
             }
         }
     }
-}
-
-/// The element index, within a staged M- or N-major f32 slice of rows of `cpr` chunks, of
-/// element `inner` of row `row`.
-#[cube]
-fn element_at(row: usize, inner: usize, #[comptime] cpr: usize) -> usize {
-    (row * cpr + swizzle(row, inner / CHUNK_F32, cpr, Swizzle::Tf32Elements)) * CHUNK_F32 + inner % CHUNK_F32
 }
 
 /// Writes the plane's accumulators, converted to `T`, to the output at rows `row0..` and

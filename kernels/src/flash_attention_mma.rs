@@ -1,0 +1,583 @@
+//! Scaled dot-product attention in one kernel on the matrix units' own instructions, with the
+//! pieces of [`crate::tensor_core`]: `mma.sync` m16n8k16 on f16 / bf16 operands, or m16n8k8
+//! on f32 operands rounded to TF32 (`tile.tf32`), f32 accumulators; FlashAttention-2's
+//! scheme, everything of a row in registers.
+//!
+//! Each cube takes `16 · warps` query rows of one (batch, head); each plane owns 16 of them.
+//! The cube stages its queries once, and then the keys and values tile by tile (`block_kv`
+//! keys), through a two-stage pipeline of asynchronous copies (16-byte chunks, swizzled for
+//! `ldmatrix`, zero past the sequence and past the head dimensions, which are padded to
+//! powers of two). A plane holds its queries as A fragments (`ldmatrix`, once), and per key
+//! tile:
+//!
+//! 1. `S = Q·Kᵀ` into m16n8 f32 accumulators (keys read by `ldmatrix` as B fragments, or
+//!    for TF32 by 16-byte shared loads, as the TF32 matmul reads a K-major operand);
+//! 2. each score becomes a logit in place (scale, soft cap, additive bias, boolean mask,
+//!    causal mask aligned bottom-right, keys past the sequence), masked logits [`MASKED`];
+//!    a unit holds two rows (`g` and `g + 8`, lane = 4g + t) and the four units of a row
+//!    agree on its running maximum by two shuffles;
+//! 3. the logits become probabilities `exp(logit - max)` in place, the unit's part of each
+//!    row sum and the output accumulators are rescaled by `exp(old max - new max)`;
+//! 4. `O += P·V`: the probabilities' accumulators are the A fragments of the second product
+//!    as they lie (an m16n8 accumulator pair holds what an m16n8k16 A fragment holds of 16
+//!    keys), converted to the operands' type; values read by `ldmatrix` transposed. For TF32,
+//!    an accumulator holds what an m16n8k8 A fragment holds of its 8 keys once K position
+//!    `t` is taken as key `2t` and `t + 4` as key `2t + 1`; values are read element by
+//!    element at the same keys (rows `2t`, `2t + 1`: [`Swizzle::Tf32Pairs`]).
+//!
+//! At the end the four units of a row sum their parts, and each row is divided by its sum
+//! (at least `tiny`, so that a fully masked row gives zeros, as the unfused path does).
+use cubecl::prelude::barrier::Barrier;
+use cubecl::prelude::*;
+
+use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, zero_accumulators};
+
+/// The logit of a masked score: below any logit a kept score has. A row's maximum stays at it
+/// until the row keeps a score, and probabilities are then taken against 0 (giving 0).
+const MASKED: f32 = f32::MIN;
+
+/// The comptime shape and options of a [`flash_attention_mma`] launch.
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct FlashTile {
+    /// Planes per cube (16 query rows each).
+    pub warps: usize,
+    /// Keys per tile (a multiple of 16).
+    pub block_kv: usize,
+    /// The query / key head dimension, padded (a power of two, at least 16).
+    pub d_pad: usize,
+    /// The value head dimension, padded (a power of two, at least 16).
+    pub dv_pad: usize,
+    /// A boolean mask (true: masked out) is read.
+    pub has_mask: bool,
+    /// An additive bias is read.
+    pub has_bias: bool,
+    /// Logits are capped: `cap · tanh(logit / cap)`.
+    pub has_softcap: bool,
+    /// Key `j` is masked for query `i` where `j > i + seq_k - seq_q`.
+    pub causal: bool,
+    /// f32 operands rounded to TF32 (m16n8k8; head dimensions padded to at least 32), else
+    /// f16 / bf16 (m16n8k16).
+    pub tf32: bool,
+}
+
+impl FlashTile {
+    /// Elements of a 16-byte chunk of the operands.
+    pub fn chunk(&self) -> usize {
+        if self.tf32 { CHUNK_F32 } else { CHUNK }
+    }
+
+    /// How the staged queries and keys (`values: false`) or values are permuted.
+    pub fn swizzle(&self, values: bool) -> Swizzle {
+        match (self.tf32, values) {
+            (false, _) => Swizzle::Ldmatrix,
+            (true, false) => Swizzle::Tf32Chunks,
+            (true, true) => Swizzle::Tf32Pairs,
+        }
+    }
+}
+
+/// `q` `[b, h, seq_q, d]`, `k` `[b, h, seq_k, d]` and `v` `[b, h, seq_k, dv]` are strided views
+/// with offsets, read in 16-byte chunks (`NV` = `tile.chunk()` elements); `F` is the fragments'
+/// type (`T` itself, or TF32 for f32); `mask` and `bias` are views of the
+/// scores' shape `[b, h, seq_q, seq_k]` (stride 0 where broadcast); `out` `[b, h, seq_q, dv]` is
+/// contiguous. Cubes are numbered over `(query tile, b, h)`, heads fastest, query tiles from
+/// the last (`num_cubes` is their product). `scale`,
+/// `softcap` and `tiny` (the dtype's smallest positive normal) are f32.
+///
+/// The launcher guarantees: a device with `mma.sync` m16n8k16 and `ldmatrix` for `T` (or
+/// m16n8k8 for TF32), 32-unit planes; `q`, `k` and `v` contiguous along their last dimension,
+/// whose length, their other strides and their offsets are multiples of the chunk; `d ≤ d_pad`,
+/// `dv ≤ dv_pad` (at least 32 for TF32); the cube's units divide the chunks of a key tile.
+#[cube(launch_unchecked, fast_math = FastMath::ReducedPrecision | FastMath::NotNaN | FastMath::NotInf)]
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attention_mma<T: Float, F: Float, B: Numeric, NV: Size>(
+    q: &Tensor<Vector<T, NV>>,
+    k: &Tensor<Vector<T, NV>>,
+    v: &Tensor<Vector<T, NV>>,
+    mask: &Tensor<B>,
+    bias: &Tensor<T>,
+    out: &mut Tensor<T>,
+    q_offset: usize,
+    k_offset: usize,
+    v_offset: usize,
+    mask_offset: usize,
+    bias_offset: usize,
+    scale: InputScalar,
+    softcap: InputScalar,
+    tiny: InputScalar,
+    num_cubes: usize,
+    #[comptime] tile: FlashTile,
+    #[define(T, F, B)] _dtypes: [StorageType; 3],
+) {
+    // Uniform per cube, before any barrier.
+    if CUBE_POS >= num_cubes {
+        terminate!();
+    }
+    let units = comptime!(tile.warps * 32);
+    let block_q = comptime!(tile.warps * 16);
+    let q_cpr = comptime!(tile.d_pad / tile.chunk());
+    let frags_s = comptime!(tile.block_kv / 8);
+    let frags_o = comptime!(tile.dv_pad / 8);
+
+    let heads = q.shape(1);
+    let seq_q = q.shape(2);
+    let seq_k = k.shape(2);
+    let d = q.shape(3);
+    let dv = v.shape(3);
+    // Query tiles run slowest and backwards, so that under a causal mask the cubes with the
+    // most keys start first and the short ones fill the last wave.
+    let tiles_q = seq_q.div_ceil(block_q);
+    let planes = num_cubes / tiles_q;
+    let q0 = (tiles_q - 1 - CUBE_POS / planes) * block_q;
+    let h = CUBE_POS % heads;
+    let b = (CUBE_POS % planes) / heads;
+
+    let unit = UNIT_POS as usize;
+    let warp = unit / 32;
+    let lane = unit % 32;
+    // The rows of this unit's accumulators are `row0` and `row0 + 8`, its columns of each
+    // m16n8 fragment `2 · quad` and `2 · quad + 1`.
+    let row0 = q0 + warp * 16 + lane / 4;
+    let quad = lane % 4;
+
+    let mut smem_q = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(block_q * q_cpr), 128usize);
+    let mut smem_k = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(2 * tile.block_kv * q_cpr), 128usize);
+    let mut smem_v =
+        SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(2 * tile.block_kv * (tile.dv_pad / tile.chunk())), 128usize);
+    let bar_q = Barrier::shared(CUBE_DIM, UNIT_POS == 0);
+    let mut bars = Sequence::<Shared<Barrier>>::new();
+    #[unroll]
+    for _s in 0..2usize {
+        bars.push(Barrier::shared(CUBE_DIM, UNIT_POS == 0));
+    }
+
+    let q_base = q_offset + b * q.stride(0) + h * q.stride(1);
+    let k_base = k_offset + b * k.stride(0) + h * k.stride(1);
+    let v_base = v_offset + b * v.stride(0) + h * v.stride(1);
+
+    // Keys past the last one that a row of this tile may see (causal) are skipped.
+    let mut kv_end = seq_k;
+    if tile.causal {
+        let last_row = select(q0 + block_q < seq_q, q0 + block_q, seq_q);
+        let reach = last_row + seq_k;
+        kv_end = select(reach > seq_q, reach - seq_q, 0usize);
+        kv_end = select(kv_end < seq_k, kv_end, seq_k);
+    }
+    let num_kv = kv_end.div_ceil(tile.block_kv);
+
+    // The queries, and the first key tile beside them.
+    copy_tile::<T, NV>(q, &mut smem_q, q_base, q0, 0usize, q.stride(2), seq_q, d, 0usize, unit, block_q, q_cpr, units, comptime!(tile.swizzle(false)));
+    bar_q.commit_copy_async();
+    if num_kv > 0 {
+        copy_kv::<T, NV>(k, v, &mut smem_k, &mut smem_v, k_base, v_base, 0usize, seq_k, d, dv, 0usize, unit, tile);
+    }
+    bars.index(0usize).commit_copy_async();
+    bar_q.arrive_and_wait();
+
+    // The plane's queries as A fragments: f16 / bf16 per 16 dimensions, or TF32 per 8 (those
+    // of 16-dimension window `w`: K position `c` of its step `s` is dimension
+    // `16w + 4 (c % 4) + 2s + c / 4`, so that a unit's elements of both steps are one chunk).
+    let def = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
+    let def_tf32 = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, 8usize);
+    let mut q_frags = Sequence::<Array<Vector<T, Pair>>>::new();
+    let mut q_tf32 = Sequence::<Array<Vector<F, Const<1>>>>::new();
+    if tile.tf32 {
+        #[unroll]
+        for w in 0..tile.d_pad / 16 {
+            let (f0, f1) = query_tf32::<T, F, NV>(&smem_q, warp * 16 + lane / 4, w, quad, q_cpr);
+            q_tf32.push(f0);
+            q_tf32.push(f1);
+        }
+    } else {
+        #[unroll]
+        for ks in 0..tile.d_pad / 16 {
+            let at = fragment_chunk(warp * 16, ks * 2, lane, true, q_cpr);
+            q_frags.push(def.load_matrix::<Vector<T, NV>, Pair>(&smem_q.slice(at, at + 1), cmma::MatrixIdent::A, 4usize, false));
+        }
+    }
+
+    let mut o = zero_accumulators(&def, frags_o);
+    let mut row_max = Array::<f32>::new(2usize);
+    let mut row_sum = Array::<f32>::new(2usize);
+    #[unroll]
+    for r in 0..2usize {
+        row_max[r] = MASKED;
+        row_sum[r] = 0.0;
+    }
+    let scale = scale.get::<f32>();
+    let cap = softcap.get::<f32>();
+
+    // Tile `t` lives in stage `t % 2`; the loop is unrolled by 2 so that stages and barriers
+    // are known at compile time.
+    for t0 in range_stepped(0usize, num_kv, 2usize) {
+        #[unroll]
+        for s in 0..2usize {
+            let t = t0 + s;
+            if t < num_kv {
+                // Tile t has landed, and every unit is done with tile t - 1, whose stage the
+                // copies of tile t + 1 reuse.
+                bars.index(s).arrive_and_wait();
+                let next_stage = comptime!((s + 1) % 2);
+                if t + 1 < num_kv {
+                    copy_kv::<T, NV>(
+                        k, v, &mut smem_k, &mut smem_v, k_base, v_base, (t + 1) * tile.block_kv, seq_k, d, dv,
+                        next_stage, unit, tile,
+                    );
+                }
+                bars.index(next_stage).commit_copy_async();
+                let kv0 = t * tile.block_kv;
+
+                let mut scores = zero_accumulators(&def, frags_s);
+                if tile.tf32 {
+                    multiply_keys_tf32::<T, F, NV>(&def_tf32, &q_tf32, &smem_k, &mut scores, s, lane, tile);
+                } else {
+                    multiply_keys::<T, NV>(&def, &q_frags, &smem_k, &mut scores, s, lane, tile);
+                }
+
+                #[unroll]
+                for r in 0..2usize {
+                    let row = row0 + 8 * r;
+                    let mut tile_max = f32::new(MASKED);
+                    #[unroll]
+                    for j in 0..frags_s {
+                        let frag = scores.index_mut(j);
+                        let mut pair = frag[r];
+                        #[unroll]
+                        for e in 0..2usize {
+                            let key = kv0 + j * 8 + 2 * quad + e;
+                            let x = logit::<T, B>(
+                                pair[e], row, key, b, h, seq_q, seq_k, mask, bias, mask_offset, bias_offset, scale, cap, tile,
+                            );
+                            pair[e] = x;
+                            tile_max = select(x > tile_max, x, tile_max);
+                        }
+                        frag[r] = pair;
+                    }
+                    tile_max = max_f32(tile_max, plane_shuffle_xor(tile_max, 1u32));
+                    tile_max = max_f32(tile_max, plane_shuffle_xor(tile_max, 2u32));
+                    let new_max = max_f32(row_max[r], tile_max);
+                    // Against 0 while the row keeps nothing: its probabilities are all 0.
+                    let base = select(new_max == MASKED, 0.0f32, new_max);
+                    let alpha = f32::exp(row_max[r] - base);
+                    row_max[r] = new_max;
+
+                    let mut part = 0.0f32;
+                    #[unroll]
+                    for j in 0..frags_s {
+                        let frag = scores.index_mut(j);
+                        let mut pair = frag[r];
+                        #[unroll]
+                        for e in 0..2usize {
+                            let p = f32::exp(pair[e] - base);
+                            pair[e] = p;
+                            part += p;
+                        }
+                        frag[r] = pair;
+                    }
+                    row_sum[r] = row_sum[r] * alpha + part;
+                    #[unroll]
+                    for j in 0..frags_o {
+                        let frag = o.index_mut(j);
+                        frag[r] = frag[r] * Vector::<f32, Pair>::cast_from(alpha);
+                    }
+                }
+
+                if tile.tf32 {
+                    multiply_values_tf32::<T, F, NV>(&def_tf32, &scores, &smem_v, &mut o, s, lane, tile);
+                } else {
+                    multiply_values::<T, NV>(&def, &scores, &smem_v, &mut o, s, lane, tile);
+                }
+            }
+        }
+    }
+
+    let t = tiny.get::<f32>();
+    #[unroll]
+    for r in 0..2usize {
+        let mut total = row_sum[r];
+        total += plane_shuffle_xor(total, 1u32);
+        total += plane_shuffle_xor(total, 2u32);
+        total = select(total < t, t, total);
+        let inv = 1.0f32 / total;
+        let row = row0 + 8 * r;
+        if row < seq_q {
+            let out_row = ((b * heads + h) * seq_q + row) * dv;
+            #[unroll]
+            for j in 0..frags_o {
+                let pair = o.index(j)[r];
+                #[unroll]
+                for e in 0..2usize {
+                    let col = j * 8 + 2 * quad + e;
+                    if col < dv {
+                        out[out_row + col] = T::cast_from(pair[e] * inv);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The larger of two f32.
+#[cube]
+fn max_f32(a: f32, b: f32) -> f32 {
+    select(a > b, a, b)
+}
+
+/// Starts the asynchronous copies of keys and values `kv0..kv0 + block_kv` into stage `stage`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn copy_kv<T: Float, NV: Size>(
+    k: &Tensor<Vector<T, NV>>,
+    v: &Tensor<Vector<T, NV>>,
+    smem_k: &mut SharedMemory<Vector<T, NV>>,
+    smem_v: &mut SharedMemory<Vector<T, NV>>,
+    k_base: usize,
+    v_base: usize,
+    kv0: usize,
+    seq_k: usize,
+    d: usize,
+    dv: usize,
+    #[comptime] stage: usize,
+    unit: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let units = comptime!(tile.warps * 32);
+    let k_cpr = comptime!(tile.d_pad / tile.chunk());
+    let v_cpr = comptime!(tile.dv_pad / tile.chunk());
+    copy_tile::<T, NV>(k, smem_k, k_base, kv0, 0usize, k.stride(2), seq_k, d, comptime!(stage * tile.block_kv * k_cpr), unit, tile.block_kv, k_cpr, units, comptime!(tile.swizzle(false)));
+    copy_tile::<T, NV>(v, smem_v, v_base, kv0, 0usize, v.stride(2), seq_k, dv, comptime!(stage * tile.block_kv * v_cpr), unit, tile.block_kv, v_cpr, units, comptime!(tile.swizzle(true)));
+}
+
+/// The plane's scores `Q·Kᵀ` of the key tile in stage `stage` into `scores` (zeroed; fragment
+/// `j` holds keys `8j..8j + 8`). Keys are rows of K-major chunks: B fragments, two per
+/// `ldmatrix.x4`, untransposed.
+#[cube]
+fn multiply_keys<T: Float, NV: Size>(
+    def: &cmma::MmaDefinition<T, T, f32>,
+    q_frags: &Sequence<Array<Vector<T, Pair>>>,
+    smem_k: &SharedMemory<Vector<T, NV>>,
+    scores: &mut Sequence<Array<Vector<f32, Pair>>>,
+    #[comptime] stage: usize,
+    lane: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let cpr = comptime!(tile.d_pad / CHUNK);
+    let base = comptime!(stage * tile.block_kv * cpr);
+    #[unroll]
+    for jj in 0..tile.block_kv / 16 {
+        #[unroll]
+        for ks in 0..tile.d_pad / 16 {
+            let at = base + fragment_chunk(jj * 16, ks * 2, lane, false, cpr);
+            let quad = def.load_matrix::<Vector<T, NV>, Pair>(&smem_k.slice(at, at + 1), cmma::MatrixIdent::B, 4usize, false);
+            let (b0, b1) = split_pair::<T>(&quad);
+            def.execute_inplace(q_frags.index(ks), &b0, scores.index_mut(2 * jj));
+            def.execute_inplace(q_frags.index(ks), &b1, scores.index_mut(2 * jj + 1));
+        }
+    }
+}
+
+/// `o += P·V` for the value tile in stage `stage`: the probabilities' fragments `2kk` and
+/// `2kk + 1` (keys `16kk..16kk + 16`) are the A fragment of step `kk`; values are rows of
+/// N-major chunks, read transposed as B fragments, two per `ldmatrix.x4`.
+#[cube]
+fn multiply_values<T: Float, NV: Size>(
+    def: &cmma::MmaDefinition<T, T, f32>,
+    probs: &Sequence<Array<Vector<f32, Pair>>>,
+    smem_v: &SharedMemory<Vector<T, NV>>,
+    o: &mut Sequence<Array<Vector<f32, Pair>>>,
+    #[comptime] stage: usize,
+    lane: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let cpr = comptime!(tile.dv_pad / CHUNK);
+    let base = comptime!(stage * tile.block_kv * cpr);
+    #[unroll]
+    for kk in 0..tile.block_kv / 16 {
+        let lo = probs.index(2 * kk);
+        let hi = probs.index(2 * kk + 1);
+        let mut a = Array::<Vector<T, Pair>>::new(4usize);
+        a[0] = to_operand::<T>(lo[0]);
+        a[1] = to_operand::<T>(lo[1]);
+        a[2] = to_operand::<T>(hi[0]);
+        a[3] = to_operand::<T>(hi[1]);
+        #[unroll]
+        for jj in 0..tile.dv_pad / 16 {
+            let at = base + fragment_chunk(kk * 16, jj * 2, lane, true, cpr);
+            let quad = def.load_matrix::<Vector<T, NV>, Pair>(&smem_v.slice(at, at + 1), cmma::MatrixIdent::B, 4usize, true);
+            let (b0, b1) = split_pair::<T>(&quad);
+            def.execute_inplace(&a, &b0, o.index_mut(2 * jj));
+            def.execute_inplace(&a, &b1, o.index_mut(2 * jj + 1));
+        }
+    }
+}
+
+/// The TF32 A fragments of 16-dimension window `w` (its two steps of 8) for rows `row` and
+/// `row + 8` of the staged queries: this unit's chunk `4w + quad` of each row (see the kernel).
+#[cube]
+fn query_tf32<T: Float, F: Float, NV: Size>(
+    smem_q: &SharedMemory<Vector<T, NV>>,
+    row: usize,
+    w: usize,
+    quad: usize,
+    #[comptime] cpr: usize,
+) -> (Array<Vector<F, Const<1>>>, Array<Vector<F, Const<1>>>) {
+    let mut f0 = Array::<Vector<F, Const<1>>>::new(4usize);
+    let mut f1 = Array::<Vector<F, Const<1>>>::new(4usize);
+    #[unroll]
+    for h in 0..2usize {
+        let r = row + 8 * h;
+        let chunk = smem_q[r * cpr + swizzle_tf32(r, 4 * w + quad, cpr)];
+        // Element e is step e / 2's register h + 2 (e % 2).
+        f0[h] = Vector::new(F::cast_from(chunk[0]));
+        f0[h + 2] = Vector::new(F::cast_from(chunk[1]));
+        f1[h] = Vector::new(F::cast_from(chunk[2]));
+        f1[h + 2] = Vector::new(F::cast_from(chunk[3]));
+    }
+    (f0, f1)
+}
+
+/// Where chunk `chunk` of staged query or key row `row` lies (TF32).
+#[cube]
+fn swizzle_tf32(row: usize, chunk: usize, #[comptime] cpr: usize) -> usize {
+    crate::tensor_core::swizzle(row, chunk, cpr, comptime!(Swizzle::Tf32Chunks))
+}
+
+/// [`multiply_keys`] on TF32: key `8j + g` gives this unit's chunk `4w + quad` of its row for
+/// window `w`, the B registers of both steps (element e is step e / 2's register e % 2).
+#[cube]
+fn multiply_keys_tf32<T: Float, F: Float, NV: Size>(
+    def: &cmma::MmaDefinition<F, F, f32>,
+    q_frags: &Sequence<Array<Vector<F, Const<1>>>>,
+    smem_k: &SharedMemory<Vector<T, NV>>,
+    scores: &mut Sequence<Array<Vector<f32, Pair>>>,
+    #[comptime] stage: usize,
+    lane: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let cpr = comptime!(tile.d_pad / CHUNK_F32);
+    let base = comptime!(stage * tile.block_kv * cpr);
+    let g = lane / 4;
+    let quad = lane % 4;
+    #[unroll]
+    for j in 0..tile.block_kv / 8 {
+        let key = j * 8 + g;
+        #[unroll]
+        for w in 0..tile.d_pad / 16 {
+            let chunk = smem_k[base + key * cpr + swizzle_tf32(key, 4 * w + quad, cpr)];
+            let mut b0 = Array::<Vector<F, Const<1>>>::new(2usize);
+            let mut b1 = Array::<Vector<F, Const<1>>>::new(2usize);
+            b0[0] = Vector::new(F::cast_from(chunk[0]));
+            b0[1] = Vector::new(F::cast_from(chunk[1]));
+            b1[0] = Vector::new(F::cast_from(chunk[2]));
+            b1[1] = Vector::new(F::cast_from(chunk[3]));
+            def.execute_inplace(q_frags.index(2 * w), &b0, scores.index_mut(j));
+            def.execute_inplace(q_frags.index(2 * w + 1), &b1, scores.index_mut(j));
+        }
+    }
+}
+
+/// [`multiply_values`] on TF32, one step of 8 keys per probability fragment `j`: K position
+/// `t` is key `8j + 2t` and `t + 4` key `8j + 2t + 1`, so A register v is the fragment's row
+/// `v % 2`, element `v / 2`, and B register v is value row `8j + 2 quad + v`, column `g`.
+#[cube]
+fn multiply_values_tf32<T: Float, F: Float, NV: Size>(
+    def: &cmma::MmaDefinition<F, F, f32>,
+    probs: &Sequence<Array<Vector<f32, Pair>>>,
+    smem_v: &SharedMemory<Vector<T, NV>>,
+    o: &mut Sequence<Array<Vector<f32, Pair>>>,
+    #[comptime] stage: usize,
+    lane: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let cpr = comptime!(tile.dv_pad / CHUNK_F32);
+    let stage_len = comptime!(tile.block_kv * cpr);
+    let elems = smem_v.slice(comptime!(stage * stage_len), comptime!((stage + 1) * stage_len)).with_vector_size::<Const<1>>();
+    let g = lane / 4;
+    let quad = lane % 4;
+    #[unroll]
+    for j in 0..tile.block_kv / 8 {
+        let p = probs.index(j);
+        let mut a = Array::<Vector<F, Const<1>>>::new(4usize);
+        #[unroll]
+        for r in 0..4usize {
+            a[r] = Vector::new(F::cast_from(p[r % 2][r / 2]));
+        }
+        let key = j * 8 + 2 * quad;
+        #[unroll]
+        for jn in 0..tile.dv_pad / 8 {
+            let col = jn * 8 + g;
+            let mut b = Array::<Vector<F, Const<1>>>::new(2usize);
+            #[unroll]
+            for r in 0..2usize {
+                b[r] = Vector::new(F::cast_from(elems[element_at(key + r, col, cpr, comptime!(Swizzle::Tf32Pairs))][0]));
+            }
+            def.execute_inplace(&a, &b, o.index_mut(jn));
+        }
+    }
+}
+
+/// The two B fragments (registers 0, 1 and 2, 3) of one `ldmatrix.x4`.
+#[cube]
+fn split_pair<T: Float>(quad: &Array<Vector<T, Pair>>) -> (Array<Vector<T, Pair>>, Array<Vector<T, Pair>>) {
+    let mut b0 = Array::<Vector<T, Pair>>::new(2usize);
+    let mut b1 = Array::<Vector<T, Pair>>::new(2usize);
+    b0[0] = quad[0];
+    b0[1] = quad[1];
+    b1[0] = quad[2];
+    b1[1] = quad[3];
+    (b0, b1)
+}
+
+/// Two f32 of an accumulator as an operand register of `T`.
+#[cube]
+fn to_operand<T: Float>(pair: Vector<f32, Pair>) -> Vector<T, Pair> {
+    let mut out = Vector::<T, Pair>::empty();
+    out[0] = T::cast_from(pair[0]);
+    out[1] = T::cast_from(pair[1]);
+    out
+}
+
+/// The logit of score `score` of query `row` and key `key`, or [`MASKED`]: scaled, capped,
+/// biased; masked by the mask, causally, or past the keys. Rows past the queries keep their
+/// scores (never written) and read no mask or bias.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn logit<T: Float, B: Numeric>(
+    score: f32,
+    row: usize,
+    key: usize,
+    b: usize,
+    h: usize,
+    seq_q: usize,
+    seq_k: usize,
+    mask: &Tensor<B>,
+    bias: &Tensor<T>,
+    mask_offset: usize,
+    bias_offset: usize,
+    scale: f32,
+    cap: f32,
+    #[comptime] tile: FlashTile,
+) -> f32 {
+    let mut value = score * scale;
+    if tile.has_softcap {
+        value = cap * f32::tanh(value / cap);
+    }
+    let mut keep = key < seq_k;
+    if tile.has_mask || tile.has_bias {
+        if keep && row < seq_q {
+            if tile.has_mask {
+                let at = mask_offset + b * mask.stride(0) + h * mask.stride(1) + row * mask.stride(2) + key * mask.stride(3);
+                keep = mask[at] == B::from_int(0);
+            }
+            if tile.has_bias {
+                let at = bias_offset + b * bias.stride(0) + h * bias.stride(1) + row * bias.stride(2) + key * bias.stride(3);
+                value += f32::cast_from(bias[at]);
+            }
+        }
+    }
+    if tile.causal {
+        // key > row + (seq_k - seq_q)  ⟺  key + seq_q > row + seq_k
+        keep = keep && key + seq_q <= row + seq_k;
+    }
+    select(keep, value, MASKED)
+}
