@@ -129,8 +129,10 @@ pub fn avg_pool2d_backward<T: Float, A: Float>(
     output[ABSOLUTE_POS] = T::cast_from(sum);
 }
 
-/// Max pooling with dilation. Padding never wins; ties keep the first position; NaN never
-/// wins; a window with nothing above `neg_inf` gives `neg_inf` and index 0. With
+/// Max pooling with dilation, one unit per output element; the window's size is comptime
+/// (`kernel_h` × `kernel_w`, unrolled up to 64 positions; `p.kernel_*` are not read) and its
+/// rows are checked against the input once each. Padding never wins; ties keep the first position;
+/// NaN never wins; a window with nothing above `neg_inf` gives `neg_inf` and index 0. With
 /// `with_indices`, `indices` gets the flat position `h·W + w` of each maximum.
 #[cube(launch_unchecked)]
 pub fn max_pool2d<T: Float, I: Int>(
@@ -140,6 +142,8 @@ pub fn max_pool2d<T: Float, I: Int>(
     x_offset: usize,
     neg_inf: InputScalar,
     p: PoolParams,
+    #[comptime] kernel_h: usize,
+    #[comptime] kernel_w: usize,
     #[comptime] with_indices: bool,
     #[define(T, I)] _dtypes: [StorageType; 2],
 ) {
@@ -148,17 +152,28 @@ pub fn max_pool2d<T: Float, I: Int>(
     }
     let o = pixel::<T>(output, ABSOLUTE_POS);
     let (in_h, in_w) = (x.shape(2), x.shape(3));
+    let plane = x_offset + o.b * x.stride(0) + o.c * x.stride(1);
+    // The window's first row and column in padded coordinates.
+    let h0 = o.h * p.stride_h;
+    let w0 = o.w * p.stride_w;
     let mut best = neg_inf.get::<T>();
     let mut index = 0;
-    for kh in 0..p.kernel_h {
-        let ih = o.h * p.stride_h + kh * p.dil_h;
-        for kw in 0..p.kernel_w {
-            let iw = o.w * p.stride_w + kw * p.dil_w;
-            if ih >= p.pad_h && ih - p.pad_h < in_h && iw >= p.pad_w && iw - p.pad_w < in_w {
-                let v = x[x_offset + offset4::<T>(x, o.b, o.c, ih - p.pad_h, iw - p.pad_w)];
+    let unroll = comptime!(kernel_h * kernel_w <= 64);
+    #[unroll(unroll)]
+    for kh in 0..kernel_h {
+        let ih = h0 + kh * p.dil_h;
+        let row_inside = ih >= p.pad_h && ih - p.pad_h < in_h;
+        // Wraps where the row is outside, and is then never used.
+        let row = ih - p.pad_h;
+        #[unroll(unroll)]
+        for kw in 0..kernel_w {
+            let iw = w0 + kw * p.dil_w;
+            if row_inside && iw >= p.pad_w && iw - p.pad_w < in_w {
+                let col = iw - p.pad_w;
+                let v = x[plane + row * x.stride(2) + col * x.stride(3)];
                 if v > best {
                     best = v;
-                    index = (ih - p.pad_h) * in_w + iw - p.pad_w;
+                    index = row * in_w + col;
                 }
             }
         }

@@ -124,7 +124,7 @@ pub fn max_pool2d<R: Runtime>(x: CubeTensor<R>, window: Window, index_dtype: Opt
         unsafe {
             max_kernel::launch_unchecked::<R>(
                 client, count, dim, x.as_arg(), o.as_arg(), idx.as_arg(), x.layout.offset, neg_inf, window.arg(),
-                written.is_some(), [x.storage(), index_storage],
+                window.kernel[0], window.kernel[1], written.is_some(), [x.storage(), index_storage],
             )
         }
     });
