@@ -58,6 +58,9 @@ pub struct FlashTile {
     /// f32 operands rounded to TF32 (m16n8k8; head dimensions padded to at least 32), else
     /// f16 / bf16 (m16n8k16).
     pub tf32: bool,
+    /// A plane reads its query fragments from shared memory at every key tile (fewer
+    /// registers) instead of holding them in registers from the start.
+    pub reload_q: bool,
 }
 
 impl FlashTile {
@@ -181,7 +184,9 @@ pub fn flash_attention_mma<T: Float, F: Float, B: Numeric, NV: Size>(
     let def_tf32 = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, 8usize);
     let mut q_frags = Sequence::<Array<Vector<T, Pair>>>::new();
     let mut q_tf32 = Sequence::<Array<Vector<F, Const<1>>>>::new();
-    if tile.tf32 {
+    if tile.reload_q {
+        // Read again at every key tile.
+    } else if tile.tf32 {
         #[unroll]
         for w in 0..tile.d_pad / 16 {
             let (f0, f1) = query_tf32::<T, F, NV>(&smem_q, warp * 16 + lane / 4, w, quad, q_cpr);
@@ -229,9 +234,9 @@ pub fn flash_attention_mma<T: Float, F: Float, B: Numeric, NV: Size>(
 
                 let mut scores = zero_accumulators(&def, frags_s);
                 if tile.tf32 {
-                    multiply_keys_tf32::<T, F, NV>(&def_tf32, &q_tf32, &smem_k, &mut scores, s, lane, tile);
+                    multiply_keys_tf32::<T, F, NV>(&def_tf32, &q_tf32, &smem_q, &smem_k, &mut scores, s, warp, lane, tile);
                 } else {
-                    multiply_keys::<T, NV>(&def, &q_frags, &smem_k, &mut scores, s, lane, tile);
+                    multiply_keys::<T, NV>(&def, &q_frags, &smem_q, &smem_k, &mut scores, s, warp, lane, tile);
                 }
 
                 #[unroll]
@@ -349,30 +354,57 @@ fn copy_kv<T: Float, NV: Size>(
 }
 
 /// The plane's scores `Q·Kᵀ` of the key tile in stage `stage` into `scores` (zeroed; fragment
-/// `j` holds keys `8j..8j + 8`). Keys are rows of K-major chunks: B fragments, two per
-/// `ldmatrix.x4`, untransposed.
+/// `j` holds keys `8j..8j + 8`): query fragments from `q_frags`, or from `smem_q` where
+/// `tile.reload_q`. Keys are rows of K-major chunks: B fragments, two per `ldmatrix.x4`,
+/// untransposed.
 #[cube]
+#[allow(clippy::too_many_arguments)]
 fn multiply_keys<T: Float, NV: Size>(
     def: &cmma::MmaDefinition<T, T, f32>,
     q_frags: &Sequence<Array<Vector<T, Pair>>>,
+    smem_q: &SharedMemory<Vector<T, NV>>,
     smem_k: &SharedMemory<Vector<T, NV>>,
     scores: &mut Sequence<Array<Vector<f32, Pair>>>,
     #[comptime] stage: usize,
+    warp: usize,
     lane: usize,
     #[comptime] tile: FlashTile,
 ) {
     let cpr = comptime!(tile.d_pad / CHUNK);
     let base = comptime!(stage * tile.block_kv * cpr);
     #[unroll]
-    for jj in 0..tile.block_kv / 16 {
-        #[unroll]
-        for ks in 0..tile.d_pad / 16 {
-            let at = base + fragment_chunk(jj * 16, ks * 2, lane, false, cpr);
-            let quad = def.load_matrix::<Vector<T, NV>, Pair>(&smem_k.slice(at, at + 1), cmma::MatrixIdent::B, 4usize, false);
-            let (b0, b1) = split_pair::<T>(&quad);
-            def.execute_inplace(q_frags.index(ks), &b0, scores.index_mut(2 * jj));
-            def.execute_inplace(q_frags.index(ks), &b1, scores.index_mut(2 * jj + 1));
+    for ks in 0..tile.d_pad / 16 {
+        if tile.reload_q {
+            let at = fragment_chunk(warp * 16, ks * 2, lane, true, cpr);
+            let a = def.load_matrix::<Vector<T, NV>, Pair>(&smem_q.slice(at, at + 1), cmma::MatrixIdent::A, 4usize, false);
+            multiply_key_step::<T, NV>(def, &a, smem_k, scores, base, ks, lane, tile);
+        } else {
+            multiply_key_step::<T, NV>(def, q_frags.index(ks), smem_k, scores, base, ks, lane, tile);
         }
+    }
+}
+
+/// One 16-dimension step `ks` of [`multiply_keys`] with query fragment `a`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn multiply_key_step<T: Float, NV: Size>(
+    def: &cmma::MmaDefinition<T, T, f32>,
+    a: &Array<Vector<T, Pair>>,
+    smem_k: &SharedMemory<Vector<T, NV>>,
+    scores: &mut Sequence<Array<Vector<f32, Pair>>>,
+    #[comptime] base: usize,
+    #[comptime] ks: usize,
+    lane: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let cpr = comptime!(tile.d_pad / CHUNK);
+    #[unroll]
+    for jj in 0..tile.block_kv / 16 {
+        let at = base + fragment_chunk(jj * 16, ks * 2, lane, false, cpr);
+        let quad = def.load_matrix::<Vector<T, NV>, Pair>(&smem_k.slice(at, at + 1), cmma::MatrixIdent::B, 4usize, false);
+        let (b0, b1) = split_pair::<T>(&quad);
+        def.execute_inplace(a, &b0, scores.index_mut(2 * jj));
+        def.execute_inplace(a, &b1, scores.index_mut(2 * jj + 1));
     }
 }
 
@@ -445,12 +477,15 @@ fn swizzle_tf32(row: usize, chunk: usize, #[comptime] cpr: usize) -> usize {
 /// [`multiply_keys`] on TF32: key `8j + g` gives this unit's chunk `4w + quad` of its row for
 /// window `w`, the B registers of both steps (element e is step e / 2's register e % 2).
 #[cube]
+#[allow(clippy::too_many_arguments)]
 fn multiply_keys_tf32<T: Float, F: Float, NV: Size>(
     def: &cmma::MmaDefinition<F, F, f32>,
     q_frags: &Sequence<Array<Vector<F, Const<1>>>>,
+    smem_q: &SharedMemory<Vector<T, NV>>,
     smem_k: &SharedMemory<Vector<T, NV>>,
     scores: &mut Sequence<Array<Vector<f32, Pair>>>,
     #[comptime] stage: usize,
+    warp: usize,
     lane: usize,
     #[comptime] tile: FlashTile,
 ) {
@@ -459,20 +494,44 @@ fn multiply_keys_tf32<T: Float, F: Float, NV: Size>(
     let g = lane / 4;
     let quad = lane % 4;
     #[unroll]
+    for w in 0..tile.d_pad / 16 {
+        if tile.reload_q {
+            let (f0, f1) = query_tf32::<T, F, NV>(smem_q, warp * 16 + g, w, quad, cpr);
+            multiply_key_window_tf32::<T, F, NV>(def, &f0, &f1, smem_k, scores, base, w, g, quad, tile);
+        } else {
+            multiply_key_window_tf32::<T, F, NV>(def, q_frags.index(2 * w), q_frags.index(2 * w + 1), smem_k, scores, base, w, g, quad, tile);
+        }
+    }
+}
+
+/// One 16-dimension window `w` of [`multiply_keys_tf32`] with its query fragments `f0`, `f1`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn multiply_key_window_tf32<T: Float, F: Float, NV: Size>(
+    def: &cmma::MmaDefinition<F, F, f32>,
+    f0: &Array<Vector<F, Const<1>>>,
+    f1: &Array<Vector<F, Const<1>>>,
+    smem_k: &SharedMemory<Vector<T, NV>>,
+    scores: &mut Sequence<Array<Vector<f32, Pair>>>,
+    #[comptime] base: usize,
+    #[comptime] w: usize,
+    g: usize,
+    quad: usize,
+    #[comptime] tile: FlashTile,
+) {
+    let cpr = comptime!(tile.d_pad / CHUNK_F32);
+    #[unroll]
     for j in 0..tile.block_kv / 8 {
         let key = j * 8 + g;
-        #[unroll]
-        for w in 0..tile.d_pad / 16 {
-            let chunk = smem_k[base + key * cpr + swizzle_tf32(key, 4 * w + quad, cpr)];
-            let mut b0 = Array::<Vector<F, Const<1>>>::new(2usize);
-            let mut b1 = Array::<Vector<F, Const<1>>>::new(2usize);
-            b0[0] = Vector::new(F::cast_from(chunk[0]));
-            b0[1] = Vector::new(F::cast_from(chunk[1]));
-            b1[0] = Vector::new(F::cast_from(chunk[2]));
-            b1[1] = Vector::new(F::cast_from(chunk[3]));
-            def.execute_inplace(q_frags.index(2 * w), &b0, scores.index_mut(j));
-            def.execute_inplace(q_frags.index(2 * w + 1), &b1, scores.index_mut(j));
-        }
+        let chunk = smem_k[base + key * cpr + swizzle_tf32(key, 4 * w + quad, cpr)];
+        let mut b0 = Array::<Vector<F, Const<1>>>::new(2usize);
+        let mut b1 = Array::<Vector<F, Const<1>>>::new(2usize);
+        b0[0] = Vector::new(F::cast_from(chunk[0]));
+        b0[1] = Vector::new(F::cast_from(chunk[1]));
+        b1[0] = Vector::new(F::cast_from(chunk[2]));
+        b1[1] = Vector::new(F::cast_from(chunk[3]));
+        def.execute_inplace(f0, &b0, scores.index_mut(j));
+        def.execute_inplace(f1, &b1, scores.index_mut(j));
     }
 }
 

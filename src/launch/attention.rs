@@ -87,9 +87,8 @@ pub fn attention<R: Runtime>(
     attention_with(query, key, value, mask, bias, options, None)
 }
 
-/// [`attention`] with the fused kernel's planes per cube (16 query rows each) chosen by the
-/// caller (for benchmarks and tuning); `None` picks the default. Ignored where the fused
-/// kernel doesn't run.
+/// [`attention`] with the fused kernels' shape chosen by the caller (for benchmarks and
+/// tuning); `None` picks the default. Ignored where no fused kernel runs.
 #[doc(hidden)]
 pub fn attention_with<R: Runtime>(
     query: CubeTensor<R>,
@@ -98,7 +97,7 @@ pub fn attention_with<R: Runtime>(
     mask: Option<CubeTensor<R>>,
     bias: Option<CubeTensor<R>>,
     options: AttentionModuleOptions,
-    warps: Option<usize>,
+    tuning: Option<FlashTuning>,
 ) -> CubeTensor<R> {
     let op = "attention";
     let mut all = vec![("query", &query), ("key", &key), ("value", &value)];
@@ -106,7 +105,7 @@ pub fn attention_with<R: Runtime>(
     check_float(op, &all);
     if query.bf16_bits() {
         let (key, value, bias) = (bf16::widen(key), bf16::widen(value), bf16::widen_opt(bias));
-        return bf16::map(query, |q| attention_with(q, key, value, mask, bias, options, warps));
+        return bf16::map(query, |q| attention_with(q, key, value, mask, bias, options, tuning));
     }
     let (q, k, v) = (query.dims().to_vec(), key.dims().to_vec(), value.dims().to_vec());
     let fits = q.len() == 4 && k.len() == 4 && v.len() == 4 && q[..2] == k[..2] && k[..3] == v[..3] && q[3] == k[3];
@@ -134,28 +133,50 @@ pub fn attention_with<R: Runtime>(
     let bias = bias.map(|b| view(&b, "attn_bias"));
 
     let flags = (mask.is_some(), bias.is_some(), options.softcap.is_some(), options.is_causal);
-    if let Some(tile) = mma_tile(&query, &key, &value, flags, warps) {
+    if let Some(tile) = mma_tile(&query, &key, &value, flags, tuning) {
         return fused_mma(op, query, key, value, mask, bias, options, tile);
     }
-    match flash_plan(&query.client, query.dtype, q[3], v[3], warps) {
+    match flash_plan(&query.client, query.dtype, q[3], v[3], tuning.map(|t| t.warps)) {
         Some(plan) => fused(op, query, key, value, mask, bias, options, plan),
         None => unfused(op, query, key, value, mask, bias, options),
     }
 }
 
-/// Keys per tile of the `mma.sync` kernel.
-const MMA_BLOCK_KV: usize = 64;
+/// How the fused kernels run (for benchmarks and tuning): planes per cube (16 query rows
+/// each), and for the `mma.sync` kernel keys per tile and whether queries are read again at
+/// every key tile instead of held in registers.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlashTuning {
+    /// Planes per cube.
+    pub warps: usize,
+    /// Keys per tile of the `mma.sync` kernel (a multiple of 16).
+    pub block_kv: usize,
+    /// Query fragments read from shared memory at every key tile.
+    pub reload_q: bool,
+}
+
+/// The `mma.sync` kernel's default: 4 planes, 64 keys per tile; f16 / bf16 queries read again
+/// at every key tile (fewer live registers), TF32 queries (twice the registers' worth of
+/// loads) held in registers. On an H200 at [4, 16, 1024, 64] (2026-11-27, two runs of one
+/// session) f16 ran 0.137 / 0.139 ms reloading its queries and 0.138 / 0.142 holding them,
+/// f32 as TF32 0.462 / 0.390 against 0.405 / 0.401; two or eight planes, or 32 keys, were
+/// slower (f16 0.149-0.162, f32 0.410-0.649, another machine).
+fn mma_tuning(tf32: bool) -> FlashTuning {
+    FlashTuning { warps: 4, block_kv: 64, reload_q: !tf32 }
+}
 
 /// The `mma.sync` kernel's tile for these operands and `(mask, bias, softcap, causal)`, or
 /// `None` where it doesn't apply: other dtypes (f32 only under the TF32 precision) or devices, heads wider than
 /// [`MAX_FUSED_DIM`], operands that can't be read in 16-byte chunks along the head dimension,
-/// or too little shared memory. `warps` planes per cube (16 query rows each; default 4).
+/// or too little shared memory, or a `tuning` it can't take (`None`: the default,
+/// [`mma_tuning`]).
 fn mma_tile<R: Runtime>(
     query: &CubeTensor<R>,
     key: &CubeTensor<R>,
     value: &CubeTensor<R>,
     (has_mask, has_bias, has_softcap, causal): (bool, bool, bool, bool),
-    warps: Option<usize>,
+    tuning: Option<FlashTuning>,
 ) -> Option<FlashTile> {
     let client = &query.client;
     let dtype = query.dtype;
@@ -171,13 +192,19 @@ fn mma_tile<R: Runtime>(
         return None;
     }
     let pad = |n: usize| n.max(min_pad).next_power_of_two();
-    let warps = warps.unwrap_or(4);
-    let tile = FlashTile { warps, block_kv: MMA_BLOCK_KV, d_pad: pad(d), dv_pad: pad(dv), has_mask, has_bias, has_softcap, causal, tf32 };
+    let FlashTuning { warps, block_kv, reload_q } = tuning.unwrap_or(mma_tuning(tf32));
+    let (d_pad, dv_pad) = (pad(d), pad(dv));
+    let tile = FlashTile { warps, block_kv, d_pad, dv_pad, has_mask, has_bias, has_softcap, causal, tf32, reload_q };
     let units = 32 * warps;
-    let divides = |cols: usize| (MMA_BLOCK_KV * cols / chunk) % units == 0;
+    let divides = |cols: usize| (block_kv * cols / chunk) % units == 0;
     let elem = storage_type(dtype).size();
-    let shared = (16 * warps * tile.d_pad + 2 * MMA_BLOCK_KV * (tile.d_pad + tile.dv_pad)) * elem;
-    let fits = warps > 0 && divides(tile.d_pad) && divides(tile.dv_pad) && shared <= client.properties().hardware.max_shared_memory_size;
+    let shared = (16 * warps * d_pad + 2 * block_kv * (d_pad + dv_pad)) * elem;
+    let fits = warps > 0
+        && block_kv > 0
+        && block_kv % 16 == 0
+        && divides(d_pad)
+        && divides(dv_pad)
+        && shared <= client.properties().hardware.max_shared_memory_size;
     fits.then_some(tile)
 }
 

@@ -6,7 +6,7 @@ use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
 use burn_backend::{Backend, DType, TensorPrimitive};
 use burn_tensor::Tensor;
 use burn_tensor::module::{attention, conv2d, max_pool2d};
-use ex_cubecl::launch::attention::attention_with;
+use ex_cubecl::launch::attention::{FlashTuning, attention_with};
 use ex_cubecl::launch::conv::{ConvSpec, ConvTiling, conv_with};
 use ex_cubecl::{CubeTensor, MatmulPrecision, set_matmul_precision};
 
@@ -22,8 +22,8 @@ pub enum Variant {
     Exact,
     /// Ours with a given tensor-core convolution tiling (tuning; no peer).
     Tiling(ConvTiling),
-    /// Ours with a given number of planes per cube in the fused attention (tuning; no peer).
-    Warps(usize),
+    /// Ours with a given shape of the fused attention (tuning; no peer).
+    Flash(FlashTuning),
 }
 
 impl Variant {
@@ -35,7 +35,12 @@ impl Variant {
                 " {}x{}x{} tiles, {}x{} planes (ours only)",
                 t.block_co, t.block_pix, t.block_k, t.warps_co, t.warps_pix
             ),
-            Variant::Warps(w) => format!(" {w} planes (ours only)"),
+            Variant::Flash(t) => format!(
+                " {} planes, {} keys{} (ours only)",
+                t.warps,
+                t.block_kv,
+                if t.reload_q { ", queries reloaded" } else { "" }
+            ),
         }
     }
 
@@ -132,9 +137,19 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         for tiling in [t(64, 128, 32, 2, 4), t(64, 256, 64, 2, 4), t(64, 128, 64, 4, 2)] {
             out.push(conv(DType::F16, Variant::Tiling(tiling)));
         }
-        for warps in [2, 8, 16] {
-            out.push(att(DType::F32, false, Variant::Warps(warps)));
-            out.push(att(DType::F16, false, Variant::Warps(warps)));
+        let flash = |warps, block_kv, reload_q| Variant::Flash(FlashTuning { warps, block_kv, reload_q });
+        let shapes = [
+            flash(4, 64, false),
+            flash(4, 64, true),
+            flash(2, 64, false),
+            flash(8, 64, false),
+            flash(4, 32, false),
+            flash(4, 32, true),
+            flash(8, 32, true),
+        ];
+        for tuning in shapes {
+            out.push(att(DType::F32, false, tuning));
+            out.push(att(DType::F16, false, tuning));
         }
     }
     out
@@ -187,8 +202,8 @@ impl Case for Conv2d {
         let (stride, pad) = (self.stride, self.k / 2);
         let options = ConvOptions::new([stride, stride], [pad, pad], [1, 1], 1);
         Some(match self.variant {
-            // Planes per cube are an attention setting: the convolution runs as by default.
-            Variant::Default | Variant::Exact | Variant::Warps(_) => {
+            // The attention's shape is no convolution setting: the convolution runs as by default.
+            Variant::Default | Variant::Exact | Variant::Flash(_) => {
                 let exact = matches!(self.variant, Variant::Exact);
                 Box::new(move || with_precision(exact, || conv2d(x.clone(), w.clone(), None, options.clone())).flatten::<1>(0, 3))
             }
@@ -290,11 +305,11 @@ impl Case for Attention {
         let k = uniform::<B, 4>(self.shape, 5, device).cast(self.dtype);
         let v = uniform::<B, 4>(self.shape, 6, device).cast(self.dtype);
         let options = AttentionModuleOptions { is_causal: self.causal, ..Default::default() };
-        if let Variant::Warps(warps) = self.variant {
+        if let Variant::Flash(tuning) = self.variant {
             let prim = |t: Tensor<B, 4>| downcast::<CubeTensor<Runtime>, _>(t.into_primitive().tensor()).expect("ours");
             let (q, k, v) = (prim(q), prim(k), prim(v));
             return Some(Box::new(move || {
-                let out = attention_with(q.clone(), k.clone(), v.clone(), None, None, options, Some(warps));
+                let out = attention_with(q.clone(), k.clone(), v.clone(), None, None, options, Some(tuning));
                 let out = downcast::<B::FloatTensorPrimitive, _>(out).expect("ours");
                 Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(out)).flatten::<1>(0, 3)
             }));
