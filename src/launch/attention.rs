@@ -157,8 +157,8 @@ pub struct FlashTuning {
 }
 
 /// The `mma.sync` kernel's default: 4 planes, 64 keys per tile; f16 / bf16 queries read again
-/// at every key tile (fewer live registers), TF32 queries (twice the registers' worth of
-/// loads) held in registers. On an H200 at [4, 16, 1024, 64] (2026-11-27, two runs of one
+/// at every key tile (fewer live registers, the same speed), TF32 queries held in registers
+/// (reading them again costs eight shared loads per key tile and unit). On an H200 at [4, 16, 1024, 64] (2026-11-27, two runs of one
 /// session) f16 ran 0.137 / 0.139 ms reloading its queries and 0.138 / 0.142 holding them,
 /// f32 as TF32 0.462 / 0.390 against 0.405 / 0.401; two or eight planes, or 32 keys, were
 /// slower (f16 0.149-0.162, f32 0.410-0.649, another machine).
@@ -167,10 +167,10 @@ fn mma_tuning(tf32: bool) -> FlashTuning {
 }
 
 /// The `mma.sync` kernel's tile for these operands and `(mask, bias, softcap, causal)`, or
-/// `None` where it doesn't apply: other dtypes (f32 only under the TF32 precision) or devices, heads wider than
-/// [`MAX_FUSED_DIM`], operands that can't be read in 16-byte chunks along the head dimension,
-/// or too little shared memory, or a `tuning` it can't take (`None`: the default,
-/// [`mma_tuning`]).
+/// `None` where it doesn't apply: other dtypes (f32 only under the TF32 precision) or
+/// devices, heads wider than [`MAX_FUSED_DIM`], operands that can't be read in 16-byte chunks
+/// along the head dimension, too little shared memory, or a `tuning` it can't take (`None`:
+/// the default, [`mma_tuning`]).
 fn mma_tile<R: Runtime>(
     query: &CubeTensor<R>,
     key: &CubeTensor<R>,
