@@ -80,6 +80,58 @@ pub fn copy_rows<T: Numeric, N: Size>(
     output[out_offset + r * out_stride + c] = input[in_offset + r * in_stride + c];
 }
 
+/// Rows and columns of a [`copy_tiles`] tile.
+pub const TILE: usize = 32;
+/// Rows of a tile each pass of a [`copy_tiles`] cube covers (its units are `TILE` × `PASS`).
+pub const PASS: usize = 8;
+
+/// A same-dtype copy between two views over `[batch, p, q]` where the input is contiguous
+/// along `p` and the output along `q` (a transpose: channels-last copies, transposed
+/// operands): `output[out_offset + b · out_b + i · out_p + j] = input[in_offset + b · in_b + i +
+/// j · in_q]`. Each cube moves one `TILE` × `TILE` tile through shared memory, reading along
+/// `p` and writing along `q`, so that both sides are coalesced. Cubes run over `(b, tile of p,
+/// tile of q)`, tiles of `q` fastest; the cube is `TILE` × `PASS` units.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn copy_tiles<T: Numeric>(
+    input: &Array<T>,
+    output: &mut Array<T>,
+    in_offset: usize,
+    in_b: usize,
+    in_q: usize,
+    out_offset: usize,
+    out_b: usize,
+    out_p: usize,
+    p: usize,
+    q: usize,
+    #[define(T)] _dtype: StorageType,
+) {
+    let tiles_q = q.div_ceil(TILE);
+    let tiles_p = p.div_ceil(TILE);
+    let j0 = (CUBE_POS % tiles_q) * TILE;
+    let i0 = ((CUBE_POS / tiles_q) % tiles_p) * TILE;
+    let b = CUBE_POS / (tiles_q * tiles_p);
+    let x = UNIT_POS_X as usize;
+    let y = UNIT_POS_Y as usize;
+    // One padding column: a column of the tile spans every bank.
+    let mut tile = SharedMemory::<T>::new(comptime!(TILE * (TILE + 1)));
+    #[unroll]
+    for k in 0..comptime!(TILE / PASS) {
+        let (i, j) = (i0 + x, j0 + y + k * PASS);
+        if i < p && j < q {
+            tile[(y + k * PASS) * (TILE + 1) + x] = input[in_offset + b * in_b + i + j * in_q];
+        }
+    }
+    sync_cube();
+    #[unroll]
+    for k in 0..comptime!(TILE / PASS) {
+        let (i, j) = (i0 + y + k * PASS, j0 + x);
+        if i < p && j < q {
+            output[out_offset + b * out_b + i * out_p + j] = tile[x * (TILE + 1) + y + k * PASS];
+        }
+    }
+}
+
 /// Fills a contiguous buffer with one value.
 #[cube(launch_unchecked)]
 pub fn fill<T: Numeric>(output: &mut Array<T>, value: InputScalar, #[define(T)] _dtype: StorageType) {

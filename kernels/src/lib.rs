@@ -29,11 +29,15 @@ pub mod conv;
 #[allow(missing_docs)]
 pub mod conv_cmma;
 #[allow(missing_docs)]
+pub mod conv_mma;
+#[allow(missing_docs)]
 pub mod conv_direct;
 #[allow(missing_docs)]
 pub mod conv_gemm;
 #[allow(missing_docs)]
 pub mod conv_weight_cmma;
+#[allow(missing_docs)]
+pub mod conv_weight_mma;
 #[allow(missing_docs)]
 pub mod conv_weight_gemm;
 #[allow(missing_docs)]

@@ -14,11 +14,14 @@ use ex_cubecl_kernels::conv_direct::{conv_direct, conv_weight_direct};
 use ex_cubecl_kernels::conv_gemm::conv_gemm;
 use ex_cubecl_kernels::conv_weight_cmma::conv_weight_cmma;
 use ex_cubecl_kernels::conv_weight_gemm::conv_weight_gemm;
+use ex_cubecl_kernels::binary::BinaryFloatOp;
 use ex_cubecl_kernels::reduce::ReduceOp;
 
 use super::bf16;
+use super::conv_mma::{conv_mma_runs, launch_conv_mma, launch_weight_mma};
 use super::copy::{cast, into_contiguous};
-use super::matmul::{cmma_operand, vector_size};
+use super::elementwise::{Rhs, binary_float_op};
+use super::matmul::{cmma_operand, matmul, vector_size};
 use super::{accumulator, accumulator_dtype, cubes_on_cpu, reduce::reduce_dim, view::reshape};
 use crate::runtime::{Geometry, Layout, launch};
 use crate::tensor::CubeTensor;
@@ -28,10 +31,10 @@ use crate::tensor::CubeTensor;
 pub struct ConvSpec {
     /// Spatial dimensions of the user's tensors (1 to 3).
     n: usize,
-    stride: [usize; 3],
+    pub(crate) stride: [usize; 3],
     padding: [usize; 3],
     dilation: [usize; 3],
-    groups: usize,
+    pub(crate) groups: usize,
 }
 
 impl ConvSpec {
@@ -57,7 +60,7 @@ impl ConvSpec {
         Self::lift(op, o.stride, o.padding, o.dilation, o.groups)
     }
 
-    fn arg<R: Runtime>(&self) -> ConvParamsLaunch<R> {
+    pub(crate) fn arg<R: Runtime>(&self) -> ConvParamsLaunch<R> {
         let [sd, sh, sw] = self.stride;
         let [pd, ph, pw] = self.padding;
         let [dd, dh, dw] = self.dilation;
@@ -66,7 +69,7 @@ impl ConvSpec {
 }
 
 /// `t` (`[b, c, spatial..]` with `n` spatial dimensions) as `[b, c, d, h, w]`.
-fn lift<R: Runtime>(t: &CubeTensor<R>, n: usize) -> CubeTensor<R> {
+pub(crate) fn lift<R: Runtime>(t: &CubeTensor<R>, n: usize) -> CubeTensor<R> {
     let dims = t.dims();
     let mut shape = dims[..2].to_vec();
     let mut strides = t.layout.strides[..2].to_vec();
@@ -129,19 +132,22 @@ fn conv_out(op: &str, x: &[usize], w: &[usize], axis: usize, s: &ConvSpec) -> us
 
 /// Convolution of `x` `[b, c_in, spatial..]` with `weight` `[c_out, c_in / groups, k..]`.
 ///
-/// On devices whose matrix units take the dtype (f16, bf16, and f32 rounded to TF32 when
+/// On devices with `mma.sync` for the dtype (f16, bf16, and f32 rounded to TF32 when
 /// [`MatmulPrecision::Tf32`](super::matmul::MatmulPrecision) is chosen), groups of at least 16
-/// output channels run the tensor-core implicit GEMM (`conv_cmma`); everything else (exact
-/// f32, devices without matrix units, narrower groups, empty reductions) runs the implicit
-/// GEMM on plain arithmetic units (`conv_gemm`), or, on devices that run cubes on CPU cores
-/// (lavapipe), a kernel without shared memory or barriers (`conv_direct`).
+/// output channels whose input channels come in 16-byte chunks run the implicit GEMM on manual
+/// MMA ([`super::conv_mma`]); on other devices whose matrix units take the dtype (and for
+/// other channel counts), such groups run the WMMA implicit GEMM (`conv_cmma`); everything
+/// else (exact f32, devices without matrix units, narrower groups, empty reductions) runs the
+/// implicit GEMM on plain arithmetic units (`conv_gemm`), or, on devices that run cubes on CPU
+/// cores (lavapipe), a kernel without shared memory or barriers (`conv_direct`). Where bf16 is
+/// held as bits, it runs as f32.
 pub fn conv<R: Runtime>(op: &str, x: CubeTensor<R>, weight: CubeTensor<R>, bias: Option<CubeTensor<R>>, spec: ConvSpec) -> CubeTensor<R> {
     conv_with(op, x, weight, bias, spec, None)
 }
 
 /// [`conv`] with the tensor-core kernel's tiling chosen by the caller (for benchmarks and
-/// tuning); `None` picks the default. The tiling is ignored where the tensor-core kernel
-/// doesn't run.
+/// tuning; the manual-MMA kernel's where it runs, else the WMMA kernel's); `None` picks the
+/// default. The tiling is ignored where neither tensor-core kernel runs.
 ///
 /// # Panics
 /// On invalid shapes or dtypes (see [`conv`]) or a tiling that doesn't fit the kernel.
@@ -189,9 +195,15 @@ fn launch_implicit_gemm<R: Runtime>(
     tiling: Option<ConvTiling>,
     transposed: bool,
 ) -> CubeTensor<R> {
+    if let Some(out) = pointwise(op, x, weight, bias, &out_shape, spec) {
+        return out;
+    }
     let wd = weight.dims();
     let cout_g = wd[0] / spec.groups;
     let reduction = wd[1..].iter().product::<usize>();
+    if let Some(tf32) = conv_mma_runs(x, &[wd[1]], cout_g, reduction) {
+        return launch_conv_mma(op, x, weight, bias, out_shape, spec, tiling, tf32, transposed);
+    }
     match cmma_operand(&x.client, x.dtype) {
         Some((operand, frag_k)) if cout_g >= 16 && reduction > 0 => {
             let t = tiling.unwrap_or_else(|| default_tiling(x.dtype, cout_g));
@@ -201,6 +213,35 @@ fn launch_implicit_gemm<R: Runtime>(
         _ if cubes_on_cpu(&x.client) => launch_conv_direct(op, x, weight, bias, out_shape, spec, transposed),
         _ => launch_conv_gemm(op, x, weight, bias, out_shape, spec, transposed),
     }
+}
+
+/// A 1 × 1 convolution of stride 1, without padding or groups (or such a transposed one,
+/// whose output has the input's size), as the matrix product it is: per batch entry,
+/// `weight [c_out, c_in] @ x [c_in, pixels]` (plus the bias). `None` for any other
+/// convolution.
+fn pointwise<R: Runtime>(
+    op: &str,
+    x: &CubeTensor<R>,
+    weight: &CubeTensor<R>,
+    bias: Option<&CubeTensor<R>>,
+    out_shape: &[usize],
+    spec: ConvSpec,
+) -> Option<CubeTensor<R>> {
+    let (xd, wd) = (x.dims(), weight.dims());
+    let plain = spec.groups == 1 && spec.stride == [1; 3] && spec.padding == [0; 3];
+    if !plain || wd[2..].iter().any(|&k| k != 1) || out_shape[2..] != xd[2..] || xd[0] == 0 {
+        return None;
+    }
+    let (batch, c_in, c_out) = (xd[0], xd[1], wd[0]);
+    let pixels = xd[2..].iter().product::<usize>();
+    let x3 = reshape(x.clone(), Shape::new([batch, c_in, pixels]));
+    let w3 = reshape(weight.clone(), Shape::new([1, c_out, c_in]));
+    let mut out = matmul(op, w3, x3);
+    if let Some(bias) = bias {
+        let column = reshape(bias.clone(), Shape::new([1, c_out, 1]));
+        out = binary_float_op(out, Rhs::Tensor(column), BinaryFloatOp::Add);
+    }
+    Some(reshape(out, Shape::from(out_shape.to_vec())))
 }
 
 /// Output channels × pixels per unit of the barrier-free convolution.
@@ -465,9 +506,10 @@ fn transposed_as_conv<R: Runtime>(weight: &CubeTensor<R>, groups: usize) -> Cube
 
 /// Weight gradient of a convolution (`transposed: false`; `x` is the input) or of a
 /// transposed convolution (`transposed: true`), for a weight of `weight_shape`: an implicit
-/// GEMM over the batch and pixels, split across cubes and then summed (`conv_weight_cmma` on
-/// matrix units under the rules of [`conv`], `conv_weight_gemm` on plain units,
-/// `conv_weight_direct` on devices that run cubes on CPU cores).
+/// GEMM over the batch and pixels, split across cubes and then summed (under the rules of
+/// [`conv`]: `conv_weight_mma` on manual MMA where both channel counts per group come in
+/// 16-byte chunks, `conv_weight_cmma` on other matrix units, `conv_weight_gemm` on plain
+/// units, `conv_weight_direct` on devices that run cubes on CPU cores).
 pub fn conv_weight_backward<R: Runtime>(
     op: &str,
     x: CubeTensor<R>,
@@ -476,8 +518,27 @@ pub fn conv_weight_backward<R: Runtime>(
     spec: ConvSpec,
     transposed: bool,
 ) -> CubeTensor<R> {
+    conv_weight_backward_with(op, x, output_grad, weight_shape, spec, transposed, None)
+}
+
+/// [`conv_weight_backward`] with the manual-MMA kernel's tiling chosen by the caller (for
+/// benchmarks and tuning: `block_co` outer channels, `block_pix` weight columns, `block_k`
+/// pixels per slice); `None` picks the default. Ignored where that kernel doesn't run.
+///
+/// # Panics
+/// As [`conv_weight_backward`], or on a tiling that doesn't fit the kernel.
+#[doc(hidden)]
+pub fn conv_weight_backward_with<R: Runtime>(
+    op: &str,
+    x: CubeTensor<R>,
+    output_grad: CubeTensor<R>,
+    weight_shape: Shape,
+    spec: ConvSpec,
+    transposed: bool,
+    tiling: Option<ConvTiling>,
+) -> CubeTensor<R> {
     if bf16::any(&[&x, &output_grad]) {
-        return bf16::map2(op, x, output_grad, |x, g| conv_weight_backward(op, x, g, weight_shape, spec, transposed));
+        return bf16::map2(op, x, output_grad, |x, g| conv_weight_backward_with(op, x, g, weight_shape, spec, transposed, tiling));
     }
     let n = spec.n;
     check_rank(op, "x", &x, n + 2);
@@ -496,10 +557,12 @@ pub fn conv_weight_backward<R: Runtime>(
             x.dtype
         );
     }
-    let cmma = cmma_operand(&x.client, x.dtype).filter(|_| wd[0] / groups >= 16 && wd[1..].iter().product::<usize>() > 0);
-    let partial = match cmma {
-        None if cubes_on_cpu(&x.client) => launch_weight_direct(op, &outer5, &inner5, &wd, spec),
-        _ => launch_weight_gemm(op, &outer5, &inner5, &wd, spec, cmma),
+    let reduction = wd[1..].iter().product::<usize>();
+    let cmma = cmma_operand(&x.client, x.dtype).filter(|_| wd[0] / groups >= 16 && reduction > 0);
+    let partial = match conv_mma_runs(&x, &[wd[0] / groups, wd[1]], wd[0] / groups, reduction) {
+        Some(tf32) => launch_weight_mma(op, &outer5, &inner5, &wd, spec, tiling, tf32),
+        None if cmma.is_none() && cubes_on_cpu(&x.client) => launch_weight_direct(op, &outer5, &inner5, &wd, spec),
+        None => launch_weight_gemm(op, &outer5, &inner5, &wd, spec, cmma),
     };
     let (splits, sum_dtype) = (partial.dims()[0], accumulator_dtype(x.dtype));
     let grad = if splits == 1 { partial } else { reduce_dim(partial, 0, ReduceOp::Sum, sum_dtype) };
@@ -509,8 +572,18 @@ pub fn conv_weight_backward<R: Runtime>(
 
 /// The dtype of the weight gradient's partial sums over `splits` splits: the gradient's own
 /// when there is nothing to sum, the accumulator's otherwise.
-fn partial_dtype(dtype: DType, splits: usize) -> DType {
+pub(crate) fn partial_dtype(dtype: DType, splits: usize) -> DType {
     if splits == 1 { dtype } else { accumulator_dtype(dtype) }
+}
+
+/// How a weight gradient of `tiles` output tiles splits its `pixels` in slices of `block_k`:
+/// enough splits to fill the device, each at least [`MIN_SLICES`] slices long; `(splits,
+/// pixels per split)`, every split starting before the last pixel.
+pub(crate) fn split_pixels(pixels: usize, tiles: usize, block_k: usize) -> (usize, usize) {
+    let slices = pixels.div_ceil(block_k);
+    let splits = (SPLIT_CUBES / tiles.max(1)).clamp(1, slices.div_ceil(MIN_SLICES).max(1));
+    let split_len = slices.div_ceil(splits).max(1) * block_k;
+    (pixels.div_ceil(split_len).max(1), split_len)
 }
 
 /// The weight gradient's partial sums `[splits, weight elements]` on (tensor-core or plain)
@@ -531,11 +604,7 @@ fn launch_weight_gemm<R: Runtime>(
         None => weight_tiling(outer_g),
     };
     let tiles = spec.groups * outer_g.div_ceil(t.block_r) * n_cols.div_ceil(t.block_c);
-    // Enough splits of the pixels to fill the device, each at least MIN_SLICES slices long.
-    let slices = pixels.div_ceil(t.block_k);
-    let splits = (SPLIT_CUBES / tiles.max(1)).clamp(1, slices.div_ceil(MIN_SLICES).max(1));
-    let split_len = slices.div_ceil(splits).max(1) * t.block_k;
-    let splits = pixels.div_ceil(split_len).max(1);
+    let (splits, split_len) = split_pixels(pixels, tiles, t.block_k);
     let w_elems = wd.iter().product::<usize>();
     let partial = CubeTensor::empty(&outer5.client, &outer5.device, Shape::new([splits, w_elems]), partial_dtype(outer5.dtype, splits));
     let cubes = if w_elems == 0 { 0 } else { splits * tiles };

@@ -1,7 +1,8 @@
 //! Copies: making views contiguous, casting, flipping, filling, and writing into views.
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
-use ex_cubecl_kernels::copy::{CopyConvert, copy_rows, copy_view, fill as fill_kernel};
+use cubecl::prelude::CubeDim;
+use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, copy_rows, copy_tiles, copy_view, fill as fill_kernel};
 
 use super::scalar_arg;
 use super::views::Views;
@@ -18,7 +19,8 @@ pub(crate) fn copy_into<R: Runtime>(
     out_view: &Layout,
 ) {
     debug_assert_eq!(in_view.shape, out_view.shape);
-    if input.dtype == output.dtype && flip_mask == 0 && copy_by_rows(input, in_view, output, out_view) {
+    let plain = input.dtype == output.dtype && flip_mask == 0;
+    if plain && (copy_by_rows(input, in_view, output, out_view) || copy_by_tiles(input, in_view, output, out_view)) {
         return;
     }
     let convert = match (input.bf16_bits(), output.bf16_bits()) {
@@ -93,6 +95,38 @@ fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &Cu
             copy_rows::launch_unchecked::<R>(
                 client, count, dim, v, input.buffer_arg(), output.buffer_arg(), in_offset, in_stride, out_offset, out_stride,
                 cols, vectors, input.storage(),
+            )
+        }
+    });
+    true
+}
+
+/// Copies with [`copy_tiles`] when the views, coalesced, are `[batch, p, q]` (or `[p, q]`)
+/// with the input contiguous along `p` and the output along `q`, on devices whose cubes run
+/// on a GPU (elsewhere the barrier costs more than the scattered accesses it saves). On an
+/// H200 the channels-last copy of a `[64, 64, 56, 56]` f16 tensor took 63 µs element by
+/// element. `false` (nothing launched) for any other pair of views.
+fn copy_by_tiles<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout) -> bool {
+    let (dims, strides) = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+    let (batch, p, q, [in_b, out_b], in_q, out_p) = match (&dims[..], &strides[0][..], &strides[1][..]) {
+        (&[p, q], &[1, in_q], &[out_p, 1]) => (1, p, q, [0, 0], in_q, out_p),
+        (&[batch, p, q], &[in_b, 1, in_q], &[out_b, out_p, 1]) => (batch, p, q, [in_b, out_b], in_q, out_p),
+        _ => return false,
+    };
+    if super::cubes_on_cpu(&input.client) {
+        return false;
+    }
+    let cubes = batch * p.div_ceil(TILE) * q.div_ceil(TILE);
+    let geometry = Geometry::Cubes { count: cubes, dim: CubeDim::new_2d(TILE as u32, PASS as u32) };
+    let (input, output, in_offset, out_offset) = (input.clone(), output.clone(), in_view.offset, out_view.offset);
+    let client = output.client.clone();
+    launch(&client, "copy", geometry, move |client, count, dim| {
+        // SAFETY: every element is guarded by `p` and `q`, the views lie inside their buffers,
+        // and the cube count covers `batch` whole grids of tiles.
+        unsafe {
+            copy_tiles::launch_unchecked::<R>(
+                client, count, dim, input.buffer_arg(), output.buffer_arg(), in_offset, in_b, in_q, out_offset, out_b,
+                out_p, p, q, input.storage(),
             )
         }
     });

@@ -6,6 +6,7 @@
 pub mod attention;
 pub(crate) mod bf16;
 pub mod conv;
+pub mod conv_mma;
 pub mod copy;
 pub mod ctc;
 pub mod cumulative;

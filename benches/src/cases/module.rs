@@ -3,11 +3,11 @@
 //! (f32, f16 and bf16; f32 and f16 causal), plus, with `--tune`, ours with other tensor-core
 //! tilings of the convolution, other planes per cube of the attention, and in exact f32.
 use burn_backend::ops::{AttentionModuleOptions, ConvOptions};
-use burn_backend::{Backend, DType, TensorPrimitive};
+use burn_backend::{Backend, DType, Shape, TensorPrimitive};
 use burn_tensor::Tensor;
 use burn_tensor::module::{attention, conv2d, max_pool2d};
 use ex_cubecl::launch::attention::{FlashTuning, attention_with};
-use ex_cubecl::launch::conv::{ConvSpec, ConvTiling, conv_with};
+use ex_cubecl::launch::conv::{ConvSpec, ConvTiling, conv_weight_backward_with, conv_with};
 use ex_cubecl::{CubeTensor, MatmulPrecision, set_matmul_precision};
 
 use super::{downcast, uniform};
@@ -77,6 +77,8 @@ pub struct ConvBackward {
     c_out: usize,
     dtype: DType,
     weight: bool,
+    /// Ours with a given tiling of the manual-MMA weight gradient (tuning; no peer).
+    tiling: Option<ConvTiling>,
 }
 
 /// `max_pool2d(x, 3×3, stride 2, padding 1)`.
@@ -105,7 +107,7 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         Size::Small => [([2, 16, 8, 8], 8, 1, 1), ([2, 8, 16, 16], 16, 3, 2), ([2, 16, 8, 8], 16, 3, 1)],
         Size::Full => [([32, 256, 56, 56], 64, 1, 1), ([64, 64, 56, 56], 128, 3, 2), ([32, 256, 14, 14], 256, 3, 1)],
     };
-    let back = |dtype, weight| Box::new(ConvBackward { x: back_x, c_out: back_c_out, dtype, weight });
+    let back = |dtype, weight| Box::new(ConvBackward { x: back_x, c_out: back_c_out, dtype, weight, tiling: None });
     let conv = |dtype, variant| Box::new(Conv2d { x, c_out, k: 3, stride: 1, dtype, variant });
     let shaped = |(x, c_out, k, stride), dtype| Box::new(Conv2d { x, c_out, k, stride, dtype, variant: Variant::Default });
     let att = |dtype, causal, variant| Box::new(Attention { shape: attn, dtype, causal, variant });
@@ -131,11 +133,19 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
         out.push(conv(DType::F32, Variant::Exact));
         out.push(att(DType::F32, false, Variant::Exact));
         let t = |block_co, block_pix, block_k, warps_co, warps_pix| ConvTiling { block_co, block_pix, block_k, warps_co, warps_pix };
-        for tiling in [t(64, 128, 16, 2, 4), t(64, 128, 32, 2, 4), t(64, 256, 32, 2, 4), t(64, 128, 16, 4, 2), t(64, 64, 16, 2, 2)] {
+        for tiling in [t(64, 128, 32, 2, 2), t(64, 256, 32, 2, 4), t(64, 128, 32, 1, 4), t(64, 64, 32, 2, 2), t(128, 128, 32, 2, 2)] {
             out.push(conv(DType::F32, Variant::Tiling(tiling)));
         }
-        for tiling in [t(64, 128, 32, 2, 4), t(64, 256, 64, 2, 4), t(64, 128, 64, 4, 2)] {
+        for tiling in [t(64, 128, 64, 2, 2), t(64, 256, 64, 2, 4), t(64, 128, 32, 2, 2), t(64, 128, 64, 1, 4), t(64, 64, 64, 2, 2)] {
             out.push(conv(DType::F16, Variant::Tiling(tiling)));
+        }
+        // The weight gradient's tilings: outer channels × weight columns × pixels per slice.
+        let weight = |dtype, tiling| Box::new(ConvBackward { x: back_x, c_out: back_c_out, dtype, weight: true, tiling: Some(tiling) });
+        for tiling in [t(64, 64, 64, 2, 2), t(64, 128, 64, 2, 2), t(64, 64, 32, 2, 2), t(64, 64, 128, 2, 2), t(64, 64, 64, 1, 4)] {
+            out.push(weight(DType::F16, tiling));
+        }
+        for tiling in [t(64, 64, 32, 2, 2), t(64, 128, 32, 2, 2), t(64, 64, 64, 2, 2)] {
+            out.push(weight(DType::F32, tiling));
         }
         let flash = |warps, block_kv, reload_q| Variant::Flash(FlashTuning { warps, block_kv, reload_q });
         let shapes = [
@@ -224,7 +234,8 @@ impl Case for Conv2d {
 impl Case for ConvBackward {
     fn name(&self) -> String {
         let wrt = if self.weight { "weight" } else { "input" };
-        format!("conv2d {:?} 3x3 {wrt} grad", self.dtype).to_lowercase()
+        let tiling = self.tiling.map(|t| Variant::Tiling(t).label()).unwrap_or_default();
+        format!("conv2d {:?} 3x3 {wrt} grad{tiling}", self.dtype).to_lowercase()
     }
 
     fn size(&self) -> String {
@@ -238,7 +249,8 @@ impl Case for ConvBackward {
     }
 
     fn prepare<B: Backend>(&self, device: &B::Device) -> Option<RunFn<B>> {
-        if !B::supports_dtype(device, self.dtype) {
+        let variant = self.tiling.map_or(Variant::Default, Variant::Tiling);
+        if !B::supports_dtype(device, self.dtype) || !variant.runs_on::<B>() {
             return None;
         }
         let [b, c, h, w] = self.x;
@@ -247,6 +259,16 @@ impl Case for ConvBackward {
         let weight = prim(uniform::<B, 4>([self.c_out, c, 3, 3], 5, device).cast(self.dtype));
         let grad = prim(uniform::<B, 4>([b, self.c_out, h, w], 6, device).cast(self.dtype));
         let options = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        if let Some(tiling) = self.tiling {
+            let prim = |t: B::FloatTensorPrimitive| downcast::<CubeTensor<Runtime>, _>(t).expect("ours");
+            let (x, grad, shape) = (prim(x), prim(grad), Shape::new([self.c_out, c, 3, 3]));
+            let spec = ConvSpec::conv("bench conv2d weight grad", &options);
+            return Some(Box::new(move || {
+                let out = conv_weight_backward_with("bench conv2d weight grad", x.clone(), grad.clone(), shape.clone(), spec, false, Some(tiling));
+                let out = downcast::<B::FloatTensorPrimitive, _>(out).expect("ours");
+                Tensor::<B, 4>::from_primitive(TensorPrimitive::Float(out)).flatten::<1>(0, 3)
+            }));
+        }
         let wrt_weight = self.weight;
         Some(Box::new(move || {
             let (x, weight, grad, options) = (x.clone(), weight.clone(), grad.clone(), options.clone());

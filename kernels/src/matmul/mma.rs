@@ -219,7 +219,7 @@ fn copy_slices<T: Float, NV: Size>(
 /// where the slice is N-major (`rhs`) or M-major (`lhs`).
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn multiply_slice<T: Float, NV: Size>(
+pub fn multiply_slice<T: Float, NV: Size>(
     def: &cmma::MmaDefinition<T, T, f32>,
     smem_a: &SharedMemory<Vector<T, NV>>,
     smem_b: &SharedMemory<Vector<T, NV>>,
@@ -294,7 +294,7 @@ fn multiply_slice<T: Float, NV: Size>(
 /// instead of four). M- and N-major slices are read element by element.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
+pub fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
     def: &cmma::MmaDefinition<F, F, f32>,
     smem_a: &SharedMemory<Vector<T, NV>>,
     smem_b: &SharedMemory<Vector<T, NV>>,

@@ -1,0 +1,216 @@
+//! The convolutions on manual MMA (`ex_cubecl_kernels::conv_mma`): which ones run there, their
+//! tiling and their launch.
+//!
+//! A convolution (or a transposed one: a convolution's input gradient) and a weight gradient
+//! run there in f16 or bf16, or in f32 under the TF32 precision, on a device with `mma.sync`
+//! for the fragments (CUDA on Ampere and later), when each group has at least 16 output
+//! channels and its staged channels come in whole 16-byte chunks (8 of f16 or bf16, 4 of
+//! f32). The tensors are read channels-last: a contiguous `[b, d, h, w, c]` copy unless they
+//! already lie so.
+use burn_backend::{DType, Shape};
+use cubecl::Runtime;
+use cubecl::prelude::CubeDim;
+use ex_cubecl_kernels::conv_cmma::ConvKernelLaunch;
+use ex_cubecl_kernels::conv_mma::conv_mma;
+use ex_cubecl_kernels::conv_weight_mma::{PixelDivisorsLaunch, conv_weight_mma};
+use ex_cubecl_kernels::matmul::mma::MmaTile;
+
+use super::conv::{ConvSpec, ConvTiling, lift, partial_dtype, split_pixels};
+use super::copy::into_contiguous;
+use super::matmul::{MatmulPrecision, matmul_precision};
+use super::matmul_mma::{fragment_type, has_mma};
+use crate::runtime::{Geometry, Layout, launch};
+use crate::tensor::CubeTensor;
+
+/// Whether the manual-MMA kernels run a convolution (or its weight gradient) of `x`'s dtype
+/// whose staged channel counts per group are `chunked` (each a multiple of the chunk), with
+/// `rows` output rows per group (channels; at least 16) and a non-empty reduction;
+/// `Some(tf32)` where they do.
+pub(crate) fn conv_mma_runs<R: Runtime>(x: &CubeTensor<R>, chunked: &[usize], rows: usize, reduction: usize) -> Option<bool> {
+    let tf32 = match x.dtype {
+        DType::F16 | DType::BF16 => false,
+        DType::F32 if matmul_precision() == MatmulPrecision::Tf32 => true,
+        _ => return None,
+    };
+    let chunk = if tf32 { 4 } else { 8 };
+    let fits = rows >= 16 && reduction > 0 && chunked.iter().all(|c| c % chunk == 0);
+    (fits && has_mma(&x.client, x.dtype, tf32)).then_some(tf32)
+}
+
+/// The default tiling for `cout_g` output channels per group: 128 pixels per cube on four
+/// planes, as many channels as the group has (32 to 128), K slices of 32 (64 bytes of f16,
+/// 128 of f32: TF32 reads want 8 chunks per staged row). On an H200, for [64, 64, 56, 56] x
+/// [64, 64, 3, 3] in one process, f16: 0.185 ms with K slices of 32 against 0.187-0.192 with
+/// 64 and the other tilings of the bench's `--tune`; f32 (TF32): 0.528 against 0.549-0.587.
+pub fn conv_mma_tiling(cout_g: usize) -> ConvTiling {
+    let (block_co, warps_co, warps_pix) = match cout_g {
+        65.. => (128, 2, 2),
+        33.. => (64, 2, 2),
+        _ => (32, 1, 4),
+    };
+    ConvTiling { block_co, block_pix: 128, block_k: 32, warps_co, warps_pix }
+}
+
+/// The default tiling of the weight gradient (`block_co` outer channels, `block_pix` weight
+/// columns, `block_k` pixels per slice) for `outer_g` outer channels per group.
+pub fn weight_mma_tiling(tf32: bool, outer_g: usize) -> ConvTiling {
+    let block_k = if tf32 { 32 } else { 64 };
+    let (block_co, warps_co, warps_pix) = if outer_g > 32 { (64, 2, 2) } else { (32, 1, 4) };
+    ConvTiling { block_co, block_pix: 64, block_k, warps_co, warps_pix }
+}
+
+/// The kernels' comptime tile for `t` (`block_co` the product's M, `block_pix` its N), both
+/// operands K-major (the convolution) or neither (the weight gradient): up to three stages, as
+/// many as fit in shared memory.
+///
+/// # Panics
+/// On a tiling the kernel can't take (see `matmul_mma::launch_mma`; the cube's units must
+/// also be a multiple of the chunks per row of the gathered operand).
+fn mma_tile<R: Runtime>(op: &str, x: &CubeTensor<R>, t: ConvTiling, tf32: bool, k_major: bool) -> MmaTile {
+    let chunk = if tf32 { 4 } else { 8 };
+    let units = t.warps_co * t.warps_pix * 32;
+    let chunks_a = t.block_co * t.block_k / chunk;
+    let chunks_b = t.block_pix * t.block_k / chunk;
+    // Chunks per staged row of the gathered operand, and the sizes that TF32 reads need to
+    // span 8 chunks per staged row.
+    let (gather_cpr, tf32_rows) = match k_major {
+        true => (t.block_k / chunk, vec![t.block_k]),
+        false => (t.block_pix / chunk, vec![t.block_co, t.block_pix, t.block_k]),
+    };
+    let max_shared = x.client.properties().hardware.max_shared_memory_size;
+    let stages = (2..=3).rev().find(|s| s * (chunks_a + chunks_b) * 16 <= max_shared);
+    let fits = [t.block_co, t.block_pix, t.block_k].iter().all(|s| s.is_power_of_two())
+        && t.warps_co > 0
+        && t.warps_pix > 0
+        && t.block_co % (16 * t.warps_co) == 0
+        && t.block_pix % (16 * t.warps_pix) == 0
+        && t.block_k % 16 == 0
+        && gather_cpr > 0
+        && units % gather_cpr == 0
+        && chunks_a % units == 0
+        && chunks_b % units == 0
+        && (!tf32 || tf32_rows.iter().all(|&s| s >= 8 * chunk));
+    let (Some(stages), true) = (stages, fits) else {
+        panic!("ex_cubecl: {op}: tiling {t:?} does not fit the manual-MMA convolution kernels for {:?}", x.dtype);
+    };
+    MmaTile {
+        block_m: t.block_co,
+        block_n: t.block_pix,
+        block_k: t.block_k,
+        warps_m: t.warps_co,
+        warps_n: t.warps_pix,
+        stages,
+        lhs_k_major: k_major,
+        rhs_k_major: k_major,
+        tf32,
+    }
+}
+
+/// `t` (`[b, c, d, h, w]`) channels-last: a contiguous `[b, d, h, w, c]` copy, unless it lies
+/// so already.
+fn channels_last<R: Runtime>(t: &CubeTensor<R>) -> CubeTensor<R> {
+    into_contiguous(t.with_layout(t.layout.permute(&[0, 2, 3, 4, 1])))
+}
+
+/// Launches the manual-MMA convolution (`transposed`: the transposed convolution's gather) of
+/// `x` with the convolution weight `weight` into a new tensor of `out_shape`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn launch_conv_mma<R: Runtime>(
+    op: &str,
+    x: &CubeTensor<R>,
+    weight: &CubeTensor<R>,
+    bias: Option<&CubeTensor<R>>,
+    out_shape: Vec<usize>,
+    spec: ConvSpec,
+    tiling: Option<ConvTiling>,
+    tf32: bool,
+    transposed: bool,
+) -> CubeTensor<R> {
+    let n = out_shape.len() - 2;
+    let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
+    let out5 = lift(&out, n);
+    let x5 = lift(x, n);
+    let x_last = channels_last(&x5);
+    // The weight as a contiguous [c_out, taps · cin_g] matrix in (tap, channel) order.
+    let w5 = lift(weight, n);
+    let wd = w5.dims().to_vec();
+    let (c_out, [kd, kh, kw]) = (wd[0], [wd[2], wd[3], wd[4]]);
+    let k_total = wd[1] * kd * kh * kw;
+    let w_rows = channels_last(&w5).with_layout(Layout::contiguous(Shape::new([c_out, k_total])));
+
+    let cout_g = c_out / spec.groups;
+    let t = tiling.unwrap_or_else(|| conv_mma_tiling(cout_g));
+    let tile = mma_tile(op, x, t, tf32, true);
+    let od = out5.dims();
+    let spatial = od[2] * od[3] * od[4];
+    let no = if spatial % 2 == 0 { 2 } else { 1 };
+    let pixels = od[0] * spatial;
+    let cubes = spec.groups * cout_g.div_ceil(t.block_co) * pixels.div_ceil(t.block_pix);
+    let units = t.warps_co * t.warps_pix * 32;
+    let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(units as u32) };
+    let has_bias = bias.is_some();
+    let bias = bias.cloned().unwrap_or_else(|| x.clone());
+    let dtypes = [x.storage(), fragment_type(x.dtype, tf32)];
+    let (chunk, unit_stride) = (tile.chunk(), spec.stride == [1; 3]);
+    launch(&x.client, op, geometry, move |client, count, dim| {
+        // SAFETY: cubes past `cubes` leave before any access; the channels-last input and the
+        // weight rows are contiguous from their first element, with the chunk dividing the
+        // group's channels and K, so every copied chunk lies inside its tensor (chunks outside
+        // read nothing and are zero-filled); writes are guarded by the group's channels and the
+        // pixels, and `no` divides the spatial size; shared-memory indices stay inside the
+        // stages.
+        unsafe {
+            conv_mma::launch_unchecked::<R>(
+                client, count, dim, chunk, no, x_last.as_arg(), w_rows.as_arg(), bias.as_arg(), out5.as_arg(),
+                bias.layout.offset, spec.arg(), ConvKernelLaunch::new(kd, kh, kw), cubes, tile, has_bias, transposed,
+                unit_stride, dtypes,
+            )
+        }
+    });
+    out
+}
+
+/// The weight gradient's partial sums `[splits, weight elements]` on the manual-MMA kernel, the
+/// pixels split across cubes (see `conv::conv_weight_backward`); `wd` is the lifted weight
+/// shape, `outer5` and `inner5` the lifted tensors.
+pub(crate) fn launch_weight_mma<R: Runtime>(
+    op: &str,
+    outer5: &CubeTensor<R>,
+    inner5: &CubeTensor<R>,
+    wd: &[usize],
+    spec: ConvSpec,
+    tiling: Option<ConvTiling>,
+    tf32: bool,
+) -> CubeTensor<R> {
+    let (outer_g, n_cols) = (wd[0] / spec.groups, wd[1] * wd[2] * wd[3] * wd[4]);
+    let od = outer5.dims();
+    let pixels = od[0] * od[2] * od[3] * od[4];
+    let (od2, od3, od4) = (od[2], od[3], od[4]);
+    let t = tiling.unwrap_or_else(|| weight_mma_tiling(tf32, outer_g));
+    let tile = mma_tile(op, outer5, t, tf32, false);
+    let tiles = spec.groups * outer_g.div_ceil(t.block_co) * n_cols.div_ceil(t.block_pix);
+    let (splits, split_len) = split_pixels(pixels, tiles, t.block_k);
+    let w_elems = wd.iter().product::<usize>();
+    let partial = CubeTensor::empty(&outer5.client, &outer5.device, Shape::new([splits, w_elems]), partial_dtype(outer5.dtype, splits));
+    let cubes = if w_elems == 0 { 0 } else { splits * tiles };
+    let units = t.warps_co * t.warps_pix * 32;
+    let geometry = Geometry::Cubes { count: cubes, dim: CubeDim::new_1d(units as u32) };
+    let (outer, inner) = (channels_last(outer5), channels_last(inner5));
+    let dtypes = [outer5.storage(), fragment_type(outer5.dtype, tf32), partial.storage()];
+    let (out, [kd, kh, kw], chunk) = (partial.clone(), [wd[2], wd[3], wd[4]], tile.chunk());
+    launch(&partial.client, op, geometry, move |client, count, dim| {
+        // SAFETY: cubes past `cubes` leave before any access; both channels-last tensors are
+        // contiguous from their first element with the chunk dividing their channels per
+        // group, so every copied chunk lies inside its tensor (chunks outside the split, the
+        // group's channels, the columns or the input read nothing and are zero-filled); writes
+        // are guarded by the group's channels and the weight's columns; every split starts
+        // before the last pixel; shared-memory indices stay inside the stages.
+        unsafe {
+            conv_weight_mma::launch_unchecked::<R>(
+                client, count, dim, chunk, outer.as_arg(), inner.as_arg(), out.as_arg(), spec.arg(), ConvKernelLaunch::new(kd, kh, kw), split_len,
+                cubes, PixelDivisorsLaunch::new(od2 * od3 * od4, od3 * od4, od4), tile, dtypes,
+            )
+        }
+    });
+    partial
+}
