@@ -297,6 +297,17 @@ pub struct ConvTiling {
     pub warps_pix: usize,
 }
 
+/// The convolution weight `[c_out, cin_g, k..]` (`n` spatial dimensions) as the implicit
+/// GEMMs take it: the contiguous `[c_out, taps · cin_g]` matrix in (tap, channel) order, and
+/// the lifted kernel's extents.
+pub(crate) fn weight_rows<R: Runtime>(weight: &CubeTensor<R>, n: usize) -> (CubeTensor<R>, [usize; 3]) {
+    let w5 = lift(weight, n);
+    let wd = w5.dims().to_vec();
+    let k_total = wd[1..].iter().product::<usize>();
+    let rows = into_contiguous(w5.with_layout(w5.layout.permute(&[0, 2, 3, 4, 1])));
+    (rows.with_layout(Layout::contiguous(Shape::new([wd[0], k_total]))), [wd[2], wd[3], wd[4]])
+}
+
 /// The default tiling for `dtype` and `cout_g` output channels per group: as many channels
 /// per cube as the group has (up to 128), 8 planes.
 pub fn default_tiling(dtype: DType, cout_g: usize) -> ConvTiling {
@@ -353,13 +364,8 @@ fn launch_conv_cmma<R: Runtime>(
     let out = CubeTensor::empty(&x.client, &x.device, Shape::from(out_shape), x.dtype);
     let out5 = lift(&out, n);
     let x5 = lift(x, n);
-    // The weight as a contiguous [c_out, taps · cin_g] matrix in (tap, channel) order.
-    let w5 = lift(weight, n);
-    let wd = w5.dims().to_vec();
-    let (c_out, cin_g, [kd, kh, kw]) = (wd[0], wd[1], [wd[2], wd[3], wd[4]]);
-    let k_total = cin_g * kd * kh * kw;
-    let w_rows = into_contiguous(w5.with_layout(w5.layout.permute(&[0, 2, 3, 4, 1])));
-    let w_rows = w_rows.with_layout(Layout::contiguous(Shape::new([c_out, k_total])));
+    let (w_rows, [kd, kh, kw]) = weight_rows(weight, n);
+    let (c_out, cin_g) = (weight.dims()[0], weight.dims()[1]);
 
     let units = t.warps_co * t.warps_pix * 32;
     let na = vector_size(&x.client, &w_rows.layout, x.dtype, (t.block_co * t.block_k / units).min(8));

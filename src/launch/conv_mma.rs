@@ -15,11 +15,11 @@ use ex_cubecl_kernels::conv_mma::conv_mma;
 use ex_cubecl_kernels::conv_weight_mma::{PixelDivisorsLaunch, conv_weight_mma};
 use ex_cubecl_kernels::matmul::mma::MmaTile;
 
-use super::conv::{ConvSpec, ConvTiling, lift, partial_dtype, split_pixels};
+use super::conv::{ConvSpec, ConvTiling, lift, partial_dtype, split_pixels, weight_rows};
 use super::copy::into_contiguous;
 use super::matmul::{MatmulPrecision, matmul_precision};
 use super::matmul_mma::{fragment_type, has_mma};
-use crate::runtime::{Geometry, Layout, launch};
+use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
 /// Whether the manual-MMA kernels run a convolution (or its weight gradient) of `x`'s dtype
@@ -52,7 +52,10 @@ pub fn conv_mma_tiling(cout_g: usize) -> ConvTiling {
 }
 
 /// The default tiling of the weight gradient (`block_co` outer channels, `block_pix` weight
-/// columns, `block_k` pixels per slice) for `outer_g` outer channels per group.
+/// columns, `block_k` pixels per slice) for `outer_g` outer channels per group. On an H200, for
+/// the [64, 64, 56, 56] x [64, 64, 3, 3] convolution's f16 gradient in one process: 0.234 ms
+/// with 64 × 64 tiles and slices of 64 against 0.246-0.257 with other plane shapes or slices
+/// of 32, and 0.43 with 128 columns or slices of 128.
 pub fn weight_mma_tiling(tf32: bool, outer_g: usize) -> ConvTiling {
     let block_k = if tf32 { 32 } else { 64 };
     let (block_co, warps_co, warps_pix) = if outer_g > 32 { (64, 2, 2) } else { (32, 1, 4) };
@@ -71,11 +74,11 @@ fn mma_tile<R: Runtime>(op: &str, x: &CubeTensor<R>, t: ConvTiling, tf32: bool, 
     let units = t.warps_co * t.warps_pix * 32;
     let chunks_a = t.block_co * t.block_k / chunk;
     let chunks_b = t.block_pix * t.block_k / chunk;
-    // Chunks per staged row of the gathered operand, and the sizes that TF32 reads need to
-    // span 8 chunks per staged row.
-    let (gather_cpr, tf32_rows) = match k_major {
-        true => (t.block_k / chunk, vec![t.block_k]),
-        false => (t.block_pix / chunk, vec![t.block_co, t.block_pix, t.block_k]),
+    // Chunks per staged row of the gathered operand, and whether TF32 reads find 8 chunks or
+    // more per staged row.
+    let (gather_cpr, tf32_fits) = match k_major {
+        true => (t.block_k / chunk, t.block_k >= 8 * chunk),
+        false => (t.block_pix / chunk, [t.block_co, t.block_pix, t.block_k].iter().all(|&s| s >= 8 * chunk)),
     };
     let max_shared = x.client.properties().hardware.max_shared_memory_size;
     let stages = (2..=3).rev().find(|s| s * (chunks_a + chunks_b) * 16 <= max_shared);
@@ -89,7 +92,7 @@ fn mma_tile<R: Runtime>(op: &str, x: &CubeTensor<R>, t: ConvTiling, tf32: bool, 
         && units % gather_cpr == 0
         && chunks_a % units == 0
         && chunks_b % units == 0
-        && (!tf32 || tf32_rows.iter().all(|&s| s >= 8 * chunk));
+        && (!tf32 || tf32_fits);
     let (Some(stages), true) = (stages, fits) else {
         panic!("ex_cubecl: {op}: tiling {t:?} does not fit the manual-MMA convolution kernels for {:?}", x.dtype);
     };
@@ -131,12 +134,8 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
     let out5 = lift(&out, n);
     let x5 = lift(x, n);
     let x_last = channels_last(&x5);
-    // The weight as a contiguous [c_out, taps · cin_g] matrix in (tap, channel) order.
-    let w5 = lift(weight, n);
-    let wd = w5.dims().to_vec();
-    let (c_out, [kd, kh, kw]) = (wd[0], [wd[2], wd[3], wd[4]]);
-    let k_total = wd[1] * kd * kh * kw;
-    let w_rows = channels_last(&w5).with_layout(Layout::contiguous(Shape::new([c_out, k_total])));
+    let (w_rows, [kd, kh, kw]) = weight_rows(weight, n);
+    let c_out = weight.dims()[0];
 
     let cout_g = c_out / spec.groups;
     let t = tiling.unwrap_or_else(|| conv_mma_tiling(cout_g));
