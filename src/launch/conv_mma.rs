@@ -15,7 +15,8 @@ use ex_cubecl_kernels::conv_mma::conv_mma;
 use ex_cubecl_kernels::conv_weight_mma::{PixelDivisorsLaunch, conv_weight_mma};
 use ex_cubecl_kernels::matmul::mma::MmaTile;
 
-use super::conv::{ConvSpec, ConvTiling, lift, partial_dtype, split_pixels, weight_rows};
+use super::conv::{ConvSpec, ConvTiling, lift, weight_rows};
+use super::conv_weight::{partial_dtype, split_pixels};
 use super::copy::into_contiguous;
 use super::matmul::{MatmulPrecision, matmul_precision};
 use super::matmul_mma::{fragment_type, has_mma};
