@@ -10,17 +10,18 @@
 //! staged slice (zero-filled in the padding, past the pixels and past K).
 //!
 //! The staging, the `cp.async` pipeline (`stages` slices in flight, one barrier per stage) and
-//! the products ([`multiply_slice`], [`multiply_slice_tf32`]) are the matrix product's; the
-//! gather and the epilogue (bias, `[b, c_out, d, h, w]` output) are this file's. A unit
+//! the products are the matrix product's ([`multiply_staged`]); the gather
+//! ([`ColumnSlices`]) and the epilogue (bias, `[b, c_out, d, h, w]` output) are this file's. A unit
 //! copies the same chunk column of every row it stages, so it decodes its pixels once and
 //! its slice's kernel tap once per slice.
-use cubecl::prelude::barrier::{Barrier, copy_async_checked};
+use cubecl::prelude::barrier::copy_async_checked;
 use cubecl::prelude::*;
 
 use crate::conv::{ConvParams, Tap, axis_base, axis_tap};
 use crate::conv_cmma::ConvKernel;
-use crate::matmul::mma::{MmaTile, multiply_slice, multiply_slice_tf32};
-use crate::tensor_core::{Pair, Swizzle, copy_tile, swizzle, zero_accumulators};
+use crate::matmul::mma::MmaTile;
+use crate::matmul::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
+use crate::tensor_core::{Pair, Swizzle, copy_tile, swizzle};
 
 /// `output = conv(x, weight) + bias` (or the transposed convolution's gather, `transposed`);
 /// see the module docs. `x` is the channels-last input `[b, d, h, w, c_in]`, `weight` the
@@ -54,11 +55,7 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
     if CUBE_POS >= num_cubes {
         terminate!();
     }
-    let stages = tile.stages;
-    let cpr = comptime!(tile.block_k / tile.chunk());
-    let stage_a = comptime!(tile.block_m * cpr);
-    let stage_b = comptime!(tile.block_n * cpr);
-    let units = comptime!(tile.warps_m * tile.warps_n * 32);
+    let cpr = comptime!(tile.b_cpr());
     let plane_m = comptime!(tile.block_m / tile.warps_m);
     let plane_n = comptime!(tile.block_n / tile.warps_n);
 
@@ -76,73 +73,63 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
     let co0 = ((CUBE_POS / tiles_pix) % tiles_co) * tile.block_m;
     let group = CUBE_POS / (tiles_pix * tiles_co);
     let co_base = group * cout_g;
-
     let unit = UNIT_POS as usize;
-    let warp = unit / 32;
-    let lane = unit % 32;
-    let warp_row = (warp / tile.warps_n) * plane_m;
-    let warp_col = (warp % tile.warps_n) * plane_n;
 
     // The pixels whose column rows this unit stages: rows `unit / cpr + l · rows_per_pass`.
-    let rows_per_pass = comptime!(units / cpr);
+    let rows_per_pass = comptime!(tile.units() / cpr);
     let mut pix = Sequence::<PixelAt>::new();
     #[unroll]
     for l in 0..comptime!(tile.block_n / rows_per_pass) {
         let p = pix0 + unit / cpr + l * rows_per_pass;
         pix.push(pixel_at(x, p, pixels, spatial, oh, ow, group * cin_g, &params, transposed));
     }
-
-    let mut smem_a = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_a), 128usize);
-    let mut smem_b = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_b), 128usize);
-    let mut bars = Sequence::<Shared<Barrier>>::new();
-    #[unroll]
-    for _s in 0..stages {
-        bars.push(Barrier::shared(CUBE_DIM, UNIT_POS == 0));
-    }
+    let slices = ColumnSlices { pix, weight_at: co_base * k_total, co0, cout_g, k_total, cin_g, params, kernel, transposed, unit_stride };
+    let (warp_row, warp_col) = plane_origin(unit, tile);
+    let acc = multiply_staged::<T, F, NV, ColumnSlices>(&slices, weight, x, k_total.div_ceil(tile.block_k), unit, warp_row, warp_col, tile);
 
     let def = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, comptime!(tile.mma_k()));
-    let mut acc = zero_accumulators(&def, comptime!(plane_m / 16 * (plane_n / 8)));
-
-    let num_k = k_total.div_ceil(tile.block_k);
-    let pattern = comptime!(Swizzle::of(tile.tf32, true));
-    // Prologue: slices 0 .. stages - 1 in flight.
-    #[unroll]
-    for s in 0..stages - 1 {
-        if s < num_k {
-            let k0 = s * tile.block_k;
-            copy_tile::<T, NV>(weight, &mut smem_a, co_base * k_total, co0, k0, k_total, cout_g, k_total, comptime!(s * stage_a), unit, tile.block_m, cpr, units, pattern);
-            gather_columns::<T, NV>(x, &mut smem_b, &pix, k0, cin_g, k_total, &params, &kernel, comptime!(s * stage_b), unit, tile.block_n, cpr, units, pattern, transposed, unit_stride);
-        }
-        bars.index(s).commit_copy_async();
-    }
-
-    // Slice `t` lives in stage `t % stages`, as in the matrix product.
-    for t0 in range_stepped(0, num_k, stages) {
-        #[unroll]
-        for s in 0..stages {
-            let t = t0 + s;
-            if t < num_k {
-                bars.index(s).arrive_and_wait();
-                let next_stage = comptime!((s + stages - 1) % stages);
-                let next = t + stages - 1;
-                if next < num_k {
-                    let k0 = next * tile.block_k;
-                    copy_tile::<T, NV>(weight, &mut smem_a, co_base * k_total, co0, k0, k_total, cout_g, k_total, comptime!(next_stage * stage_a), unit, tile.block_m, cpr, units, pattern);
-                    gather_columns::<T, NV>(x, &mut smem_b, &pix, k0, cin_g, k_total, &params, &kernel, comptime!(next_stage * stage_b), unit, tile.block_n, cpr, units, pattern, transposed, unit_stride);
-                }
-                bars.index(next_stage).commit_copy_async();
-                if comptime!(tile.tf32) {
-                    multiply_slice_tf32::<T, F, NV>(&def, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile);
-                } else {
-                    let half = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
-                    multiply_slice::<T, NV>(&half, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile);
-                }
-            }
-        }
-    }
-
     let at = OutputAt { co_base, co0: co0 + warp_row, pix0: pix0 + warp_col, cout_g, c_out, spatial, pixels };
-    write_output::<T, F, NO>(&def, output, bias, &acc, bias_offset, &at, lane, plane_m, plane_n, has_bias);
+    write_output::<T, F, NO>(&def, output, bias, &acc, bias_offset, &at, unit % 32, plane_m, plane_n, has_bias);
+}
+
+/// The implicit GEMM's operands: the weight matrix (its group's rows from element
+/// `weight_at`, the cube's from row `co0` of `cout_g`, `k_total` columns) and the column
+/// matrix, gathered from the input at the unit's pixels `pix` ([`gather_columns`]).
+#[derive(CubeType)]
+struct ColumnSlices {
+    pix: Sequence<PixelAt>,
+    weight_at: usize,
+    co0: usize,
+    cout_g: usize,
+    k_total: usize,
+    cin_g: usize,
+    params: ConvParams,
+    kernel: ConvKernel,
+    #[cube(comptime)]
+    transposed: bool,
+    #[cube(comptime)]
+    unit_stride: bool,
+}
+
+#[cube]
+impl<T: Float, NV: Size> StageSlices<T, NV> for ColumnSlices {
+    fn copy_slice(
+        &self,
+        a: &Tensor<Vector<T, NV>>,
+        b: &Tensor<Vector<T, NV>>,
+        smem_a: &mut SharedMemory<Vector<T, NV>>,
+        smem_b: &mut SharedMemory<Vector<T, NV>>,
+        slice: usize,
+        #[comptime] stage: usize,
+        unit: usize,
+        #[comptime] tile: MmaTile,
+    ) {
+        let k0 = slice * tile.block_k;
+        let (cpr, units) = comptime!((tile.a_cpr(), tile.units()));
+        let pattern = comptime!(Swizzle::of(tile.tf32, true));
+        copy_tile::<T, NV>(a, smem_a, self.weight_at, self.co0, k0, self.k_total, self.cout_g, self.k_total, comptime!(stage * tile.stage_a()), unit, tile.block_m, cpr, units, pattern);
+        gather_columns::<T, NV>(b, smem_b, &self.pix, k0, self.cin_g, self.k_total, &self.params, &self.kernel, comptime!(stage * tile.stage_b()), unit, tile.block_n, cpr, units, pattern, self.transposed, self.unit_stride);
+    }
 }
 
 /// One output pixel's place in the gather: whether it exists, its batch entry's and group's

@@ -13,15 +13,16 @@
 //! are decoded once; its pixels once per slice. Each cube writes its sums, in the weight's own
 //! `[outer_c, inner_g, kd, kh, kw]` order, to row `split` of `partial`
 //! (`[splits, weight elements]`), which the launcher sums over the splits.
-use cubecl::prelude::barrier::{Barrier, copy_async_checked};
+use cubecl::prelude::barrier::copy_async_checked;
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
 use crate::conv::{ConvParams, axis_tap};
 use crate::conv_cmma::ConvKernel;
-use crate::matmul::mma::{MmaTile, multiply_slice, multiply_slice_tf32};
+use crate::matmul::mma::MmaTile;
+use crate::matmul::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
 use crate::strided::umin;
-use crate::tensor_core::{Swizzle, copy_tile, swizzle, zero_accumulators};
+use crate::tensor_core::{Swizzle, copy_tile, swizzle};
 
 /// The weight gradient's partial sums; see the module docs. `outer` `[b, od, oh, ow, outer_c]`
 /// and `inner` `[b, d, h, w, inner_c]` are contiguous and read in chunks of `NV`
@@ -52,13 +53,8 @@ pub fn conv_weight_mma<T: Float, F: Float, O: Float, NV: Size>(
     if CUBE_POS >= num_cubes {
         terminate!();
     }
-    let stages = tile.stages;
     let chunk = comptime!(tile.chunk());
-    let a_cpr = comptime!(tile.block_m / chunk);
-    let b_cpr = comptime!(tile.block_n / chunk);
-    let stage_a = comptime!(tile.block_k * a_cpr);
-    let stage_b = comptime!(tile.block_k * b_cpr);
-    let units = comptime!(tile.warps_m * tile.warps_n * 32);
+    let b_cpr = comptime!(tile.b_cpr());
     let plane_m = comptime!(tile.block_m / tile.warps_m);
     let plane_n = comptime!(tile.block_n / tile.warps_n);
 
@@ -77,12 +73,7 @@ pub fn conv_weight_mma<T: Float, F: Float, O: Float, NV: Size>(
     let c0 = (CUBE_POS % tiles_n) * tile.block_n;
     let p_begin = split * split_len;
     let p_end = umin(pixels, p_begin + split_len);
-
     let unit = UNIT_POS as usize;
-    let warp = unit / 32;
-    let lane = unit % 32;
-    let warp_row = (warp / tile.warps_n) * plane_m;
-    let warp_col = (warp % tile.warps_n) * plane_n;
 
     // This unit's column of the gather, fixed over the pixels.
     let n = c0 + (unit % b_cpr) * chunk;
@@ -94,57 +85,14 @@ pub fn conv_weight_mma<T: Float, F: Float, O: Float, NV: Size>(
         kh: (tap / kernel.kw) % kernel.kh,
         kw: tap % kernel.kw,
     };
-
-    let mut smem_a = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_a), 128usize);
-    let mut smem_b = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_b), 128usize);
-    let mut bars = Sequence::<Shared<Barrier>>::new();
-    #[unroll]
-    for _s in 0..stages {
-        bars.push(Barrier::shared(CUBE_DIM, UNIT_POS == 0));
-    }
+    let group_at = group * outer_g;
+    let slices = PixelSlices { group_at, r0, outer_c, outer_g, p_begin, p_end, column, params, pixels_of };
+    let (warp_row, warp_col) = plane_origin(unit, tile);
+    let num_k = (p_end - p_begin).div_ceil(tile.block_k);
+    let acc = multiply_staged::<T, F, NV, PixelSlices>(&slices, outer, inner, num_k, unit, warp_row, warp_col, tile);
 
     let def = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, comptime!(tile.mma_k()));
-    let mut acc = zero_accumulators(&def, comptime!(plane_m / 16 * (plane_n / 8)));
-
-    let num_k = (p_end - p_begin).div_ceil(tile.block_k);
-    let pattern = comptime!(Swizzle::of(tile.tf32, false));
-    let group_at = group * outer_g;
-    // Prologue: slices 0 .. stages - 1 in flight.
-    #[unroll]
-    for s in 0..stages - 1 {
-        if s < num_k {
-            let p0 = p_begin + s * tile.block_k;
-            copy_tile::<T, NV>(outer, &mut smem_a, group_at, p0, r0, outer_c, p_end, outer_g, comptime!(s * stage_a), unit, tile.block_k, a_cpr, units, pattern);
-            gather_pixels::<T, NV>(inner, &mut smem_b, &column, &params, &pixels_of, p0, p_end, comptime!(s * stage_b), unit, tile.block_k, b_cpr, units, pattern);
-        }
-        bars.index(s).commit_copy_async();
-    }
-
-    // Slice `t` lives in stage `t % stages`, as in the matrix product.
-    for t0 in range_stepped(0, num_k, stages) {
-        #[unroll]
-        for s in 0..stages {
-            let t = t0 + s;
-            if t < num_k {
-                bars.index(s).arrive_and_wait();
-                let next_stage = comptime!((s + stages - 1) % stages);
-                let next = t + stages - 1;
-                if next < num_k {
-                    let p0 = p_begin + next * tile.block_k;
-                    copy_tile::<T, NV>(outer, &mut smem_a, group_at, p0, r0, outer_c, p_end, outer_g, comptime!(next_stage * stage_a), unit, tile.block_k, a_cpr, units, pattern);
-                    gather_pixels::<T, NV>(inner, &mut smem_b, &column, &params, &pixels_of, p0, p_end, comptime!(next_stage * stage_b), unit, tile.block_k, b_cpr, units, pattern);
-                }
-                bars.index(next_stage).commit_copy_async();
-                if comptime!(tile.tf32) {
-                    multiply_slice_tf32::<T, F, NV>(&def, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile);
-                } else {
-                    let half = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
-                    multiply_slice::<T, NV>(&half, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile);
-                }
-            }
-        }
-    }
-
+    let lane = unit % 32;
     // Row `co` and column `n = tap · inner_g + i1` go to weight element `(co, i1, tap)`.
     let row0 = group_at + r0 + warp_row;
     let frags_n = comptime!(plane_n / 8);
@@ -170,6 +118,43 @@ pub fn conv_weight_mma<T: Float, F: Float, O: Float, NV: Size>(
                 }
             }
         }
+    }
+}
+
+/// The weight gradient's operands over the pixels `p_begin..p_end`: the outer tensor's
+/// channels `group_at + r0..` (of `outer_g` in the group, `outer_c` in all), and the unit's
+/// gather `column` of the inner tensor ([`gather_pixels`]).
+#[derive(CubeType)]
+struct PixelSlices {
+    group_at: usize,
+    r0: usize,
+    outer_c: usize,
+    outer_g: usize,
+    p_begin: usize,
+    p_end: usize,
+    column: GatherColumn,
+    params: ConvParams,
+    pixels_of: PixelDivisors,
+}
+
+#[cube]
+impl<T: Float, NV: Size> StageSlices<T, NV> for PixelSlices {
+    fn copy_slice(
+        &self,
+        a: &Tensor<Vector<T, NV>>,
+        b: &Tensor<Vector<T, NV>>,
+        smem_a: &mut SharedMemory<Vector<T, NV>>,
+        smem_b: &mut SharedMemory<Vector<T, NV>>,
+        slice: usize,
+        #[comptime] stage: usize,
+        unit: usize,
+        #[comptime] tile: MmaTile,
+    ) {
+        let p0 = self.p_begin + slice * tile.block_k;
+        let units = comptime!(tile.units());
+        let pattern = comptime!(Swizzle::of(tile.tf32, false));
+        copy_tile::<T, NV>(a, smem_a, self.group_at, p0, self.r0, self.outer_c, self.p_end, self.outer_g, comptime!(stage * tile.stage_a()), unit, tile.block_k, comptime!(tile.a_cpr()), units, pattern);
+        gather_pixels::<T, NV>(b, smem_b, &self.column, &self.params, &self.pixels_of, p0, self.p_end, comptime!(stage * tile.stage_b()), unit, tile.block_k, comptime!(tile.b_cpr()), units, pattern);
     }
 }
 

@@ -7,7 +7,8 @@
 //! a plane owns a `(block_m / warps_m)` × `(block_n / warps_n)` part as m16n8 accumulator
 //! fragments held in registers. K is walked in slices of `block_k`, `stages` slices in flight
 //! through asynchronous global-to-shared copies of 16-byte chunks (8 or 4 elements) with one
-//! shared barrier per stage, as [`super::cmma::matmul_cmma_async`] does.
+//! shared barrier per stage: [`super::pipeline`]'s loop, which the implicit-GEMM convolutions
+//! share.
 //!
 //! Shared memory holds each operand's slice as it lies in global memory: rows along the
 //! operand's strided dimension, 16-byte chunks along its contiguous one (`lhs` K-major or
@@ -18,11 +19,11 @@
 //! registers directly; TF32 fragments are gathered at the positions `MmaDefinition` gives.
 //! The staging, swizzles and fragment addressing are [`crate::tensor_core`]'s, shared with
 //! flash attention.
-use cubecl::prelude::barrier::Barrier;
 use cubecl::prelude::*;
 
+use super::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
 use super::tile_pos;
-use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, swizzle, zero_accumulators};
+use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, swizzle};
 
 /// The comptime shape of a [`matmul_mma`] launch.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -57,6 +58,36 @@ impl MmaTile {
     pub fn mma_k(&self) -> usize {
         if self.tf32 { 8 } else { 16 }
     }
+
+    /// Units per cube.
+    pub fn units(&self) -> usize {
+        self.warps_m * self.warps_n * 32
+    }
+
+    /// Chunks per shared-memory row of `lhs`'s slice (rows along M if K-major, else along K).
+    pub fn a_cpr(&self) -> usize {
+        (if self.lhs_k_major { self.block_k } else { self.block_m }) / self.chunk()
+    }
+
+    /// Chunks per shared-memory row of `rhs`'s slice (rows along N if K-major, else along K).
+    pub fn b_cpr(&self) -> usize {
+        (if self.rhs_k_major { self.block_k } else { self.block_n }) / self.chunk()
+    }
+
+    /// Chunks of one stage of `lhs`'s slices.
+    pub fn stage_a(&self) -> usize {
+        self.block_m * self.block_k / self.chunk()
+    }
+
+    /// Chunks of one stage of `rhs`'s slices.
+    pub fn stage_b(&self) -> usize {
+        self.block_k * self.block_n / self.chunk()
+    }
+
+    /// m16n8 accumulator fragments per plane.
+    pub fn fragments(&self) -> usize {
+        self.block_m / self.warps_m / 16 * (self.block_n / self.warps_n / 8)
+    }
 }
 
 /// `out[b] = lhs[b] @ rhs[b]` on manual MMA; see the module docs. `F` is the fragments' type
@@ -84,132 +115,88 @@ pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
     if CUBE_POS >= num_cubes {
         terminate!();
     }
-    let stages = tile.stages;
-    let plane_m = comptime!(tile.block_m / tile.warps_m);
-    let plane_n = comptime!(tile.block_n / tile.warps_n);
-    // Rows and chunks per row of each operand's slice in shared memory.
-    let a_rows = comptime!(if tile.lhs_k_major { tile.block_m } else { tile.block_k });
-    let a_cpr = comptime!((if tile.lhs_k_major { tile.block_k } else { tile.block_m }) / tile.chunk());
-    let b_rows = comptime!(if tile.rhs_k_major { tile.block_n } else { tile.block_k });
-    let b_cpr = comptime!((if tile.rhs_k_major { tile.block_k } else { tile.block_n }) / tile.chunk());
-    let stage_a = comptime!(a_rows * a_cpr);
-    let stage_b = comptime!(b_rows * b_cpr);
-
     let rank = output.rank();
     let m = output.shape(rank - 2);
     let n = output.shape(rank - 1);
     let k = lhs.shape(rank - 1);
     let pos = tile_pos::<Vector<T, NV>, Vector<T, NV>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, tile.block_m, tile.block_n);
-    // The stride between the rows of each operand's slice.
-    let a_stride = if tile.lhs_k_major { lhs.stride(rank - 2) } else { lhs.stride(rank - 1) };
-    let b_stride = if tile.rhs_k_major { rhs.stride(rank - 1) } else { rhs.stride(rank - 2) };
-
+    let slices = MatrixSlices {
+        lhs: pos.lhs,
+        rhs: pos.rhs,
+        row0: pos.row,
+        col0: pos.col,
+        m,
+        n,
+        k,
+        // The stride between the rows of each operand's slice.
+        a_stride: if tile.lhs_k_major { lhs.stride(rank - 2) } else { lhs.stride(rank - 1) },
+        b_stride: if tile.rhs_k_major { rhs.stride(rank - 1) } else { rhs.stride(rank - 2) },
+    };
     let unit = UNIT_POS as usize;
-    let warp = unit / 32;
-    let lane = unit % 32;
-    let warp_row = (warp / tile.warps_n) * plane_m;
-    let warp_col = (warp % tile.warps_n) * plane_n;
-
-    let mut smem_a = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_a), 128usize);
-    let mut smem_b = SharedMemory::<Vector<T, NV>>::new_aligned(comptime!(stages * stage_b), 128usize);
-    let mut bars = Sequence::<Shared<Barrier>>::new();
-    #[unroll]
-    for _s in 0..stages {
-        bars.push(Barrier::shared(CUBE_DIM, UNIT_POS == 0));
-    }
+    let (warp_row, warp_col) = plane_origin(unit, tile);
+    let acc = multiply_staged::<T, F, NV, MatrixSlices>(&slices, lhs, rhs, k.div_ceil(tile.block_k), unit, warp_row, warp_col, tile);
 
     let def = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, comptime!(tile.mma_k()));
-    let mut acc = zero_accumulators(&def, comptime!(plane_m / 16 * (plane_n / 8)));
-
-    let num_k = k.div_ceil(tile.block_k);
-    // Prologue: slices 0 .. stages - 1 in flight.
-    #[unroll]
-    for s in 0..stages - 1 {
-        if s < num_k {
-            copy_slices::<T, NV>(
-                lhs, rhs, &mut smem_a, &mut smem_b, pos.lhs, pos.rhs, pos.row, pos.col, s * tile.block_k, m, n, k,
-                a_stride, b_stride, s, unit, tile,
-            );
-        }
-        bars.index(s).commit_copy_async();
-    }
-
-    // Slice `t` lives in stage `t % stages`; the loop is unrolled by `stages` so that stages
-    // and barriers are known at compile time.
-    for t0 in range_stepped(0, num_k, stages) {
-        #[unroll]
-        for s in 0..stages {
-            let t = t0 + s;
-            if t < num_k {
-                // Slice t has landed, and every unit is done with slice t - 1, whose stage
-                // the copies of slice t + stages - 1 reuse.
-                bars.index(s).arrive_and_wait();
-                let next_stage = comptime!((s + stages - 1) % stages);
-                let next = t + stages - 1;
-                if next < num_k {
-                    copy_slices::<T, NV>(
-                        lhs, rhs, &mut smem_a, &mut smem_b, pos.lhs, pos.rhs, pos.row, pos.col, next * tile.block_k,
-                        m, n, k, a_stride, b_stride, next_stage, unit, tile,
-                    );
-                }
-                bars.index(next_stage).commit_copy_async();
-                if comptime!(tile.tf32) {
-                    multiply_slice_tf32::<T, F, NV>(
-                        &def, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
-                    );
-                } else {
-                    let half = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
-                    multiply_slice::<T, NV>(
-                        &half, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
-                    );
-                }
-            }
-        }
-    }
-
     write_accumulators::<T, F, NO>(
-        &def, output, &acc, pos.out, pos.row + warp_row, pos.col + warp_col, m, n, lane, plane_m, plane_n,
+        &def,
+        output,
+        &acc,
+        pos.out,
+        pos.row + warp_row,
+        pos.col + warp_col,
+        m,
+        n,
+        unit % 32,
+        comptime!(tile.block_m / tile.warps_m),
+        comptime!(tile.block_n / tile.warps_n),
     );
 }
 
-/// Starts the asynchronous copies of K slice `k0..k0 + block_k` of both operands into stage
-/// `stage`.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn copy_slices<T: Float, NV: Size>(
-    lhs: &Tensor<Vector<T, NV>>,
-    rhs: &Tensor<Vector<T, NV>>,
-    smem_a: &mut SharedMemory<Vector<T, NV>>,
-    smem_b: &mut SharedMemory<Vector<T, NV>>,
-    lhs_base: usize,
-    rhs_base: usize,
+/// A matrix product's operands: each batch's `lhs` and `rhs` matrices (element offsets), the
+/// cube's first output row and column, the product's sizes, and the stride between the rows
+/// of each operand's slice.
+#[derive(CubeType)]
+struct MatrixSlices {
+    lhs: usize,
+    rhs: usize,
     row0: usize,
     col0: usize,
-    k0: usize,
     m: usize,
     n: usize,
     k: usize,
     a_stride: usize,
     b_stride: usize,
-    #[comptime] stage: usize,
-    unit: usize,
-    #[comptime] tile: MmaTile,
-) {
-    let units = comptime!(tile.warps_m * tile.warps_n * 32);
-    let chunk = comptime!(tile.chunk());
-    if tile.lhs_k_major {
-        let cpr = comptime!(tile.block_k / chunk);
-        copy_tile::<T, NV>(lhs, smem_a, lhs_base, row0, k0, a_stride, m, k, comptime!(stage * tile.block_m * cpr), unit, tile.block_m, cpr, units, comptime!(Swizzle::of(tile.tf32, true)));
-    } else {
-        let cpr = comptime!(tile.block_m / chunk);
-        copy_tile::<T, NV>(lhs, smem_a, lhs_base, k0, row0, a_stride, k, m, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile.tf32, false)));
-    }
-    if tile.rhs_k_major {
-        let cpr = comptime!(tile.block_k / chunk);
-        copy_tile::<T, NV>(rhs, smem_b, rhs_base, col0, k0, b_stride, n, k, comptime!(stage * tile.block_n * cpr), unit, tile.block_n, cpr, units, comptime!(Swizzle::of(tile.tf32, true)));
-    } else {
-        let cpr = comptime!(tile.block_n / chunk);
-        copy_tile::<T, NV>(rhs, smem_b, rhs_base, k0, col0, b_stride, k, n, comptime!(stage * tile.block_k * cpr), unit, tile.block_k, cpr, units, comptime!(Swizzle::of(tile.tf32, false)));
+}
+
+#[cube]
+impl<T: Float, NV: Size> StageSlices<T, NV> for MatrixSlices {
+    fn copy_slice(
+        &self,
+        a: &Tensor<Vector<T, NV>>,
+        b: &Tensor<Vector<T, NV>>,
+        smem_a: &mut SharedMemory<Vector<T, NV>>,
+        smem_b: &mut SharedMemory<Vector<T, NV>>,
+        slice: usize,
+        #[comptime] stage: usize,
+        unit: usize,
+        #[comptime] tile: MmaTile,
+    ) {
+        let units = comptime!(tile.units());
+        let k0 = slice * tile.block_k;
+        let (a_cpr, b_cpr) = comptime!((tile.a_cpr(), tile.b_cpr()));
+        let (dst_a, dst_b) = comptime!((stage * tile.stage_a(), stage * tile.stage_b()));
+        let pattern_a = comptime!(Swizzle::of(tile.tf32, tile.lhs_k_major));
+        let pattern_b = comptime!(Swizzle::of(tile.tf32, tile.rhs_k_major));
+        if tile.lhs_k_major {
+            copy_tile::<T, NV>(a, smem_a, self.lhs, self.row0, k0, self.a_stride, self.m, self.k, dst_a, unit, tile.block_m, a_cpr, units, pattern_a);
+        } else {
+            copy_tile::<T, NV>(a, smem_a, self.lhs, k0, self.row0, self.a_stride, self.k, self.m, dst_a, unit, tile.block_k, a_cpr, units, pattern_a);
+        }
+        if tile.rhs_k_major {
+            copy_tile::<T, NV>(b, smem_b, self.rhs, self.col0, k0, self.b_stride, self.n, self.k, dst_b, unit, tile.block_n, b_cpr, units, pattern_b);
+        } else {
+            copy_tile::<T, NV>(b, smem_b, self.rhs, k0, self.col0, self.b_stride, self.k, self.n, dst_b, unit, tile.block_k, b_cpr, units, pattern_b);
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //!   f32 rounded to TF32), f32 accumulators.
 //! - [`mma`]: f16, bf16 and f32 rounded to TF32 on the matrix units' own instructions
 //!   (`mma.sync`; `ldmatrix` for f16 / bf16), operands read in 16-byte chunks along whichever
-//!   dimension is contiguous, swizzled shared memory, a multi-stage asynchronous-copy pipeline.
+//!   dimension is contiguous, swizzled shared memory, a multi-stage asynchronous-copy pipeline
+//!   ([`pipeline`], shared with the convolutions on the same instructions).
 //!
 //! Shared conventions: `lhs` is a view `[batch.., M, K]` and `rhs` a view `[batch.., K, N]`,
 //! both with the output's batch shape (stride 0 on broadcast batch dimensions) and any
@@ -17,6 +18,7 @@
 //! tile, so that any batch count fits; cubes past `num_cubes` leave at once.
 pub mod cmma;
 pub mod mma;
+pub mod pipeline;
 pub mod tiled;
 
 use cubecl::prelude::*;
