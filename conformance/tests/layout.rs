@@ -167,11 +167,15 @@ fn indexing_and_masks_match_ndarray() {
 #[test]
 fn scatter_long_lines_match_ndarray() {
     // Lines longer than a plane, every position hit several times (on GPUs the scatter runs
-    // one plane per line; the sums must come out in the line's order, as the reference's).
+    // one plane or one cube per line; the sums must come out in the line's order, as the
+    // reference's).
     let mut suite = Suite::new("scatter long lines");
     let seed = 45;
     let mut rng = Rng::new(seed);
-    for (shape, dim, len) in [(vec![3, 70], 1, 150), (vec![70, 5], 0, 100), (vec![2, 33, 3], 1, 67)] {
+    // On GPUs: [4, 300] (700 entries a line, each position hit by several of a batch) runs one
+    // cube per line, [2, 9000] in place (lines too long for shared memory), the others one
+    // plane per line staged in shared memory.
+    for (shape, dim, len) in [(vec![3, 70], 1, 150), (vec![70, 5], 0, 100), (vec![2, 33, 3], 1, 67), (vec![4, 300], 1, 700), (vec![2, 9000], 1, 300)] {
         let mut ishape = shape.clone();
         ishape[dim] = len;
         let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);

@@ -170,14 +170,19 @@ pub fn scatter<T: Numeric, I: Int>(
     }
 }
 
-/// [`scatter`] with one plane per line, for devices with plane operations and planes of at
-/// most 32 units: the plane reads the line's indices `PLANE_DIM` at a time (coalesced) and
-/// broadcasts them; the unit that owns an output position (position modulo `PLANE_DIM`)
+/// [`scatter`] with one plane of `width` units per line, `planes` lines per cube, for devices
+/// with plane operations: the plane reads the line's indices `width` at a time (coalesced)
+/// and broadcasts them; the unit that owns an output position (position modulo `width`)
 /// combines the entries that land there, in the line's order. Every output position is
 /// updated by one unit in that order, so the result is the sequential one, deterministic,
 /// without atomics, and the units of a plane combine their entries at the same time.
-/// `CUBE_DIM / PLANE_DIM` lines per cube.
+///
+/// With `span > 0` (at least the line's size), each plane first copies its output line into
+/// `span` elements of shared memory, combines there, and writes the line back: each unit
+/// loads and stores only the positions it owns, so the plane needs no barrier, and the random
+/// updates stay on the SM instead of going to L2 as 4-byte read-modify-writes.
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn scatter_plane<T: Numeric, I: Int>(
     indices: &Tensor<I>,
     value: &Tensor<T>,
@@ -187,22 +192,32 @@ pub fn scatter_plane<T: Numeric, I: Int>(
     dim: usize,
     num_lines: usize,
     #[comptime] op: ScatterOp,
+    #[comptime] width: usize,
+    #[comptime] planes: usize,
+    #[comptime] span: usize,
     #[define(T, I)] _dtypes: [StorageType; 2],
 ) {
-    let planes = (CUBE_DIM / PLANE_DIM) as usize;
-    let line = CUBE_POS * planes + (UNIT_POS / PLANE_DIM) as usize;
+    let plane = UNIT_POS as usize / width;
+    let line = CUBE_POS * planes + plane;
     // Uniform per plane: the shuffles below need every unit of the plane.
     if line >= num_lines {
         terminate!();
     }
-    let lane = UNIT_POS_PLANE;
+    let lane = UNIT_POS as usize % width;
     let start = line_start::<T, I>(indices, value, output, indices_offset, value_offset, dim, line);
     let (idx_start, val_start, out_start) = (start.indices, start.value, start.output);
     let size = output.shape(dim);
+    let out_stride = output.stride(dim);
     let len = indices.shape(dim);
-    let width = PLANE_DIM as usize;
+    let mut staged = SharedMemory::<T>::new(comptime!(if span > 0 { planes * span } else { 1 }));
+    let at = plane * span;
+    if comptime!(span > 0) {
+        for k in range_stepped(lane, size, width) {
+            staged[at + k] = output[out_start + k * out_stride];
+        }
+    }
     for j0 in range_stepped(0, len, width) {
-        let j = j0 + lane as usize;
+        let j = j0 + lane;
         // Past the line: an index no unit owns.
         let mut k = size;
         if j < len {
@@ -210,9 +225,10 @@ pub fn scatter_plane<T: Numeric, I: Int>(
         }
         // The entries of this batch the unit owns, as bits, in the line's order.
         let mut mine = 0u32;
-        for s in 0..PLANE_DIM {
+        #[unroll]
+        for s in 0..comptime!(width as u32) {
             let ks = plane_shuffle(k, s);
-            if ks < size && ks % width == lane as usize {
+            if ks < size && ks % width == lane {
                 mine |= 1u32 << s;
             }
         }
@@ -223,10 +239,116 @@ pub fn scatter_plane<T: Numeric, I: Int>(
             mine &= mine - 1u32;
             let e = j0 + s as usize;
             let ke = checked_index::<I>(indices[idx_start + e * indices.stride(dim)], size);
-            let pos = out_start + ke * output.stride(dim);
             let v = value[val_start + e * value.stride(dim)];
-            output[pos] = combine::<T>(output[pos], v, op);
+            if comptime!(span > 0) {
+                staged[at + ke] = combine::<T>(staged[at + ke], v, op);
+            } else {
+                let pos = out_start + ke * out_stride;
+                output[pos] = combine::<T>(output[pos], v, op);
+            }
         }
+    }
+    if comptime!(span > 0) {
+        for k in range_stepped(lane, size, width) {
+            output[out_start + k * out_stride] = staged[at + k];
+        }
+    }
+}
+
+/// No bid yet for a position of [`scatter_line`].
+const NO_BID: u32 = u32::MAX;
+
+/// [`scatter`] with one cube per line, the output line staged in `span` elements of shared
+/// memory (at least the line's size), for lines of many entries. The cube takes the entries
+/// `CUBE_DIM` at a time (coalesced) and combines those that land on one position in the line's
+/// order: in each round, every pending entry bids its place in the batch for its position
+/// (`fetch_min` in shared memory), the lowest bidder of each position combines, and the others
+/// bid again in the next round (rounds per batch: the most entries of the batch on one
+/// position). The result is the sequential one, deterministic, and the updates stay in shared
+/// memory.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_line<T: Numeric, I: Int>(
+    indices: &Tensor<I>,
+    value: &Tensor<T>,
+    output: &mut Tensor<T>,
+    indices_offset: usize,
+    value_offset: usize,
+    dim: usize,
+    num_lines: usize,
+    #[comptime] op: ScatterOp,
+    #[comptime] span: usize,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    // Uniform per cube, before any barrier.
+    if CUBE_POS >= num_lines {
+        terminate!();
+    }
+    let unit = UNIT_POS as usize;
+    let units = CUBE_DIM as usize;
+    let start = line_start::<T, I>(indices, value, output, indices_offset, value_offset, dim, CUBE_POS);
+    let size = output.shape(dim);
+    let out_stride = output.stride(dim);
+    let len = indices.shape(dim);
+    let mut staged = SharedMemory::<T>::new(span);
+    let bids = SharedMemory::<Atomic<u32>>::new(span);
+    // Pending entries after each round, counted in two slots used in turn.
+    let more = SharedMemory::<Atomic<u32>>::new(2usize);
+    for k in range_stepped(unit, size, units) {
+        staged[k] = output[start.output + k * out_stride];
+        bids[k].store(NO_BID);
+    }
+    if unit < 2 {
+        more[unit].store(0u32);
+    }
+    sync_cube();
+    let mut round = 0usize;
+    for j0 in range_stepped(0, len, units) {
+        let j = j0 + unit;
+        // Past the line: an index no unit bids for.
+        let mut k = size;
+        let mut v = T::from_int(0);
+        if j < len {
+            k = checked_index::<I>(indices[start.indices + j * indices.stride(dim)], size);
+            v = value[start.value + j * value.stride(dim)];
+        }
+        let mut pending = k < size;
+        let mut again = true;
+        while again {
+            if pending {
+                bids[k].fetch_min(unit as u32);
+            }
+            sync_cube();
+            let mut won = false;
+            if pending {
+                won = bids[k].load() == unit as u32;
+            }
+            if won {
+                staged[k] = combine::<T>(staged[k], v, op);
+            }
+            // Every bid is read before the winners clear theirs.
+            sync_cube();
+            let slot = round % 2;
+            if won {
+                bids[k].store(NO_BID);
+                pending = false;
+            }
+            if pending {
+                more[slot].fetch_add(1u32);
+            }
+            sync_cube();
+            again = more[slot].load() > 0u32;
+            // The other slot was last read before this round's first barrier.
+            if unit == 0 {
+                more[1 - slot].store(0u32);
+            }
+            round += 1;
+        }
+    }
+    // Each unit writes back the positions it staged; the last round's combines came before
+    // its barriers.
+    for k in range_stepped(unit, size, units) {
+        output[start.output + k * out_stride] = staged[k];
     }
 }
 

@@ -2,7 +2,7 @@
 use burn_backend::{Shape, Slice};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
-use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select, scatter as scatter_kernel, scatter_plane, select_scatter as select_scatter_kernel};
+use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select, scatter as scatter_kernel, scatter_line, scatter_plane, select_scatter as select_scatter_kernel};
 
 use super::copy::{copy_as, copy_into};
 use super::view::slice_view;
@@ -16,8 +16,24 @@ fn check_indices<R: Runtime>(op: &str, indices: &CubeTensor<R>) {
     }
 }
 
-/// Units per cube of the plane-per-line scatter.
+/// Units per cube of the plane-per-line scatter, at most.
 const SCATTER_CUBE: usize = 256;
+
+/// Shared memory a cube of `scatter_line` or `scatter_plane` may stage its lines in.
+const SCATTER_STAGED_BYTES: usize = 32 * 1024;
+
+/// Lines per cube of the plane-per-line scatter (planes of `plane` units), and the elements of
+/// shared memory each line is staged in (0: combined in place). A line of `size` elements of
+/// `elem` bytes is staged when it fits the budget, as many lines per cube as fit it (at most
+/// `SCATTER_CUBE / plane`); spans are powers of two, so that few kernels are compiled.
+fn scatter_staging(size: usize, elem: usize, plane: usize) -> (usize, usize) {
+    let lines = SCATTER_CUBE / plane;
+    let span = size.next_power_of_two().max(plane);
+    if span * elem > SCATTER_STAGED_BYTES {
+        return (lines, 0);
+    }
+    ((SCATTER_STAGED_BYTES / (span * elem)).min(lines), span)
+}
 
 /// `out[c] = tensor[c with c[dim] = indices[c]]`.
 pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: CubeTensor<R>) -> CubeTensor<R> {
@@ -71,9 +87,11 @@ pub fn select<R: Runtime>(op: &str, tensor: CubeTensor<R>, dim: usize, indices: 
     out
 }
 
-/// A copy of `tensor` with `value[c]` combined into position `c with c[dim] = indices[c]`:
-/// one plane per line along `dim` where the device has plane operations
-/// (`scatter_plane`), one unit per line elsewhere; both combine in the line's order.
+/// A copy of `tensor` with `value[c]` combined into position `c with c[dim] = indices[c]`,
+/// in the line's order along `dim`: on GPUs, one cube per line staged in shared memory where
+/// lines have a cube's entries or more and fit (`scatter_line`), else one plane per line where
+/// the device has plane operations (`scatter_plane`, staged where lines fit); one unit per line
+/// elsewhere.
 pub fn scatter<R: Runtime>(
     op: &str,
     dim: usize,
@@ -96,17 +114,34 @@ pub fn scatter<R: Runtime>(
     let len = i[dim];
     let lines = if len == 0 { 0 } else { indices.num_elements() / len };
     let o = out.clone();
+    let span = t[dim].next_power_of_two();
+    if !cubes_on_cpu(&out.client) && len >= SCATTER_CUBE && span * (out.dtype.size() + 4) <= SCATTER_STAGED_BYTES {
+        let geometry = Geometry::Cubes { count: lines, dim: CubeDim::new_1d(SCATTER_CUBE as u32) };
+        launch(&out.client, op, geometry, move |client, count, cube_dim| {
+            // SAFETY: the kernel's cubes guard `line < lines` and check every index against
+            // the dimension; `span` holds the line.
+            unsafe {
+                scatter_line::launch_unchecked::<R>(
+                    client, count, cube_dim, indices.as_arg(), value.as_arg(), o.as_arg(),
+                    indices.layout.offset, value.layout.offset, dim, lines, combine, span,
+                    [tensor.storage(), indices.storage()],
+                )
+            }
+        });
+        return out;
+    }
     let hardware = &out.client.properties().hardware;
     let plane = hardware.plane_size_max as usize;
     if !cubes_on_cpu(&out.client) && hardware.plane_size_min as usize == plane && (1..=32).contains(&plane) && SCATTER_CUBE % plane == 0 {
-        let geometry = Geometry::Cubes { count: lines.div_ceil(SCATTER_CUBE / plane), dim: CubeDim::new_1d(SCATTER_CUBE as u32) };
+        let (planes, span) = scatter_staging(t[dim], out.dtype.size(), plane);
+        let geometry = Geometry::Cubes { count: lines.div_ceil(planes), dim: CubeDim::new_1d((planes * plane) as u32) };
         launch(&out.client, op, geometry, move |client, count, cube_dim| {
             // SAFETY: the kernel's planes guard `line < lines` and check every index against
-            // the dimension.
+            // the dimension; `span` holds the line (`scatter_staging`).
             unsafe {
                 scatter_plane::launch_unchecked::<R>(
                     client, count, cube_dim, indices.as_arg(), value.as_arg(), o.as_arg(),
-                    indices.layout.offset, value.layout.offset, dim, lines, combine,
+                    indices.layout.offset, value.layout.offset, dim, lines, combine, plane, planes, span,
                     [tensor.storage(), indices.storage()],
                 )
             }
