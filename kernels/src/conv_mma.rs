@@ -16,9 +16,9 @@
 //! its slice's kernel tap once per slice.
 use cubecl::prelude::barrier::copy_async_checked;
 use cubecl::prelude::*;
+use cubecl::std::FastDivmod;
 
 use crate::conv::{ConvParams, Tap, axis_base, axis_tap};
-use crate::conv_cmma::ConvKernel;
 use crate::matmul::mma::MmaTile;
 use crate::matmul::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
 use crate::tensor_core::{Pair, Swizzle, copy_tile, swizzle};
@@ -43,7 +43,7 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
     output: &mut Tensor<Vector<T, NO>>,
     bias_offset: usize,
     params: ConvParams,
-    kernel: ConvKernel,
+    taps: TapDivisors,
     num_cubes: usize,
     #[comptime] tile: MmaTile,
     #[comptime] has_bias: bool,
@@ -83,7 +83,7 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
         let p = pix0 + unit / cpr + l * rows_per_pass;
         pix.push(pixel_at(x, p, pixels, spatial, oh, ow, group * cin_g, &params, transposed));
     }
-    let slices = ColumnSlices { pix, weight_at: co_base * k_total, co0, cout_g, k_total, cin_g, params, kernel, transposed, unit_stride };
+    let slices = ColumnSlices { pix, weight_at: co_base * k_total, co0, cout_g, k_total, params, taps, transposed, unit_stride };
     let (warp_row, warp_col) = plane_origin(unit, tile);
     let acc = multiply_staged::<T, F, NV, ColumnSlices>(&slices, weight, x, k_total.div_ceil(tile.block_k), unit, warp_row, warp_col, tile);
 
@@ -102,9 +102,8 @@ struct ColumnSlices {
     co0: usize,
     cout_g: usize,
     k_total: usize,
-    cin_g: usize,
     params: ConvParams,
-    kernel: ConvKernel,
+    taps: TapDivisors,
     #[cube(comptime)]
     transposed: bool,
     #[cube(comptime)]
@@ -128,8 +127,18 @@ impl<T: Float, NV: Size> StageSlices<T, NV> for ColumnSlices {
         let (cpr, units) = comptime!((tile.a_cpr(), tile.units()));
         let pattern = comptime!(Swizzle::of(tile.tf32, true));
         copy_tile::<T, NV>(a, smem_a, self.weight_at, self.co0, k0, self.k_total, self.cout_g, self.k_total, comptime!(stage * tile.stage_a()), unit, tile.block_m, cpr, units, pattern);
-        gather_columns::<T, NV>(b, smem_b, &self.pix, k0, self.cin_g, self.k_total, &self.params, &self.kernel, comptime!(stage * tile.stage_b()), unit, tile.block_n, cpr, units, pattern, self.transposed, self.unit_stride);
+        gather_columns::<T, NV>(b, smem_b, &self.pix, k0, self.k_total, &self.params, &self.taps, comptime!(stage * tile.stage_b()), unit, tile.block_n, cpr, units, pattern, self.transposed, self.unit_stride);
     }
+}
+
+/// Divisors that take a column `k = tap · cin_g + ci` apart: the group's input channels
+/// (`cin_g`), and the kernel's width and height (a tap is `(kd · kh + i) · kw + j`), as
+/// multiplications: every unit decodes its column once per slice.
+#[derive(CubeLaunch, CubeType)]
+pub struct TapDivisors {
+    pub channels: FastDivmod<usize>,
+    pub kw: FastDivmod<usize>,
+    pub kh: FastDivmod<usize>,
 }
 
 /// One output pixel's place in the gather: whether it exists, its batch entry's and group's
@@ -178,10 +187,9 @@ fn gather_columns<T: Float, NV: Size>(
     smem: &mut SharedMemory<Vector<T, NV>>,
     pix: &Sequence<PixelAt>,
     k0: usize,
-    cin_g: usize,
     k_total: usize,
     params: &ConvParams,
-    kernel: &ConvKernel,
+    taps: &TapDivisors,
     #[comptime] dst: usize,
     unit: usize,
     #[comptime] rows: usize,
@@ -196,11 +204,9 @@ fn gather_columns<T: Float, NV: Size>(
     let c = unit % cpr;
     let k = k0 + c * nv;
     let k_ok = k < k_total;
-    let tap = k / cin_g;
-    let ci = k % cin_g;
-    let kd = tap / (kernel.kh * kernel.kw);
-    let kh = (tap / kernel.kw) % kernel.kh;
-    let kw = tap % kernel.kw;
+    let (tap, ci) = taps.channels.div_mod(k);
+    let (rows_of_taps, kw) = taps.kw.div_mod(tap);
+    let (kd, kh) = taps.kh.div_mod(rows_of_taps);
     #[unroll]
     for l in 0..comptime!(rows / rows_per_pass) {
         let p = pix.index(l);

@@ -11,7 +11,7 @@ use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
 use ex_cubecl_kernels::conv_cmma::ConvKernelLaunch;
-use ex_cubecl_kernels::conv_mma::conv_mma;
+use ex_cubecl_kernels::conv_mma::{TapDivisorsLaunch, conv_mma};
 use ex_cubecl_kernels::conv_weight_mma::{PixelDivisorsLaunch, conv_weight_mma};
 use ex_cubecl_kernels::matmul::mma::MmaTile;
 
@@ -135,7 +135,8 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
     let out5 = lift(&out, n);
     let x5 = lift(x, n);
     let x_last = channels_last(&x5);
-    let (w_rows, [kd, kh, kw]) = weight_rows(weight, n);
+    let (w_rows, [_, kh, kw]) = weight_rows(weight, n);
+    let cin_g = x.dims()[1] / spec.groups;
     let c_out = weight.dims()[0];
 
     let cout_g = c_out / spec.groups;
@@ -162,7 +163,7 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
         unsafe {
             conv_mma::launch_unchecked::<R>(
                 client, count, dim, chunk, no, x_last.as_arg(), w_rows.as_arg(), bias.as_arg(), out5.as_arg(),
-                bias.layout.offset, spec.arg(), ConvKernelLaunch::new(kd, kh, kw), cubes, tile, has_bias, transposed,
+                bias.layout.offset, spec.arg(), TapDivisorsLaunch::new(cin_g, kw, kh), cubes, tile, has_bias, transposed,
                 unit_stride, dtypes,
             )
         }
