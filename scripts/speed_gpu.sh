@@ -6,11 +6,12 @@
 #   bash scripts/speed_gpu.sh OUT torch FILTER     # PyTorch's rows whose names contain one of FILTER's |-separated texts
 #   bash scripts/speed_gpu.sh OUT bench FILTER [ARGS]  # our rows (burn-cubecl's beside them) with
 #                                                  # PyTorch's; ARGS go to the bench (--tune, --iters N)
-#   bash scripts/speed_gpu.sh OUT profile FILTER KERNELS  # Nsight Compute on the rows, kernels by regex
+#   bash scripts/speed_gpu.sh OUT profile FILTER KERNELS [ARGS]  # Nsight Compute on the rows, kernels
+#                                                  # by regex; ARGS go to the bench (--tune for tiling rows)
 # OUT gets a log and a table per stage; bench reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: speed_gpu.sh OUT tests [FILTER] | torch FILTER | bench FILTER [ARGS] | profile FILTER KERNELS"
+usage="usage: speed_gpu.sh OUT tests [FILTER] | torch FILTER | bench FILTER [ARGS] | profile FILTER KERNELS [ARGS]"
 out="${1:?$usage}"
 stage="${2:?$usage}"
 filter="${3:-}"
@@ -40,7 +41,7 @@ profile)
     ncu="$(ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1 || command -v ncu)"
     CUBECL_DEBUG_LOG="$out/cubecl.log" "$ncu" --clock-control none -k "regex:${4:?$usage}" \
         --section SpeedOfLight --section LaunchStats --section Occupancy --section InstructionStats \
-        --section WarpStateStats "$bin/bench" --size full --iters 2 --warmup 1 --filter "${filter:?$usage}" \
+        --section WarpStateStats "$bin/bench" --size full --iters 2 --warmup 1 --filter "${filter:?$usage}" ${5:-} \
         >"$out/ncu.log" 2>&1 || true
     grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Executed Instructions  |Issue Slots Busy|Grid Size|Block Size|Stall|Dynamic Shared' "$out/ncu.log" | head -150
     ;;

@@ -173,8 +173,8 @@ fn scatter_long_lines_match_ndarray() {
     let seed = 45;
     let mut rng = Rng::new(seed);
     // On GPUs: [4, 300] (700 entries a line, each position hit by several of a batch) runs one
-    // cube per line, [2, 9000] in place (lines too long for shared memory), the others one
-    // plane per line staged in shared memory.
+    // cube per line, the others one plane per line ([2, 9000]'s lines are too long for shared
+    // memory).
     for (shape, dim, len) in [(vec![3, 70], 1, 150), (vec![70, 5], 0, 100), (vec![2, 33, 3], 1, 67), (vec![4, 300], 1, 700), (vec![2, 9000], 1, 300)] {
         let mut ishape = shape.clone();
         ishape[dim] = len;

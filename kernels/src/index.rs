@@ -175,12 +175,8 @@ pub fn scatter<T: Numeric, I: Int>(
 /// and broadcasts them; the unit that owns an output position (position modulo `width`)
 /// combines the entries that land there, in the line's order. Every output position is
 /// updated by one unit in that order, so the result is the sequential one, deterministic,
-/// without atomics, and the units of a plane combine their entries at the same time.
-///
-/// With `span > 0` (at least the line's size), each plane first copies its output line into
-/// `span` elements of shared memory, combines there, and writes the line back: each unit
-/// loads and stores only the positions it owns, so the plane needs no barrier, and the random
-/// updates stay on the SM instead of going to L2 as 4-byte read-modify-writes.
+/// without atomics, and the units of a plane combine their entries at the same time. For
+/// lines of fewer entries than a cube's units; longer ones go to [`scatter_line`].
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn scatter_plane<T: Numeric, I: Int>(
@@ -194,11 +190,9 @@ pub fn scatter_plane<T: Numeric, I: Int>(
     #[comptime] op: ScatterOp,
     #[comptime] width: usize,
     #[comptime] planes: usize,
-    #[comptime] span: usize,
     #[define(T, I)] _dtypes: [StorageType; 2],
 ) {
-    let plane = UNIT_POS as usize / width;
-    let line = CUBE_POS * planes + plane;
+    let line = CUBE_POS * planes + UNIT_POS as usize / width;
     // Uniform per plane: the shuffles below need every unit of the plane.
     if line >= num_lines {
         terminate!();
@@ -209,13 +203,6 @@ pub fn scatter_plane<T: Numeric, I: Int>(
     let size = output.shape(dim);
     let out_stride = output.stride(dim);
     let len = indices.shape(dim);
-    let mut staged = SharedMemory::<T>::new(comptime!(if span > 0 { planes * span } else { 1 }));
-    let at = plane * span;
-    if comptime!(span > 0) {
-        for k in range_stepped(lane, size, width) {
-            staged[at + k] = output[out_start + k * out_stride];
-        }
-    }
     for j0 in range_stepped(0, len, width) {
         let j = j0 + lane;
         // Past the line: an index no unit owns.
@@ -239,18 +226,8 @@ pub fn scatter_plane<T: Numeric, I: Int>(
             mine &= mine - 1u32;
             let e = j0 + s as usize;
             let ke = checked_index::<I>(indices[idx_start + e * indices.stride(dim)], size);
-            let v = value[val_start + e * value.stride(dim)];
-            if comptime!(span > 0) {
-                staged[at + ke] = combine::<T>(staged[at + ke], v, op);
-            } else {
-                let pos = out_start + ke * out_stride;
-                output[pos] = combine::<T>(output[pos], v, op);
-            }
-        }
-    }
-    if comptime!(span > 0) {
-        for k in range_stepped(lane, size, width) {
-            output[out_start + k * out_stride] = staged[at + k];
+            let pos = out_start + ke * out_stride;
+            output[pos] = combine::<T>(output[pos], value[val_start + e * value.stride(dim)], op);
         }
     }
 }

@@ -16,24 +16,11 @@ fn check_indices<R: Runtime>(op: &str, indices: &CubeTensor<R>) {
     }
 }
 
-/// Units per cube of the plane-per-line scatter, at most.
+/// Units per cube of the scatters with one cube or one plane per line.
 const SCATTER_CUBE: usize = 256;
 
-/// Shared memory a cube of `scatter_line` or `scatter_plane` may stage its lines in.
+/// Shared memory `scatter_line` may stage a line in (its elements and a 4-byte bid each).
 const SCATTER_STAGED_BYTES: usize = 32 * 1024;
-
-/// Lines per cube of the plane-per-line scatter (planes of `plane` units), and the elements of
-/// shared memory each line is staged in (0: combined in place). A line of `size` elements of
-/// `elem` bytes is staged when it fits the budget, as many lines per cube as fit it (at most
-/// `SCATTER_CUBE / plane`); spans are powers of two, so that few kernels are compiled.
-fn scatter_staging(size: usize, elem: usize, plane: usize) -> (usize, usize) {
-    let lines = SCATTER_CUBE / plane;
-    let span = size.next_power_of_two().max(plane);
-    if span * elem > SCATTER_STAGED_BYTES {
-        return (lines, 0);
-    }
-    ((SCATTER_STAGED_BYTES / (span * elem)).min(lines), span)
-}
 
 /// `out[c] = tensor[c with c[dim] = indices[c]]`.
 pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: CubeTensor<R>) -> CubeTensor<R> {
@@ -90,8 +77,7 @@ pub fn select<R: Runtime>(op: &str, tensor: CubeTensor<R>, dim: usize, indices: 
 /// A copy of `tensor` with `value[c]` combined into position `c with c[dim] = indices[c]`,
 /// in the line's order along `dim`: on GPUs, one cube per line staged in shared memory where
 /// lines have a cube's entries or more and fit (`scatter_line`), else one plane per line where
-/// the device has plane operations (`scatter_plane`, staged where lines fit); one unit per line
-/// elsewhere.
+/// the device has plane operations (`scatter_plane`); one unit per line elsewhere.
 pub fn scatter<R: Runtime>(
     op: &str,
     dim: usize,
@@ -133,15 +119,15 @@ pub fn scatter<R: Runtime>(
     let hardware = &out.client.properties().hardware;
     let plane = hardware.plane_size_max as usize;
     if !cubes_on_cpu(&out.client) && hardware.plane_size_min as usize == plane && (1..=32).contains(&plane) && SCATTER_CUBE % plane == 0 {
-        let (planes, span) = scatter_staging(t[dim], out.dtype.size(), plane);
-        let geometry = Geometry::Cubes { count: lines.div_ceil(planes), dim: CubeDim::new_1d((planes * plane) as u32) };
+        let planes = SCATTER_CUBE / plane;
+        let geometry = Geometry::Cubes { count: lines.div_ceil(planes), dim: CubeDim::new_1d(SCATTER_CUBE as u32) };
         launch(&out.client, op, geometry, move |client, count, cube_dim| {
             // SAFETY: the kernel's planes guard `line < lines` and check every index against
-            // the dimension; `span` holds the line (`scatter_staging`).
+            // the dimension.
             unsafe {
                 scatter_plane::launch_unchecked::<R>(
                     client, count, cube_dim, indices.as_arg(), value.as_arg(), o.as_arg(),
-                    indices.layout.offset, value.layout.offset, dim, lines, combine, plane, planes, span,
+                    indices.layout.offset, value.layout.offset, dim, lines, combine, plane, planes,
                     [tensor.storage(), indices.storage()],
                 )
             }
