@@ -68,10 +68,15 @@ where
         let failed = |failure: String| ExecutionError::WithContext {
             reason: format!("ex_cubecl: sync on {device:?}: earlier work failed on the device: {failure}"),
         };
-        on_device_thread(device, || cubecl::future::block_on(client.sync()))
-            .map_err(failed)?
-            .map_err(|e| failed(e.to_string()))?;
-        take_device_failure(device).map_or(Ok(()), |failure| Err(failed(failure)))
+        // A panic of the work waited for shows as the channel's error: the device thread's own
+        // message, recorded by the panic hook, says more.
+        let waited = on_device_thread(device, || crate::runtime::wait::sync(&client)).map_err(&failed)?;
+        let failure = take_device_failure(device);
+        match (waited, failure) {
+            (_, Some(failure)) => Err(failed(failure)),
+            (Err(e), None) => Err(failed(e.to_string())),
+            (Ok(()), None) => Ok(()),
+        }
     }
 
     fn dtype_usage(device: &Self::Device, dtype: DType) -> DTypeUsageSet {

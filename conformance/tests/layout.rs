@@ -237,6 +237,20 @@ fn vector_copies_and_gathers_match_ndarray() {
             cases.push((format!("f16 cat dim {dim}"), on_both!(|B| rf::<B>(B::float_cat(vec![f::<B>(&h), f::<B>(&h)], dim)))));
             cases.push((format!("u8 cat dim {dim}"), on_both!(|B| ri::<B>(B::int_cat(vec![i::<B>(&u), i::<B>(&u), i::<B>(&u)], dim)))));
         }
+        if shape[0] > 1 {
+            // Contiguous parts at an offset (rows sliced off the front), and more parts than
+            // one launch takes.
+            let mut rows = vec![Slice::new(0, None, 1); rank];
+            rows[0] = Slice::new(1, None, 1);
+            for dim in 0..rank {
+                let rows = rows.clone();
+                cases.push((
+                    format!("cat of row slices dim {dim}"),
+                    on_both!(|B| rf::<B>(B::float_cat(vec![B::float_slice(f::<B>(&a), &rows), B::float_slice(f::<B>(&a), &rows)], dim))),
+                ));
+            }
+            cases.push((format!("cat of 11 parts dim {last}"), on_both!(|B| rf::<B>(B::float_cat(vec![f::<B>(&a); 11], last)))));
+        }
         for s in [1, 2, 4] {
             if s < n {
                 cases.push((

@@ -1,6 +1,6 @@
 //! Reductions (full and per dimension), cumulative scans, sort / argsort / topk.
 use burn_backend::ops::*;
-use burn_backend::{BoolStore, DType, IntDType, TensorData};
+use burn_backend::{BoolStore, DType, IntDType, Slice, TensorData};
 use ex_cubecl_conformance::*;
 
 #[test]
@@ -72,6 +72,23 @@ fn float_reductions_match_ndarray() {
                     }
                 }
             }
+        }
+    }
+    // Long rows of column slices: rows that don't follow each other, starting at an offset
+    // that allows whole vectors (4) or not (1, 2), and leading dimensions that merge or not.
+    let a = float_data(&mut Rng::new(5), &[2, 3, 708], DType::F32, -2.0, 2.0);
+    for from in [1, 2, 4] {
+        let cols = |rank: usize| {
+            let mut slices = vec![Slice::new(0, None, 1); rank];
+            slices[rank - 1] = Slice::new(from, None, 1);
+            slices
+        };
+        for (name, result) in [
+            ("softmax", on_both!(|B| rf::<B>(B::softmax(B::float_slice(f::<B>(&a), &cols(3)), 2)))),
+            ("log_softmax", on_both!(|B| rf::<B>(B::log_softmax(B::float_slice(f::<B>(&a), &cols(3)), 2)))),
+            ("softmax of a row slice", on_both!(|B| rf::<B>(B::softmax(B::float_slice(f::<B>(&a), &[Slice::new(1, None, 1), Slice::new(0, None, 1), Slice::new(from, None, 1)]), 2)))),
+        ] {
+            suite.check(format!("{name} of columns from {from} of [2, 3, 708]"), Tol::of(1e-5), result);
         }
     }
     // Split reductions keep the first index on ties across chunks, and find a maximum in the

@@ -80,6 +80,41 @@ pub fn copy_rows<T: Numeric, N: Size>(
     output[out_offset + r * out_stride + c] = input[in_offset + r * in_stride + c];
 }
 
+/// Concatenation of contiguous parts along their rows, in one launch: `output[out_offset + r *
+/// out_stride + c] = inputs[i][in_offsets[i] + r * in_strides[i] + c - starts[i]]` for every row
+/// `r` and column `c < cols`, where part `i` holds the columns `[starts[i], ends[i])` (`starts[i]`
+/// is `ends[i - 1]`, 0 for the first). Offsets, strides and columns count vectors of `N`;
+/// `vectors` is `rows * cols`. The parts are unrolled: each unit tests every part's columns.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn cat_rows<T: Numeric, N: Size>(
+    inputs: &Sequence<Array<Vector<T, N>>>,
+    output: &mut Array<Vector<T, N>>,
+    in_offsets: Sequence<usize>,
+    in_strides: Sequence<usize>,
+    ends: Sequence<usize>,
+    out_offset: usize,
+    out_stride: usize,
+    cols: FastDivmod<usize>,
+    vectors: usize,
+    #[define(T)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (r, c) = cols.div_mod(ABSOLUTE_POS);
+    let parts = inputs.len().comptime();
+    let mut start = 0usize;
+    #[unroll]
+    for i in 0..parts {
+        let end = ends[i];
+        if c >= start && c < end {
+            output[out_offset + r * out_stride + c] = inputs[i][in_offsets[i] + r * in_strides[i] + c - start];
+        }
+        start = end;
+    }
+}
+
 /// Rows and columns of a [`copy_tiles`] tile.
 pub const TILE: usize = 32;
 /// Rows of a tile each pass of a [`copy_tiles`] cube covers (its units are `TILE` × `PASS`).

@@ -26,12 +26,15 @@ fn checked_index<I: Int>(index: I, size: usize) -> usize {
 /// shape `shape`, and `tensor` is a view whose shape is that shape except along `dim`.
 /// `tensor_strides` are the tensor's strides with `dim`'s set to 0 (the index supplies that
 /// coordinate); `indices_linear` says the indices are contiguous, when `indices_strides` are
-/// unused.
+/// unused. The buffers are arrays (no shapes or strides uploaded at launch); `len` is the
+/// number of outputs.
 #[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
 pub fn gather<T: Numeric, I: Int>(
-    tensor: &Tensor<T>,
-    indices: &Tensor<I>,
-    output: &mut Tensor<T>,
+    tensor: &Array<T>,
+    indices: &Array<I>,
+    output: &mut Array<T>,
+    len: usize,
     tensor_offset: usize,
     indices_offset: usize,
     dim_size: usize,
@@ -42,7 +45,7 @@ pub fn gather<T: Numeric, I: Int>(
     #[comptime] indices_linear: bool,
     #[define(T, I)] _dtypes: [StorageType; 2],
 ) {
-    if ABSOLUTE_POS >= output.len() {
+    if ABSOLUTE_POS >= len {
         terminate!();
     }
     let (offset, at) = view_offsets(ABSOLUTE_POS, &shape, &tensor_strides, &indices_strides);

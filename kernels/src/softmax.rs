@@ -2,7 +2,9 @@
 //! passes (max, sum of exponentials, normalisation) without intermediate tensors.
 use cubecl::prelude::*;
 
-use crate::strided::line_start;
+use cubecl::std::FastDivmod;
+
+use crate::strided::{line_start, seq_offset};
 
 /// `output` is contiguous with the input view's shape. Sums run in `A` (f32 for half-precision
 /// inputs, `T` otherwise). With `log`, writes log-softmax.
@@ -85,6 +87,90 @@ pub fn softmax_per_cube<T: Float, A: Float>(
         k += cube_size;
     }
 
+    let (max, sum) = merge_max_sum::<A>(max, sum, unit, cube_size);
+    let log_sum = crate::math::ln::<A>(sum);
+
+    let mut k = unit;
+    while k < len {
+        let z = A::cast_from(input[in_start + k * in_stride]) - max;
+        let y = if log { z - log_sum } else { crate::math::exp::<A>(z) / sum };
+        output[out_start + k * out_stride] = T::cast_from(y);
+        k += cube_size;
+    }
+}
+
+/// One cube per contiguous row of `len` vectors of `N` (`CUBE_POS`; the input's rows start at
+/// `offset + seq_offset(row)` of the leading dimensions `rows`, `row_strides`, the output's at
+/// `row * len`), for long rows along the last dimension: like [`softmax_per_cube`], each unit
+/// reading whole vectors (one 16-byte load for four f32) and the buffers taken as arrays
+/// (no shapes or strides uploaded at launch). Offsets, strides and `len` count vectors.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn softmax_rows<T: Float, A: Float, N: Size>(
+    input: &Array<Vector<T, N>>,
+    output: &mut Array<Vector<T, N>>,
+    offset: usize,
+    len: usize,
+    num_rows: usize,
+    rows: Sequence<FastDivmod<usize>>,
+    row_strides: Sequence<usize>,
+    #[comptime] cube_size: usize,
+    #[comptime] log: bool,
+    #[define(T, A)] _dtypes: [StorageType; 2],
+) {
+    // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
+    if CUBE_POS >= num_rows {
+        terminate!();
+    }
+    let in_start = offset + seq_offset(CUBE_POS, &rows, &row_strides);
+    let out_start = CUBE_POS * len;
+    let unit = UNIT_POS as usize;
+
+    // Each vector's own max first, so that the running sum is rescaled once per vector.
+    let mut max = A::cast_from(input[in_start][0]);
+    let mut sum = A::new(0.0);
+    let mut k = unit;
+    while k < len {
+        let v = input[in_start + k];
+        let mut m = A::cast_from(v[0]);
+        #[unroll]
+        for j in 1..v.vector_size() {
+            let x = A::cast_from(v[j]);
+            m = select(x > m, x, m);
+        }
+        if m > max {
+            sum = sum * crate::math::exp::<A>(max - m);
+            max = m;
+        }
+        #[unroll]
+        for j in 0..v.vector_size() {
+            sum += crate::math::exp::<A>(A::cast_from(v[j]) - max);
+        }
+        k += cube_size;
+    }
+    let (max, sum) = merge_max_sum::<A>(max, sum, unit, cube_size);
+    let log_sum = crate::math::ln::<A>(sum);
+
+    let mut k = unit;
+    while k < len {
+        let v = input[in_start + k];
+        let mut y = Vector::<T, N>::empty();
+        #[unroll]
+        for j in 0..v.vector_size() {
+            let z = A::cast_from(v[j]) - max;
+            y[j] = T::cast_from(if log { z - log_sum } else { crate::math::exp::<A>(z) / sum });
+        }
+        output[out_start + k] = y;
+        k += cube_size;
+    }
+}
+
+/// The cube's running maxima and sums of exponentials (each unit's `sum` taken relative to its
+/// `max`) merged through a shared-memory tree: the line's max and its sum of exponentials
+/// relative to it, in every unit. Units with no element keep a max that is some element of the
+/// line and a sum of 0, which merges as a no-op.
+#[cube]
+fn merge_max_sum<A: Float>(max: A, sum: A, unit: usize, #[comptime] cube_size: usize) -> (A, A) {
     let mut shared_max = SharedMemory::<A>::new(cube_size);
     let mut shared_sum = SharedMemory::<A>::new(cube_size);
     shared_max[unit] = max;
@@ -102,15 +188,5 @@ pub fn softmax_per_cube<T: Float, A: Float>(
         sync_cube();
         half /= 2;
     }
-    let max = shared_max[0];
-    let sum = shared_sum[0];
-    let log_sum = crate::math::ln::<A>(sum);
-
-    let mut k = unit;
-    while k < len {
-        let z = A::cast_from(input[in_start + k * in_stride]) - max;
-        let y = if log { z - log_sum } else { crate::math::exp::<A>(z) / sum };
-        output[out_start + k * out_stride] = T::cast_from(y);
-        k += cube_size;
-    }
+    (shared_max[0], shared_sum[0])
 }

@@ -2,7 +2,8 @@
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
-use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, copy_rows, copy_tiles, copy_view, fill as fill_kernel};
+use cubecl::prelude::SequenceArg;
+use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_rows, copy_tiles, copy_view, fill as fill_kernel};
 
 use super::scalar_arg;
 use super::views::Views;
@@ -98,6 +99,59 @@ fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &Cu
             )
         }
     });
+    true
+}
+
+/// Writes contiguous `parts` of one dtype side by side along `dim` into the contiguous
+/// `output`, whose shape is theirs with `dim` summed: with [`cat_rows`], as many parts per
+/// launch as the device binds buffers (so one launch for a few parts). `false` (nothing
+/// launched) when a part is not contiguous.
+pub(crate) fn cat_into<R: Runtime>(parts: &[CubeTensor<R>], output: &CubeTensor<R>, dim: usize) -> bool {
+    if !parts.iter().all(|p| p.layout.is_contiguous()) || !output.layout.is_contiguous_from_start() {
+        return false;
+    }
+    let rows: usize = output.dims()[..dim].iter().product();
+    let row_len = |t: &CubeTensor<R>| t.dims()[dim..].iter().product::<usize>();
+    let parts: Vec<&CubeTensor<R>> = parts.iter().filter(|p| p.num_elements() > 0).collect();
+    let out_stride = row_len(output);
+    let per_launch = (output.client.properties().hardware.max_bindings as usize).saturating_sub(2).clamp(1, 8);
+    let mut start = 0;
+    for chunk in parts.chunks(per_launch) {
+        let widths: Vec<usize> = chunk.iter().map(|p| row_len(p)).collect();
+        let mut units = vec![start, out_stride];
+        units.extend(widths.iter().copied());
+        units.extend(chunk.iter().map(|p| p.layout.offset));
+        let v = output
+            .client
+            .io_optimized_vector_sizes(output.storage().size())
+            .find(|&v| units.iter().all(|u| u % v == 0))
+            .unwrap_or(1);
+        let cols: usize = widths.iter().sum();
+        let ends = widths.iter().scan(0, |end, w| {
+            *end += w / v;
+            Some(*end)
+        });
+        let (ends, in_strides): (Vec<usize>, Vec<usize>) = ends.zip(widths.iter().map(|w| w / v)).unzip();
+        let in_offsets: Vec<usize> = chunk.iter().map(|p| p.layout.offset / v).collect();
+        let inputs: Vec<CubeTensor<R>> = chunk.iter().map(|&p| p.clone()).collect();
+        let vectors = rows * cols / v;
+        let (o, out_offset, out_stride_v) = (output.clone(), start / v, out_stride / v);
+        launch(&output.client, "cat", Geometry::Units(vectors), move |client, count, cube_dim| {
+            let mut args = SequenceArg::new();
+            for input in &inputs {
+                args.push(input.buffer_arg());
+            }
+            // SAFETY: every part's rows lie inside its buffer and the output's inside its own;
+            // the kernel guards `pos < vectors`; `v` divides every offset, stride and width.
+            unsafe {
+                cat_rows::launch_unchecked::<R>(
+                    client, count, cube_dim, v, args, o.buffer_arg(), super::usizes(&in_offsets), super::usizes(&in_strides),
+                    super::usizes(&ends), out_offset, out_stride_v, cols / v, vectors, o.storage(),
+                )
+            }
+        });
+        start += cols;
+    }
     true
 }
 

@@ -96,12 +96,13 @@ pub fn into_data<R: Runtime>(
             return Err(ExecutionError::WithContext { reason });
         }
         flushed.map_err(&failed)?.map_err(|e| failed(e.to_string()))?;
-        let read = on_device_thread(&device, || client.read_async(vec![handle])).map_err(&failed)?;
-        let mut bytes = read.await.map_err(|e| failed(e.to_string()))?.remove(0).to_vec();
-        // A failure recorded by the time the read completes concerns work queued before it.
+        let read = on_device_thread(&device, || crate::runtime::wait::read(&client, vec![handle])).map_err(&failed)?;
+        // A failure recorded by the time the read completes concerns work queued before it (and
+        // says more than the channel's error of a read whose work panicked).
         if let Some(failure) = take_device_failure(&device) {
             return Err(failed(failure));
         }
+        let mut bytes = read.map_err(|e| failed(e.to_string()))?.remove(0).to_vec();
         bytes.truncate(len);
         Ok(match dtype {
             DType::Bool(BoolStore::U32) => {

@@ -37,12 +37,13 @@ pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: 
     let (shape, strides) = coalesce(i, &[&tensor_strides, &indices.layout.strides]);
     let indices_linear = indices.layout.is_contiguous();
     let (dim_size, dim_stride) = (t[dim], tensor.layout.strides[dim]);
-    let o = out.clone();
-    launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, cube_dim| {
-        // SAFETY: the kernel guards `pos < len` and checks every index against the dimension.
+    let (o, len) = (out.clone(), out.num_elements());
+    launch(&out.client, op, Geometry::Units(len), move |client, count, cube_dim| {
+        // SAFETY: the kernel guards `pos < len` and checks every index against the dimension;
+        // the views lie inside their buffers.
         unsafe {
             gather_kernel::launch_unchecked::<R>(
-                client, count, cube_dim, tensor.as_arg(), indices.as_arg(), o.as_arg(),
+                client, count, cube_dim, tensor.buffer_arg(), indices.buffer_arg(), o.buffer_arg(), len,
                 tensor.layout.offset, indices.layout.offset, dim_size, dim_stride, divmods(&shape),
                 usizes(&strides[0]), usizes(&strides[1]), indices_linear, [tensor.storage(), indices.storage()],
             )

@@ -394,11 +394,7 @@ pub fn into_data<R: Runtime>(q: Q<R>) -> impl Future<Output = Result<TensorData,
         if let Some(reason) = refused {
             return Err(ExecutionError::WithContext { reason });
         }
-        let mut read = q
-            .values
-            .client
-            .read_async(vec![q.values.handle.clone(), q.scales.handle.clone()])
-            .await
+        let mut read = crate::runtime::wait::read(&q.values.client, vec![q.values.handle.clone(), q.scales.handle.clone()])
             .map_err(|e| ExecutionError::WithContext {
                 reason: format!("ex_cubecl: q_into_data: reading {:?} of {scheme:?}: {e:?}", shape.to_vec()),
             })?;

@@ -1,10 +1,10 @@
 //! Fused softmax / log-softmax.
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
-use ex_cubecl_kernels::softmax::{softmax as softmax_kernel, softmax_per_cube};
+use ex_cubecl_kernels::softmax::{softmax as softmax_kernel, softmax_per_cube, softmax_rows};
 
-use super::check_dim;
-use crate::runtime::{Geometry, launch};
+use super::{check_dim, divmods, usizes};
+use crate::runtime::{Geometry, coalesce, launch};
 use crate::tensor::CubeTensor;
 
 /// Units per cube when one cube handles one line.
@@ -14,8 +14,8 @@ const CUBE_SIZE: usize = 256;
 const CUBE_MIN_LEN: usize = 512;
 
 /// Softmax (or log-softmax with `log`) of a float tensor along `dim`: one cube per line for
-/// long contiguous lines (reads coalesced), one unit per line otherwise (neighbouring units
-/// read neighbouring lines).
+/// long contiguous lines (reads coalesced; in vectors along the last dimension), one unit per
+/// line otherwise (neighbouring units read neighbouring lines).
 pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> CubeTensor<R> {
     if tensor.bf16_bits() {
         return super::bf16::map(tensor, |t| softmax(t, dim, log));
@@ -30,7 +30,29 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
     let lines = if len == 0 { 0 } else { out.num_elements() / len };
     let acc = super::accumulator(tensor.dtype);
     let dtypes = [tensor.storage(), acc];
-    if tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
+    if dim + 1 == tensor.layout.rank() && tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
+        let (rows, strides) = coalesce(&tensor.dims()[..dim], &[&tensor.layout.strides[..dim]]);
+        let mut units = strides[0].clone();
+        units.extend([len, tensor.layout.offset]);
+        let v = tensor
+            .client
+            .io_optimized_vector_sizes(tensor.storage().size())
+            .find(|&v| units.iter().all(|u| u % v == 0))
+            .unwrap_or(1);
+        let row_strides: Vec<usize> = strides[0].iter().map(|s| s / v).collect();
+        let (o, offset) = (out.clone(), tensor.layout.offset / v);
+        let geometry = Geometry::Cubes { count: lines, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
+        launch(&out.client, name, geometry, move |client, count, cube_dim| {
+            // SAFETY: cubes past the last row leave before any access; `v` divides the rows'
+            // length, offset and strides, so reads and writes stay inside the rows.
+            unsafe {
+                softmax_rows::launch_unchecked::<R>(
+                    client, count, cube_dim, v, tensor.buffer_arg(), o.buffer_arg(), offset, len / v, lines,
+                    divmods(&rows), usizes(&row_strides), CUBE_SIZE, log, dtypes,
+                )
+            }
+        });
+    } else if tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
         let geometry = Geometry::Cubes { count: lines, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
         let o = out.clone();
         launch(&out.client, name, geometry, move |client, count, cube_dim| {

@@ -76,7 +76,8 @@ pub(crate) fn cross<R: Runtime>(lhs: CubeTensor<R>, rhs: CubeTensor<R>, dim: usi
     out
 }
 
-/// Concatenation along `dim` through slice assignment of each part.
+/// Concatenation along `dim`: contiguous parts in one launch per few parts, others through
+/// a copy into their region each.
 pub(crate) fn cat<R: Runtime>(tensors: Vec<CubeTensor<R>>, dim: usize) -> CubeTensor<R> {
     let first = tensors.first().expect("ex_cubecl: cat: no tensors");
     let mut shape = first.dims().to_vec();
@@ -85,16 +86,21 @@ pub(crate) fn cat<R: Runtime>(tensors: Vec<CubeTensor<R>>, dim: usize) -> CubeTe
     }
     shape[dim] = tensors.iter().map(|t| t.dims().get(dim).copied().unwrap_or(0)).sum();
     let out = CubeTensor::empty(&first.client, &first.device, Shape::from(shape), first.dtype);
+    let mut regions = Vec::with_capacity(tensors.len());
     let mut start = 0;
     for t in &tensors {
         crate::launch::check_same_dtype("cat", first, t);
-        let len = t.dims()[dim];
-        let region = out.layout.narrow(dim, start, len, 1);
+        let region = out.layout.narrow(dim, start, t.dims()[dim], 1);
         if region.shape != t.layout.shape {
             panic!("ex_cubecl: cat: shape {:?} doesn't match {:?} outside dim {dim}", t.dims(), first.dims());
         }
-        copy::copy_into(t, &t.layout, 0, &out, &region);
-        start += len;
+        start += t.dims()[dim];
+        regions.push(region);
+    }
+    if !copy::cat_into(&tensors, &out, dim) {
+        for (t, region) in tensors.iter().zip(&regions) {
+            copy::copy_into(t, &t.layout, 0, &out, region);
+        }
     }
     out
 }

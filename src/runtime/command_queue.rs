@@ -393,7 +393,7 @@ fn work_loop<R: Runtime>(device: R::Device, shared: Arc<Shared<R>>, receiver: Re
         // command, never the worker.
         let result = catch_unwind(AssertUnwindSafe(|| {
             let outputs = work.run()?;
-            match cubecl::future::block_on(client.sync()) {
+            match super::wait::sync(&client) {
                 Ok(()) => Ok(outputs),
                 Err(e) => Err(format!("ex_cubecl: command {id}: syncing device {device:?}: {e:?}")),
             }

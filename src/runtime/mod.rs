@@ -18,6 +18,7 @@ pub mod pipeline;
 mod pipeline_error;
 mod pipeline_io;
 pub(crate) mod pipeline_record;
+pub mod wait;
 
 pub(crate) use bindings::bound;
 pub use capture::check_host_read;

@@ -442,7 +442,7 @@ impl<R: Runtime> Pipeline<R> {
             // SAFETY: the client only syncs the other stream; the pipeline's lock keeps any
             // other run of this pipeline from enqueueing on the buffers meanwhile.
             unsafe { client.set_stream(replayer.stream) };
-            if let Err(e) = cubecl::future::block_on(client.sync()) {
+            if let Err(e) = super::wait::sync(&client) {
                 panic!("ex_cubecl: pipeline run: syncing the previous run's stream: {e:?}");
             }
             replayer.stream = current;

@@ -16,7 +16,9 @@
 //!   every launch);
 //! - our backend's `add` (eager: op logic, allocation, our launcher) and a pipeline replay of
 //!   a chain of adds (our recorded closures);
-//! - the latency of one launch + sync.
+//! - the latency of one launch + sync;
+//! - an eager add + sync with the wait on the calling thread or on cubecl's device thread,
+//!   after a millisecond of idleness or none (`runtime::wait`).
 use std::time::{Duration, Instant};
 
 use burn_tensor::Tensor as BurnTensor;
@@ -165,6 +167,46 @@ fn main() {
             start.elapsed()
         }));
         println!("| {name} | {:.2} | {:.1} |", us(throughput), us(latency));
+    }
+    sync_styles(&device, &client);
+}
+
+/// One eager add + sync, timed with the sync's wait on the calling thread (cubecl's `sync`
+/// future) and on cubecl's device thread (our backend's `sync`, through `exclusive`), with and
+/// without a millisecond of host work before each op (long enough for an idle device thread
+/// to fall asleep).
+fn sync_styles(device: &<Runtime as cubecl::Runtime>::Device, client: &ComputeClient<Runtime>) {
+    use burn_tensor::backend::Backend as _;
+    let caller = || cubecl::future::block_on(client.sync()).expect("sync");
+    let runner = || Ours::sync(device).expect("sync");
+    let idle = |gap: Duration| {
+        let start = Instant::now();
+        while start.elapsed() < gap {
+            std::hint::spin_loop();
+        }
+    };
+    println!("\n| add + sync | wait on the calling thread, µs | on the device thread, µs | idle 1 ms first: calling thread | idle 1 ms first: device thread |");
+    println!("|---|---|---|---|---|");
+    for n in [16usize, 1 << 26] {
+        let a = BurnTensor::<Ours, 1>::ones([n], device);
+        let b = BurnTensor::<Ours, 1>::ones([n], device);
+        let time = |wait: &dyn Fn(), gap: Duration| {
+            median((0..200).map(|_| {
+                idle(gap);
+                let start = Instant::now();
+                drop(a.clone() + b.clone());
+                wait();
+                start.elapsed()
+            }))
+        };
+        let mut cells = Vec::new();
+        for gap in [Duration::ZERO, Duration::from_millis(1)] {
+            for wait in [&caller as &dyn Fn(), &runner] {
+                time(wait, gap);
+                cells.push(format!("{:.1}", us(time(wait, gap))));
+            }
+        }
+        println!("| {n} f32 | {} |", cells.join(" | "));
     }
 }
 
