@@ -267,6 +267,23 @@ fn vector_copies_and_gathers_match_ndarray() {
         }
         let axes: Vec<usize> = (0..rank).rev().collect();
         cases.push(("permuted reshape".into(), on_both!(|B| rf::<B>(B::float_reshape(B::float_permute(f::<B>(&a), &axes), Shape::from(vec![shape.iter().product::<usize>()]))))));
+        // Along the last dim in vectors of indices: rows of 8 and 4 indices, i32 and i64, the
+        // tensor's rows sliced (an offset, a row stride other than the row's length).
+        for (cols, idtype) in [(8, DType::I32), (4, DType::I64)] {
+            let mut ishape = shape.clone();
+            ishape[last] = cols;
+            let idx = int_data(&mut rng, &ishape, idtype, 0, n as i64);
+            cases.push((format!("gather last dim, {cols} {idtype:?} per row"), on_both!(|B| rf::<B>(B::float_gather(last, f::<B>(&a), i::<B>(&idx))))));
+            if n > 2 {
+                let mut jshape = shape.clone();
+                jshape[last] = cols;
+                let jdx = int_data(&mut rng, &jshape, idtype, 0, n as i64 - 2);
+                cases.push((
+                    format!("gather last dim of a slice, {cols} {idtype:?} per row"),
+                    on_both!(|B| rf::<B>(B::float_gather(last, B::float_slice(f::<B>(&a), &tail(2)), i::<B>(&jdx)))),
+                ));
+            }
+        }
         for dim in 0..rank {
             let mut ishape = shape.clone();
             ishape[dim] = 3;

@@ -3,7 +3,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
-use crate::strided::view_offsets;
+use crate::strided::{seq_offset, view_offsets};
 
 /// How indexed writes combine with the destination.
 #[allow(missing_docs)]
@@ -56,6 +56,45 @@ pub fn gather<T: Numeric, I: Int>(
         value = tensor[tensor_offset + offset + k * dim_stride];
     }
     output[ABSOLUTE_POS] = value;
+}
+
+/// [`gather`] along the last dimension with contiguous indices, `N` outputs per unit: one
+/// vector of indices read, `N` gathered elements written as one vector. Row `r` of the indices
+/// (`cols` vectors each) reads the tensor's row at `tensor_offset + seq_offset(r, rows,
+/// row_strides)`, its elements `dim_stride` apart. `indices_offset` counts vectors.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn gather_rows<T: Numeric, I: Int, N: Size>(
+    tensor: &Array<T>,
+    indices: &Array<Vector<I, N>>,
+    output: &mut Array<Vector<T, N>>,
+    vectors: usize,
+    cols: FastDivmod<usize>,
+    tensor_offset: usize,
+    indices_offset: usize,
+    dim_size: usize,
+    dim_stride: usize,
+    rows: Sequence<FastDivmod<usize>>,
+    row_strides: Sequence<usize>,
+    #[define(T, I)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let (row, _) = cols.div_mod(ABSOLUTE_POS);
+    let base = tensor_offset + seq_offset(row, &rows, &row_strides);
+    let idx = indices[indices_offset + ABSOLUTE_POS];
+    let mut y = Vector::<T, N>::empty();
+    #[unroll]
+    for j in 0..idx.vector_size() {
+        let k = checked_index::<I>(idx[j], dim_size);
+        let mut value = T::from_int(0);
+        if k < dim_size {
+            value = tensor[base + k * dim_stride];
+        }
+        y[j] = value;
+    }
+    output[ABSOLUTE_POS] = y;
 }
 
 /// `out[c] = tensor[c with c[dim] = indices[c[dim]]]` for a 1-D `indices`; `output` has the

@@ -103,7 +103,10 @@ pub fn softmax_per_cube<T: Float, A: Float>(
 /// `offset + seq_offset(row)` of the leading dimensions `rows`, `row_strides`, the output's at
 /// `row * len`), for long rows along the last dimension: like [`softmax_per_cube`], each unit
 /// reading whole vectors (one 16-byte load for four f32) and the buffers taken as arrays
-/// (no shapes or strides uploaded at launch). Offsets, strides and `len` count vectors.
+/// (no shapes or strides uploaded at launch). With `held` > 0 (rows of at most `held` vectors
+/// per unit) each unit loads its vectors into registers at once, all loads in flight together,
+/// and the row is read once; with 0 the units stream over the row twice. Offsets, strides and
+/// `len` count vectors.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn softmax_rows<T: Float, A: Float, N: Size>(
@@ -115,6 +118,7 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
     rows: Sequence<FastDivmod<usize>>,
     row_strides: Sequence<usize>,
     #[comptime] cube_size: usize,
+    #[comptime] held: usize,
     #[comptime] log: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
@@ -125,44 +129,85 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
     let in_start = offset + seq_offset(CUBE_POS, &rows, &row_strides);
     let out_start = CUBE_POS * len;
     let unit = UNIT_POS as usize;
-
-    // Each vector's own max first, so that the running sum is rescaled once per vector.
     let mut max = A::cast_from(input[in_start][0]);
     let mut sum = A::new(0.0);
-    let mut k = unit;
-    while k < len {
-        let v = input[in_start + k];
-        let mut m = A::cast_from(v[0]);
+    if held > 0 {
+        // Units past the row's end load its first vector and leave it out.
+        let mut regs = Sequence::<Vector<T, N>>::new();
         #[unroll]
-        for j in 1..v.vector_size() {
-            let x = A::cast_from(v[j]);
-            m = select(x > m, x, m);
+        for i in 0..held {
+            let k = unit + i * cube_size;
+            regs.push(input[in_start + select(k < len, k, 0)]);
         }
-        if m > max {
-            sum = sum * crate::math::exp::<A>(max - m);
+        #[unroll]
+        for i in 0..held {
+            if unit + i * cube_size < len {
+                let (m, s) = add_vector::<T, A, N>(regs[i], max, sum);
+                max = m;
+                sum = s;
+            }
+        }
+        let (max, sum) = merge_max_sum::<A>(max, sum, unit, cube_size);
+        let log_sum = crate::math::ln::<A>(sum);
+        #[unroll]
+        for i in 0..held {
+            let k = unit + i * cube_size;
+            if k < len {
+                output[out_start + k] = softmax_vector::<T, A, N>(regs[i], max, sum, log_sum, log);
+            }
+        }
+    } else {
+        let mut k = unit;
+        while k < len {
+            let (m, s) = add_vector::<T, A, N>(input[in_start + k], max, sum);
             max = m;
+            sum = s;
+            k += cube_size;
         }
-        #[unroll]
-        for j in 0..v.vector_size() {
-            sum += crate::math::exp::<A>(A::cast_from(v[j]) - max);
+        let (max, sum) = merge_max_sum::<A>(max, sum, unit, cube_size);
+        let log_sum = crate::math::ln::<A>(sum);
+        let mut k = unit;
+        while k < len {
+            output[out_start + k] = softmax_vector::<T, A, N>(input[in_start + k], max, sum, log_sum, log);
+            k += cube_size;
         }
-        k += cube_size;
     }
-    let (max, sum) = merge_max_sum::<A>(max, sum, unit, cube_size);
-    let log_sum = crate::math::ln::<A>(sum);
+}
 
-    let mut k = unit;
-    while k < len {
-        let v = input[in_start + k];
-        let mut y = Vector::<T, N>::empty();
-        #[unroll]
-        for j in 0..v.vector_size() {
-            let z = A::cast_from(v[j]) - max;
-            y[j] = T::cast_from(if log { z - log_sum } else { crate::math::exp::<A>(z) / sum });
-        }
-        output[out_start + k] = y;
-        k += cube_size;
+/// A running max and sum of exponentials (relative to the max) with the vector `v` added: the
+/// vector's own max first, so that the sum is rescaled once per vector.
+#[cube]
+fn add_vector<T: Float, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A) -> (A, A) {
+    let mut m = A::cast_from(v[0]);
+    #[unroll]
+    for j in 1..v.vector_size() {
+        let x = A::cast_from(v[j]);
+        m = select(x > m, x, m);
     }
+    let mut max = max;
+    let mut sum = sum;
+    if m > max {
+        sum *= crate::math::exp::<A>(max - m);
+        max = m;
+    }
+    #[unroll]
+    for j in 0..v.vector_size() {
+        sum += crate::math::exp::<A>(A::cast_from(v[j]) - max);
+    }
+    (max, sum)
+}
+
+/// The softmax (or with `log` the log-softmax) of each element of `v`, given its line's max,
+/// sum of exponentials and that sum's log.
+#[cube]
+fn softmax_vector<T: Float, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A, log_sum: A, #[comptime] log: bool) -> Vector<T, N> {
+    let mut y = Vector::<T, N>::empty();
+    #[unroll]
+    for j in 0..v.vector_size() {
+        let z = A::cast_from(v[j]) - max;
+        y[j] = T::cast_from(if log { z - log_sum } else { crate::math::exp::<A>(z) / sum });
+    }
+    y
 }
 
 /// The cube's running maxima and sums of exponentials (each unit's `sum` taken relative to its

@@ -2,7 +2,7 @@
 use burn_backend::{Shape, Slice};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
-use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, index_select, scatter as scatter_kernel, scatter_line, scatter_plane, select_scatter as select_scatter_kernel};
+use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, gather_rows, index_select, scatter as scatter_kernel, scatter_line, scatter_plane, select_scatter as select_scatter_kernel};
 
 use super::copy::{copy_as, copy_into};
 use super::view::slice_view;
@@ -31,6 +31,9 @@ pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: 
         panic!("ex_cubecl: {op}: indices of shape {i:?} don't fit tensor of shape {t:?} along dim {dim}");
     }
     let out = CubeTensor::empty(&tensor.client, &tensor.device, indices.layout.shape.clone(), tensor.dtype);
+    if gather_by_rows(op, dim, &tensor, &indices, &out) {
+        return out;
+    }
     // The index supplies `dim`'s coordinate: the tensor steps by 0 along it.
     let mut tensor_strides = tensor.layout.strides.clone();
     tensor_strides[dim] = 0;
@@ -50,6 +53,38 @@ pub fn gather<R: Runtime>(op: &str, dim: usize, tensor: CubeTensor<R>, indices: 
         }
     });
     out
+}
+
+/// Gathers with [`gather_rows`] when `dim` is the last, the indices are contiguous and their
+/// rows split into vectors (of the widest size that both dtypes load in 16 bytes); `false`
+/// (nothing launched) otherwise.
+fn gather_by_rows<R: Runtime>(op: &str, dim: usize, tensor: &CubeTensor<R>, indices: &CubeTensor<R>, out: &CubeTensor<R>) -> bool {
+    let i = indices.dims();
+    let cols = i[dim];
+    if dim + 1 != i.len() || !indices.layout.is_contiguous() || cols == 0 {
+        return false;
+    }
+    let widest = tensor.storage().size().max(indices.storage().size());
+    let v = match out.client.io_optimized_vector_sizes(widest).find(|&v| cols % v == 0 && indices.layout.offset % v == 0) {
+        Some(v) if v > 1 => v,
+        _ => return false,
+    };
+    let (rows, strides) = coalesce(&i[..dim], &[&tensor.layout.strides[..dim]]);
+    let (vectors, (dim_size, dim_stride)) = (out.num_elements() / v, (tensor.dims()[dim], tensor.layout.strides[dim]));
+    let (tensor, indices, o) = (tensor.clone(), indices.clone(), out.clone());
+    launch(&out.client, op, Geometry::Units(vectors), move |client, count, cube_dim| {
+        // SAFETY: the kernel guards `pos < vectors` and checks every index against the
+        // dimension; `v` divides the rows and the indices' offset; the views lie inside their
+        // buffers.
+        unsafe {
+            gather_rows::launch_unchecked::<R>(
+                client, count, cube_dim, v, tensor.buffer_arg(), indices.buffer_arg(), o.buffer_arg(), vectors, cols / v,
+                tensor.layout.offset, indices.layout.offset / v, dim_size, dim_stride, divmods(&rows), usizes(&strides[0]),
+                [tensor.storage(), indices.storage()],
+            )
+        }
+    });
+    true
 }
 
 /// `out[c] = tensor[c with c[dim] = indices[c[dim]]]` for 1-D indices.

@@ -13,6 +13,9 @@ const CUBE_SIZE: usize = 256;
 /// Shortest contiguous line handled by a cube rather than a unit.
 const CUBE_MIN_LEN: usize = 512;
 
+/// Most vectors per unit that a cube holds in registers (longer rows are read twice).
+const MAX_HELD: usize = 8;
+
 /// Softmax (or log-softmax with `log`) of a float tensor along `dim`: one cube per line for
 /// long contiguous lines (reads coalesced; in vectors along the last dimension), one unit per
 /// line otherwise (neighbouring units read neighbouring lines).
@@ -40,6 +43,11 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
             .find(|&v| units.iter().all(|u| u % v == 0))
             .unwrap_or(1);
         let row_strides: Vec<usize> = strides[0].iter().map(|s| s / v).collect();
+        // Vectors per unit held in registers: a power of two, so that few kernels compile.
+        let held = match (len / v).div_ceil(CUBE_SIZE) {
+            n if n <= MAX_HELD => n.next_power_of_two(),
+            _ => 0,
+        };
         let (o, offset) = (out.clone(), tensor.layout.offset / v);
         let geometry = Geometry::Cubes { count: lines, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
         launch(&out.client, name, geometry, move |client, count, cube_dim| {
@@ -48,7 +56,7 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
             unsafe {
                 softmax_rows::launch_unchecked::<R>(
                     client, count, cube_dim, v, tensor.buffer_arg(), o.buffer_arg(), offset, len / v, lines,
-                    divmods(&rows), usizes(&row_strides), CUBE_SIZE, log, dtypes,
+                    divmods(&rows), usizes(&row_strides), CUBE_SIZE, held, log, dtypes,
                 )
             }
         });

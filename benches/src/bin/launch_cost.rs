@@ -185,6 +185,12 @@ fn sync_styles(device: &<Runtime as cubecl::Runtime>::Device, client: &ComputeCl
             std::hint::spin_loop();
         }
     };
+    let round_trip = median((0..200).map(|_| {
+        let start = Instant::now();
+        client.exclusive(|| ()).expect("exclusive");
+        start.elapsed()
+    }));
+    println!("\nA round trip to the device thread (`exclusive` of nothing, what confirming a large allocation costs): {:.1} µs", us(round_trip));
     println!("\n| add + sync | wait on the calling thread, µs | on the device thread, µs | idle 1 ms first: calling thread | idle 1 ms first: device thread |");
     println!("|---|---|---|---|---|");
     for n in [16usize, 1 << 26] {
