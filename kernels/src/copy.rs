@@ -57,34 +57,13 @@ pub fn copy_view<I: Numeric, O: Numeric>(
     }
 }
 
-/// `output[out_offset + r * out_stride + c] = input[in_offset + r * in_stride + c]` for every
-/// row `r` and column `c < cols`: a same-dtype copy between two views whose rows are
-/// contiguous (cat, slice_assign, contiguous copies), in vectors of `N`. Offsets, strides and
-/// `cols` count vectors; `vectors` is `rows * cols`.
-#[cube(launch_unchecked)]
-pub fn copy_rows<T: Numeric, N: Size>(
-    input: &Array<Vector<T, N>>,
-    output: &mut Array<Vector<T, N>>,
-    in_offset: usize,
-    in_stride: usize,
-    out_offset: usize,
-    out_stride: usize,
-    cols: FastDivmod<usize>,
-    vectors: usize,
-    #[define(T)] _dtype: StorageType,
-) {
-    if ABSOLUTE_POS >= vectors {
-        terminate!();
-    }
-    let (r, c) = cols.div_mod(ABSOLUTE_POS);
-    output[out_offset + r * out_stride + c] = input[in_offset + r * in_stride + c];
-}
-
-/// Concatenation of contiguous parts along their rows, in one launch: `output[out_offset + r *
-/// out_stride + c] = inputs[i][in_offsets[i] + r * in_strides[i] + c - starts[i]]` for every row
-/// `r` and column `c < cols`, where part `i` holds the columns `[starts[i], ends[i])` (`starts[i]`
-/// is `ends[i - 1]`, 0 for the first). Offsets, strides and columns count vectors of `N`;
-/// `vectors` is `rows * cols`. The parts are unrolled: each unit tests every part's columns.
+/// Rows of contiguous parts side by side, in one launch: `output[out_offset + r * out_stride +
+/// c] = inputs[i][in_offsets[i] + r * in_strides[i] + c - starts[i]]` for every row `r` and
+/// column `c < cols`, where part `i` holds the columns `[starts[i], ends[i])` (`starts[i]` is
+/// `ends[i - 1]`, 0 for the first). Cat of contiguous parts, and with one part a same-dtype copy
+/// between views whose rows are contiguous (slice_assign, contiguous copies). Offsets, strides
+/// and columns count vectors of `N`; `vectors` is `rows * cols`. The parts are unrolled: each
+/// unit tests every part's columns.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn cat_rows<T: Numeric, N: Size>(

@@ -3,9 +3,9 @@ use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
 use cubecl::prelude::SequenceArg;
-use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_rows, copy_tiles, copy_view, fill as fill_kernel};
+use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_tiles, copy_view, fill as fill_kernel};
 
-use super::scalar_arg;
+use super::{scalar_arg, usizes};
 use super::views::Views;
 use crate::runtime::{Geometry, Layout, coalesce, launch};
 use crate::tensor::CubeTensor;
@@ -59,7 +59,7 @@ pub(crate) fn copy_into<R: Runtime>(
                 views.shape(),
                 views.strides(0),
                 views.strides(1),
-                super::usizes(&last),
+                usizes(&last),
                 convert,
                 out_linear,
                 [input.storage(), output.storage()],
@@ -68,7 +68,7 @@ pub(crate) fn copy_into<R: Runtime>(
     });
 }
 
-/// Copies with [`copy_rows`] when both views are rows of contiguous elements (at most two
+/// Copies with [`cat_rows`] (one part) when both views are rows of contiguous elements (at most two
 /// dimensions once coalesced, the inner one of stride 1 in both), in the widest vectors that
 /// divide the row length, both offsets and both row strides. `false` (nothing launched) for
 /// any other pair of views.
@@ -79,27 +79,58 @@ fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &Cu
         [rows, cols] if strides[0][1] == 1 && strides[1][1] == 1 => (rows, cols, strides[0][0], strides[1][0]),
         _ => return false,
     };
-    let units = [cols, in_stride, out_stride, in_view.offset, out_view.offset];
-    let v = input
+    let part = RowPart { tensor: input.clone(), offset: in_view.offset, stride: in_stride, width: cols };
+    rows_side_by_side("copy", vec![part], output, out_view.offset, out_stride, rows);
+    true
+}
+
+/// One part of [`rows_side_by_side`]: `rows` rows of `width` contiguous elements of `tensor`,
+/// the first at `offset`, each `stride` after the last.
+struct RowPart<R: Runtime> {
+    tensor: CubeTensor<R>,
+    offset: usize,
+    stride: usize,
+    width: usize,
+}
+
+/// Launches [`cat_rows`]: `rows` rows of `parts` (of `output`'s dtype) written side by side
+/// into `output`, the first row at `out_offset`, each `out_stride` after the last; in the
+/// widest vectors that divide every width, offset and stride.
+fn rows_side_by_side<R: Runtime>(op: &str, parts: Vec<RowPart<R>>, output: &CubeTensor<R>, out_offset: usize, out_stride: usize, rows: usize) {
+    let mut units = vec![out_offset, out_stride];
+    units.extend(parts.iter().flat_map(|p| [p.offset, p.stride, p.width]));
+    let v = output
         .client
-        .io_optimized_vector_sizes(input.storage().size())
+        .io_optimized_vector_sizes(output.storage().size())
         .find(|&v| units.iter().all(|u| u % v == 0))
         .unwrap_or(1);
-    let vectors = rows * cols / v;
-    let [cols, in_stride, out_stride, in_offset, out_offset] = units.map(|u| u / v);
-    let (input, output) = (input.clone(), output.clone());
-    let client = output.client.clone();
-    launch(&client, "copy", Geometry::Units(vectors), move |client, count, dim| {
-        // SAFETY: every row lies inside its view, and the views inside their buffers; the
-        // kernel guards `pos < vectors`; `v` divides every offset, stride and the row length.
+    let cols: usize = parts.iter().map(|p| p.width / v).sum();
+    let ends: Vec<usize> = parts
+        .iter()
+        .scan(0, |end, p| {
+            *end += p.width / v;
+            Some(*end)
+        })
+        .collect();
+    let in_offsets: Vec<usize> = parts.iter().map(|p| p.offset / v).collect();
+    let in_strides: Vec<usize> = parts.iter().map(|p| p.stride / v).collect();
+    let inputs: Vec<CubeTensor<R>> = parts.into_iter().map(|p| p.tensor).collect();
+    let vectors = rows * cols;
+    let (o, out_offset, out_stride) = (output.clone(), out_offset / v, out_stride / v);
+    launch(&output.client, op, Geometry::Units(vectors), move |client, count, cube_dim| {
+        let mut args = SequenceArg::new();
+        for input in &inputs {
+            args.push(input.buffer_arg());
+        }
+        // SAFETY: every part's rows lie inside its buffer and the output's inside its own;
+        // the kernel guards `pos < vectors`; `v` divides every offset, stride and width.
         unsafe {
-            copy_rows::launch_unchecked::<R>(
-                client, count, dim, v, input.buffer_arg(), output.buffer_arg(), in_offset, in_stride, out_offset, out_stride,
-                cols, vectors, input.storage(),
+            cat_rows::launch_unchecked::<R>(
+                client, count, cube_dim, v, args, o.buffer_arg(), usizes(&in_offsets), usizes(&in_strides), usizes(&ends),
+                out_offset, out_stride, cols, vectors, o.storage(),
             )
         }
     });
-    true
 }
 
 /// Writes contiguous `parts` of one dtype side by side along `dim` into the contiguous
@@ -113,44 +144,16 @@ pub(crate) fn cat_into<R: Runtime>(parts: &[CubeTensor<R>], output: &CubeTensor<
     let rows: usize = output.dims()[..dim].iter().product();
     let row_len = |t: &CubeTensor<R>| t.dims()[dim..].iter().product::<usize>();
     let parts: Vec<&CubeTensor<R>> = parts.iter().filter(|p| p.num_elements() > 0).collect();
-    let out_stride = row_len(output);
     let per_launch = (output.client.properties().hardware.max_bindings as usize).saturating_sub(2).clamp(1, 8);
     let mut start = 0;
     for chunk in parts.chunks(per_launch) {
-        let widths: Vec<usize> = chunk.iter().map(|p| row_len(p)).collect();
-        let mut units = vec![start, out_stride];
-        units.extend(widths.iter().copied());
-        units.extend(chunk.iter().map(|p| p.layout.offset));
-        let v = output
-            .client
-            .io_optimized_vector_sizes(output.storage().size())
-            .find(|&v| units.iter().all(|u| u % v == 0))
-            .unwrap_or(1);
-        let cols: usize = widths.iter().sum();
-        let ends = widths.iter().scan(0, |end, w| {
-            *end += w / v;
-            Some(*end)
-        });
-        let (ends, in_strides): (Vec<usize>, Vec<usize>) = ends.zip(widths.iter().map(|w| w / v)).unzip();
-        let in_offsets: Vec<usize> = chunk.iter().map(|p| p.layout.offset / v).collect();
-        let inputs: Vec<CubeTensor<R>> = chunk.iter().map(|&p| p.clone()).collect();
-        let vectors = rows * cols / v;
-        let (o, out_offset, out_stride_v) = (output.clone(), start / v, out_stride / v);
-        launch(&output.client, "cat", Geometry::Units(vectors), move |client, count, cube_dim| {
-            let mut args = SequenceArg::new();
-            for input in &inputs {
-                args.push(input.buffer_arg());
-            }
-            // SAFETY: every part's rows lie inside its buffer and the output's inside its own;
-            // the kernel guards `pos < vectors`; `v` divides every offset, stride and width.
-            unsafe {
-                cat_rows::launch_unchecked::<R>(
-                    client, count, cube_dim, v, args, o.buffer_arg(), super::usizes(&in_offsets), super::usizes(&in_strides),
-                    super::usizes(&ends), out_offset, out_stride_v, cols / v, vectors, o.storage(),
-                )
-            }
-        });
-        start += cols;
+        let chunk: Vec<RowPart<R>> = chunk
+            .iter()
+            .map(|&p| RowPart { tensor: p.clone(), offset: p.layout.offset, stride: row_len(p), width: row_len(p) })
+            .collect();
+        let width: usize = chunk.iter().map(|p| p.width).sum();
+        rows_side_by_side("cat", chunk, output, start, row_len(output), rows);
+        start += width;
     }
     true
 }

@@ -13,7 +13,7 @@ use cubecl::prelude::ComputeClient;
 use cubecl::server::Handle;
 
 /// Allocations of at least this many bytes wait for the device to confirm them (a round trip
-/// to the device thread, small next to the cost of such a buffer).
+/// to the device thread: 6-7 µs on an H100 or H200, small next to the cost of such a buffer).
 pub const CONFIRM_BYTES: usize = 32 << 20;
 
 /// The bytes of `shape` elements of `dtype` (at least one word: zero-sized buffers are not
