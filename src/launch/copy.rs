@@ -79,55 +79,53 @@ fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &Cu
         [rows, cols] if strides[0][1] == 1 && strides[1][1] == 1 => (rows, cols, strides[0][0], strides[1][0]),
         _ => return false,
     };
-    let part = RowPart { tensor: input.clone(), offset: in_view.offset, stride: in_stride, width: cols };
-    rows_side_by_side("copy", vec![part], output, out_view.offset, out_stride, rows);
+    let part = RowPart { tensor: input, offset: in_view.offset, stride: in_stride, width: cols };
+    rows_side_by_side("copy", &[part], output, out_view.offset, out_stride, rows);
     true
 }
 
 /// One part of [`rows_side_by_side`]: `rows` rows of `width` contiguous elements of `tensor`,
 /// the first at `offset`, each `stride` after the last.
-struct RowPart<R: Runtime> {
-    tensor: CubeTensor<R>,
+struct RowPart<'a, R: Runtime> {
+    tensor: &'a CubeTensor<R>,
     offset: usize,
     stride: usize,
     width: usize,
 }
 
-/// Launches [`cat_rows`]: `rows` rows of `parts` (of `output`'s dtype) written side by side
-/// into `output`, the first row at `out_offset`, each `out_stride` after the last; in the
-/// widest vectors that divide every width, offset and stride.
-fn rows_side_by_side<R: Runtime>(op: &str, parts: Vec<RowPart<R>>, output: &CubeTensor<R>, out_offset: usize, out_stride: usize, rows: usize) {
-    let mut units = vec![out_offset, out_stride];
-    units.extend(parts.iter().flat_map(|p| [p.offset, p.stride, p.width]));
-    let v = output
-        .client
-        .io_optimized_vector_sizes(output.storage().size())
-        .find(|&v| units.iter().all(|u| u % v == 0))
-        .unwrap_or(1);
-    let cols: usize = parts.iter().map(|p| p.width / v).sum();
-    let ends: Vec<usize> = parts
-        .iter()
-        .scan(0, |end, p| {
-            *end += p.width / v;
-            Some(*end)
-        })
-        .collect();
-    let in_offsets: Vec<usize> = parts.iter().map(|p| p.offset / v).collect();
-    let in_strides: Vec<usize> = parts.iter().map(|p| p.stride / v).collect();
-    let inputs: Vec<CubeTensor<R>> = parts.into_iter().map(|p| p.tensor).collect();
+/// The most parts [`rows_side_by_side`] takes in one launch.
+const MAX_PARTS: usize = 8;
+
+/// Launches [`cat_rows`]: `rows` rows of `parts` (of `output`'s dtype, at most [`MAX_PARTS`])
+/// written side by side into `output`, the first row at `out_offset`, each `out_stride` after
+/// the last; in the widest vectors that divide every width, offset and stride. Nothing is
+/// allocated here: the parts' offsets, strides and ends travel in fixed arrays.
+fn rows_side_by_side<R: Runtime>(op: &str, parts: &[RowPart<'_, R>], output: &CubeTensor<R>, out_offset: usize, out_stride: usize, rows: usize) {
+    let n = parts.len();
+    assert!(n <= MAX_PARTS, "ex_cubecl: {op}: {n} parts in one launch, more than {MAX_PARTS}");
+    let divides = |v: usize| {
+        [out_offset, out_stride].iter().chain(parts.iter().flat_map(|p| [&p.offset, &p.stride, &p.width])).all(|u| u % v == 0)
+    };
+    let v = output.client.io_optimized_vector_sizes(output.storage().size()).find(|&v| divides(v)).unwrap_or(1);
+    let (mut ends, mut in_offsets, mut in_strides, mut cols) = ([0; MAX_PARTS], [0; MAX_PARTS], [0; MAX_PARTS], 0);
+    for (i, p) in parts.iter().enumerate() {
+        cols += p.width / v;
+        (ends[i], in_offsets[i], in_strides[i]) = (cols, p.offset / v, p.stride / v);
+    }
+    let inputs: [Option<CubeTensor<R>>; MAX_PARTS] = std::array::from_fn(|i| parts.get(i).map(|p| p.tensor.clone()));
     let vectors = rows * cols;
     let (o, out_offset, out_stride) = (output.clone(), out_offset / v, out_stride / v);
     launch(&output.client, op, Geometry::Units(vectors), move |client, count, cube_dim| {
         let mut args = SequenceArg::new();
-        for input in &inputs {
+        for input in inputs.iter().flatten() {
             args.push(input.buffer_arg());
         }
         // SAFETY: every part's rows lie inside its buffer and the output's inside its own;
         // the kernel guards `pos < vectors`; `v` divides every offset, stride and width.
         unsafe {
             cat_rows::launch_unchecked::<R>(
-                client, count, cube_dim, v, args, o.buffer_arg(), usizes(&in_offsets), usizes(&in_strides), usizes(&ends),
-                out_offset, out_stride, cols, vectors, o.storage(),
+                client, count, cube_dim, v, args, o.buffer_arg(), usizes(&in_offsets[..n]), usizes(&in_strides[..n]),
+                usizes(&ends[..n]), out_offset, out_stride, cols, vectors, o.storage(),
             )
         }
     });
@@ -144,16 +142,13 @@ pub(crate) fn cat_into<R: Runtime>(parts: &[CubeTensor<R>], output: &CubeTensor<
     let rows: usize = output.dims()[..dim].iter().product();
     let row_len = |t: &CubeTensor<R>| t.dims()[dim..].iter().product::<usize>();
     let parts: Vec<&CubeTensor<R>> = parts.iter().filter(|p| p.num_elements() > 0).collect();
-    let per_launch = (output.client.properties().hardware.max_bindings as usize).saturating_sub(2).clamp(1, 8);
+    let per_launch = (output.client.properties().hardware.max_bindings as usize).saturating_sub(2).clamp(1, MAX_PARTS);
     let mut start = 0;
     for chunk in parts.chunks(per_launch) {
-        let chunk: Vec<RowPart<R>> = chunk
-            .iter()
-            .map(|&p| RowPart { tensor: p.clone(), offset: p.layout.offset, stride: row_len(p), width: row_len(p) })
-            .collect();
-        let width: usize = chunk.iter().map(|p| p.width).sum();
-        rows_side_by_side("cat", chunk, output, start, row_len(output), rows);
-        start += width;
+        let chunk: Vec<RowPart<R>> =
+            chunk.iter().map(|&p| RowPart { tensor: p, offset: p.layout.offset, stride: row_len(p), width: row_len(p) }).collect();
+        rows_side_by_side("cat", &chunk, output, start, row_len(output), rows);
+        start += chunk.iter().map(|p| p.width).sum::<usize>();
     }
     true
 }

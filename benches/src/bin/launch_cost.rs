@@ -17,8 +17,12 @@
 //! - our backend's `add` (eager: op logic, allocation, our launcher) and a pipeline replay of
 //!   a chain of adds (our recorded closures);
 //! - the latency of one launch + sync;
+//! - the heap allocations per launch, of the whole process (our code, cubecl's client and its
+//!   device thread), counted by this binary's allocator;
 //! - an eager add + sync with the wait on the calling thread or on cubecl's device thread,
 //!   after a millisecond of idleness or none (`runtime::wait`).
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use burn_tensor::Tensor as BurnTensor;
@@ -87,6 +91,29 @@ fn add_array_settings(a: &Array<f32>, b: &Array<f32>, out: &mut Array<f32>, #[co
 
 const N: usize = 16;
 
+/// The system allocator, counting allocations (and reallocations) of every thread.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is passed on to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let flag = |name: &str, default: usize| {
@@ -144,14 +171,20 @@ fn main() {
     ];
 
     println!("{launches} launches back to back then one sync, medians of {reps}; µs per launch\n");
-    println!("| launch | µs per launch | one launch + sync, µs |");
-    println!("|---|---|---|");
+    println!("| launch | µs per launch | one launch + sync, µs | allocations per launch |");
+    println!("|---|---|---|---|");
     for (name, per_call, run) in &rows {
         let calls = launches / per_call;
         for _ in 0..calls.min(200) {
             run();
         }
         sync();
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        for _ in 0..calls {
+            run();
+        }
+        sync();
+        let allocations = (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / (calls * per_call) as f64;
         let throughput = median((0..reps).map(|_| {
             let start = Instant::now();
             for _ in 0..calls {
@@ -166,7 +199,7 @@ fn main() {
             sync();
             start.elapsed()
         }));
-        println!("| {name} | {:.2} | {:.1} |", us(throughput), us(latency));
+        println!("| {name} | {:.2} | {:.1} | {allocations:.1} |", us(throughput), us(latency));
     }
     sync_styles(&device, &client);
 }
