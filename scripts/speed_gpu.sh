@@ -8,10 +8,13 @@
 #                                                  # PyTorch's; ARGS go to the bench (--tune, --iters N)
 #   bash scripts/speed_gpu.sh OUT profile FILTER KERNELS [ARGS]  # Nsight Compute on the rows, kernels
 #                                                  # by regex; ARGS go to the bench (--tune for tiling rows)
+#   bash scripts/speed_gpu.sh OUT sass FILTER [ARGS]  # the tensor-core kernels of the rows (ours only with
+#                                                  # --tune's tiling rows) compiled by nvcc: registers, PTX
+#                                                  # counts, the main loop's SASS per K step (scripts/sass_loop.py)
 # OUT gets a log and a table per stage; bench reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: speed_gpu.sh OUT tests [FILTER] | torch FILTER | bench FILTER [ARGS] | profile FILTER KERNELS [ARGS]"
+usage="usage: speed_gpu.sh OUT tests [FILTER] | torch FILTER | bench FILTER [ARGS] | profile FILTER KERNELS [ARGS] | sass FILTER [ARGS]"
 out="${1:?$usage}"
 stage="${2:?$usage}"
 filter="${3:-}"
@@ -44,6 +47,12 @@ profile)
         --section WarpStateStats "$bin/bench" --size full --iters 2 --warmup 1 --filter "${filter:?$usage}" ${5:-} \
         >"$out/ncu.log" 2>&1 || true
     grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Executed Instructions  |Issue Slots Busy|Grid Size|Block Size|Stall|Dynamic Shared' "$out/ncu.log" | head -150
+    ;;
+sass)
+    rm -f "$out/kernels.log"
+    CUBECL_DEBUG_LOG="$out/kernels.log" "$bin/bench" --size full --iters 3 --warmup 1 --filter "${filter:?$usage}" ${4:-} \
+        >"$out/sass_bench.log" 2>&1
+    python3 scripts/sass_loop.py "$out/kernels.log" "$out/sass" | tee "$out/sass.txt"
     ;;
 *)
     echo "speed_gpu.sh: unknown stage $stage" >&2
