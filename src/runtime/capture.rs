@@ -79,6 +79,7 @@ pub(crate) fn update_in_place(id: BufferId, elements: usize) -> bool {
 /// this thread. Unlike [`update_in_place`] nothing is noted: a fused block that writes a new
 /// value over a state it read for the last time (see `crate::fusion::in_place`) leaves no old
 /// value that a result could stand for.
+#[cfg(feature = "fusion")]
 pub(crate) fn is_state_buffer(id: BufferId, elements: usize) -> bool {
     CAPTURE.with(|c| c.borrow().as_ref().is_some_and(|recording| recording.state.contains(&(id, elements))))
 }
