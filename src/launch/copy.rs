@@ -98,8 +98,8 @@ const MAX_PARTS: usize = 8;
 
 /// Launches [`cat_rows`]: `rows` rows of `parts` (of `output`'s dtype, at most [`MAX_PARTS`])
 /// written side by side into `output`, the first row at `out_offset`, each `out_stride` after
-/// the last; in the widest vectors that divide every width, offset and stride. Nothing is
-/// allocated here: the parts' offsets, strides and ends travel in fixed arrays.
+/// the last; in the widest vectors that divide every width, offset and stride. The parts'
+/// offsets, strides and ends travel in fixed arrays, not in vectors built per launch.
 fn rows_side_by_side<R: Runtime>(op: &str, parts: &[RowPart<'_, R>], output: &CubeTensor<R>, out_offset: usize, out_stride: usize, rows: usize) {
     let n = parts.len();
     assert!(n <= MAX_PARTS, "ex_cubecl: {op}: {n} parts in one launch, more than {MAX_PARTS}");
