@@ -8,13 +8,14 @@
 #                                                  # PyTorch's; ARGS go to the bench (--tune, --iters N)
 #   bash scripts/speed_gpu.sh OUT profile FILTER KERNELS [ARGS]  # Nsight Compute on the rows, kernels
 #                                                  # by regex; ARGS go to the bench (--tune for tiling rows)
+#   bash scripts/speed_gpu.sh OUT launch           # launch_cost: µs and heap allocations per launch, waits
 #   bash scripts/speed_gpu.sh OUT sass FILTER [ARGS]  # the tensor-core kernels of the rows (ours only with
 #                                                  # --tune's tiling rows) compiled by nvcc: registers, PTX
 #                                                  # counts, the main loop's SASS per K step (scripts/sass_loop.py)
 # OUT gets a log and a table per stage; bench reads OUT/torch.json when present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: speed_gpu.sh OUT tests [FILTER] | torch FILTER | bench FILTER [ARGS] | profile FILTER KERNELS [ARGS] | sass FILTER [ARGS]"
+usage="usage: speed_gpu.sh OUT tests [FILTER] | torch FILTER | bench FILTER [ARGS] | profile FILTER KERNELS [ARGS] | launch | sass FILTER [ARGS]"
 out="${1:?$usage}"
 stage="${2:?$usage}"
 filter="${3:-}"
@@ -47,6 +48,9 @@ profile)
         --section WarpStateStats "$bin/bench" --size full --iters 2 --warmup 1 --filter "${filter:?$usage}" ${5:-} \
         >"$out/ncu.log" 2>&1 || true
     grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Executed Instructions  |Issue Slots Busy|Grid Size|Block Size|Stall|Dynamic Shared' "$out/ncu.log" | head -150
+    ;;
+launch)
+    "$bin/launch_cost" 2>&1 | grep -v XDG_RUNTIME_DIR | tee "$out/launch_cost.md"
     ;;
 sass)
     rm -f "$out/kernels.log"
