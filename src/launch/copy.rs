@@ -5,7 +5,7 @@ use cubecl::prelude::CubeDim;
 use cubecl::prelude::SequenceArg;
 use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_tiles, copy_view, fill as fill_kernel};
 
-use super::{scalar_arg, usizes};
+use super::{scalar_arg, usizes, widest_vector};
 use super::views::Views;
 use crate::runtime::{Geometry, Layout, coalesce, launch};
 use crate::tensor::CubeTensor;
@@ -103,10 +103,8 @@ const MAX_PARTS: usize = 8;
 fn rows_side_by_side<R: Runtime>(op: &str, parts: &[RowPart<'_, R>], output: &CubeTensor<R>, out_offset: usize, out_stride: usize, rows: usize) {
     let n = parts.len();
     assert!(n <= MAX_PARTS, "ex_cubecl: {op}: {n} parts in one launch, more than {MAX_PARTS}");
-    let divides = |v: usize| {
-        [out_offset, out_stride].iter().chain(parts.iter().flat_map(|p| [&p.offset, &p.stride, &p.width])).all(|u| u % v == 0)
-    };
-    let v = output.client.io_optimized_vector_sizes(output.storage().size()).find(|&v| divides(v)).unwrap_or(1);
+    let units = [out_offset, out_stride].into_iter().chain(parts.iter().flat_map(|p| [p.offset, p.stride, p.width]));
+    let v = widest_vector(&output.client, output.storage().size(), units);
     let (mut ends, mut in_offsets, mut in_strides, mut cols) = ([0; MAX_PARTS], [0; MAX_PARTS], [0; MAX_PARTS], 0);
     for (i, p) in parts.iter().enumerate() {
         cols += p.width / v;

@@ -10,7 +10,7 @@ use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_floa
 
 use super::bf16;
 use super::views::Views;
-use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg};
+use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg, widest_vector};
 use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
 
@@ -45,10 +45,7 @@ impl<R: Runtime> Rhs<R> {
 /// `dtype` starting at each of `offsets` can be read and written: it divides `n` and every
 /// offset. 1 when there is none.
 pub(crate) fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DType, n: usize, offsets: &[usize]) -> usize {
-    client
-        .io_optimized_vector_sizes(storage_type(dtype).size())
-        .find(|&v| n % v == 0 && offsets.iter().all(|o| o % v == 0))
-        .unwrap_or(1)
+    widest_vector(client, storage_type(dtype).size(), std::iter::once(n).chain(offsets.iter().copied()))
 }
 
 fn check_float<R: Runtime>(op: impl Display, t: &CubeTensor<R>) {

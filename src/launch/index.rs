@@ -6,7 +6,7 @@ use ex_cubecl_kernels::index::{ScatterOp, gather as gather_kernel, gather_rows, 
 
 use super::copy::{copy_as, copy_into};
 use super::view::slice_view;
-use super::{check_dim, check_same_dtype, cubes_on_cpu, divmods, usizes};
+use super::{check_dim, check_same_dtype, cubes_on_cpu, divmods, usizes, widest_vector};
 use crate::runtime::{Geometry, coalesce, launch};
 use crate::tensor::CubeTensor;
 
@@ -65,10 +65,10 @@ fn gather_by_rows<R: Runtime>(op: &str, dim: usize, tensor: &CubeTensor<R>, indi
         return false;
     }
     let widest = tensor.storage().size().max(indices.storage().size());
-    let v = match out.client.io_optimized_vector_sizes(widest).find(|&v| cols % v == 0 && indices.layout.offset % v == 0) {
-        Some(v) if v > 1 => v,
-        _ => return false,
-    };
+    let v = widest_vector(&out.client, widest, [cols, indices.layout.offset]);
+    if v == 1 {
+        return false;
+    }
     let (rows, strides) = coalesce(&i[..dim], &[&tensor.layout.strides[..dim]]);
     let (vectors, (dim_size, dim_stride)) = (out.num_elements() / v, (tensor.dims()[dim], tensor.layout.strides[dim]));
     let (tensor, indices, o) = (tensor.clone(), indices.clone(), out.clone());

@@ -39,7 +39,7 @@ use std::fmt::Display;
 
 use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
-use cubecl::prelude::{InputScalar, SequenceArg};
+use cubecl::prelude::{ComputeClient, InputScalar, SequenceArg};
 use cubecl::std::FastDivmod;
 
 use crate::runtime::storage_type;
@@ -64,6 +64,13 @@ pub(crate) fn divmods<R: Runtime>(shape: &[usize]) -> SequenceArg<R, FastDivmod<
     let mut arg = SequenceArg::new();
     shape.iter().for_each(|&n| arg.push(n));
     arg
+}
+
+/// The widest vector (among the device's efficient sizes for elements of `elem_bytes`) that
+/// divides every one of `units` (lengths, offsets, strides counted in elements); 1 when none
+/// does.
+pub(crate) fn widest_vector<R: Runtime>(client: &ComputeClient<R>, elem_bytes: usize, units: impl IntoIterator<Item = usize> + Clone) -> usize {
+    client.io_optimized_vector_sizes(elem_bytes).find(|&v| units.clone().into_iter().all(|u| u % v == 0)).unwrap_or(1)
 }
 
 /// A list of sizes or strides as a kernel argument of comptime length.

@@ -3,7 +3,7 @@ use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
 use ex_cubecl_kernels::softmax::{softmax as softmax_kernel, softmax_per_cube, softmax_rows};
 
-use super::{check_dim, divmods, usizes};
+use super::{check_dim, divmods, usizes, widest_vector};
 use crate::runtime::{Geometry, coalesce, launch};
 use crate::tensor::CubeTensor;
 
@@ -35,13 +35,8 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
     let dtypes = [tensor.storage(), acc];
     if dim + 1 == tensor.layout.rank() && tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
         let (rows, strides) = coalesce(&tensor.dims()[..dim], &[&tensor.layout.strides[..dim]]);
-        let mut units = strides[0].clone();
-        units.extend([len, tensor.layout.offset]);
-        let v = tensor
-            .client
-            .io_optimized_vector_sizes(tensor.storage().size())
-            .find(|&v| units.iter().all(|u| u % v == 0))
-            .unwrap_or(1);
+        let units = strides[0].iter().copied().chain([len, tensor.layout.offset]);
+        let v = widest_vector(&tensor.client, tensor.storage().size(), units);
         let row_strides: Vec<usize> = strides[0].iter().map(|s| s / v).collect();
         // Vectors per unit held in registers: a power of two, so that few kernels compile.
         let held = match (len / v).div_ceil(CUBE_SIZE) {
