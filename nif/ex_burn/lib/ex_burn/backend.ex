@@ -563,7 +563,7 @@ defmodule ExBurn.Backend do
   # is a template) and gives the result back on `t`'s device.
   defp on_host(%T{data: %__MODULE__{device: dev}}, [out | args], callback) do
     args = Enum.map(args, fn %T{} = a -> Nx.backend_copy(a, Nx.BinaryBackend); other -> other end)
-    callback |> apply([out | args]) |> Nx.backend_transfer({__MODULE__, device: dev})
+    Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(callback, [out | args]) end) |> Nx.backend_transfer({__MODULE__, device: dev})
   end
 
   # A reduction by any other function: compiled, folding it element by element on the device
