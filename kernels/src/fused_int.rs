@@ -50,10 +50,14 @@ pub struct IntFusedProgram {
     pub bits: u32,
     /// Whether the type is signed.
     pub signed: bool,
+    /// Whether the outputs are stacked in one buffer (output `j` at `j * len` onward of
+    /// output 0: the concatenation of the outputs along their first axis).
+    pub stacked: bool,
 }
 
 /// Runs `program` at each of the `len` positions of the iteration shape: output `j` (every
-/// output contiguous) gets register `program.outputs[j]`. Input `k` is element `offsets[k]`
+/// output contiguous) gets register `program.outputs[j]` (with `stacked`, output 0 holds
+/// them all, one after another). Input `k` is element `offsets[k]`
 /// onward of its buffer, read as its `FusedRead` says; a strided input's strides over the
 /// iteration shape `shape` are `strides[k * rank ..][..rank]`.
 #[cube(launch_unchecked)]
@@ -80,8 +84,17 @@ pub fn fused_int<I: Int>(
     #[unroll]
     for j in 0..program.outputs.len() {
         let r = comptime!(program.outputs[j]);
-        let output = outputs.index_mut(j);
-        output[ABSOLUTE_POS] = regs[r];
+        match comptime!(program.stacked) {
+            true => {
+                let output = outputs.index_mut(0usize);
+                let k = comptime!(j as usize);
+                output[len * k + ABSOLUTE_POS] = regs[r];
+            }
+            false => {
+                let output = outputs.index_mut(j);
+                output[ABSOLUTE_POS] = regs[r];
+            }
+        }
     }
 }
 

@@ -23,12 +23,23 @@ use crate::tensor::CubeTensor;
 /// When an input has another dtype or isn't an integer, doesn't broadcast to `shape`, when an
 /// op reads a register that isn't written yet, when an output names none, or when the device
 /// can't bind that many buffers.
-pub fn int_fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>) -> Vec<CubeTensor<R>> {
+///
+/// With `stacked`, the outputs come as one tensor: their concatenation along the first axis
+/// (`shape` must have one), each written in place there.
+pub fn int_fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Vec<CubeTensor<R>> {
     let first = inputs.first().unwrap_or_else(|| panic!("ex_cubecl: int_fused: no inputs (ops {ops:?})"));
     let (client, device, dtype) = (first.client.clone(), first.device.clone(), first.dtype);
     check(&inputs, dtype, &ops, &outputs);
     assert!(int_fused_fits(first, inputs.len(), outputs.len()), "ex_cubecl: int_fused: {} inputs and {} outputs are more buffers than the device binds", inputs.len(), outputs.len());
-    let results: Vec<CubeTensor<R>> = outputs.iter().map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect();
+    assert!(!stacked || !shape.is_empty(), "ex_cubecl: int_fused: stacked outputs need a first axis, the shape is {:?}", shape.as_slice());
+    let results: Vec<CubeTensor<R>> = match stacked {
+        true => {
+            let mut dims = shape.as_slice().to_vec();
+            dims[0] *= outputs.len();
+            vec![CubeTensor::empty(&client, &device, Shape::from(dims), dtype)]
+        }
+        false => outputs.iter().map(|_| CubeTensor::empty(&client, &device, shape.clone(), dtype)).collect(),
+    };
     let n = shape.num_elements();
     if n == 0 {
         return results;
@@ -39,7 +50,7 @@ pub fn int_fused<R: Runtime>(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
     let name_ops = ops.clone();
     let name = OpName("int_fused", &name_ops);
-    let program = IntFusedProgram { reads, ops, outputs, bits: (dtype.size() * 8) as u32, signed: is_signed(dtype) };
+    let program = IntFusedProgram { reads, ops, outputs, bits: (dtype.size() * 8) as u32, signed: is_signed(dtype), stacked };
     let outs = results.clone();
     launch(&client, &name, Geometry::Units(n), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < n`; every view lies inside its buffer (checked by

@@ -57,11 +57,12 @@ impl<R: Runtime> ExCubeclBackend<R> {
     }
 
     /// The outputs of a chain of elementwise integer ops over `shape` in one launch (see
-    /// [`int_fused`]), with the registers as in [`Self::float_fused`]; `None` where the device
-    /// can't bind that many buffers (the caller then runs the ops one by one).
-    pub fn int_fused(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>) -> Option<Vec<CubeTensor<R>>> {
+    /// [`int_fused`]), with the registers as in [`Self::float_fused`]; with `stacked`, one
+    /// tensor: the outputs concatenated along the first axis. `None` where the device can't
+    /// bind that many buffers (the caller then runs the ops one by one).
+    pub fn int_fused(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<CubeTensor<R>>> {
         let fits = int_fused_fits(inputs.first()?, inputs.len(), outputs.len());
-        fits.then(|| int_fused(inputs, shape, ops, outputs))
+        fits.then(|| int_fused(inputs, shape, ops, outputs, stacked))
     }
 
     /// A tensor of `shape` and `dtype` assembled from `parts`, each copied into the region

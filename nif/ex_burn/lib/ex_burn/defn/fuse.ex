@@ -33,7 +33,36 @@ defmodule ExBurn.Defn.Fuse do
     n = tuple_size(instrs)
     groups = group(instrs, n, outputs, readers(instrs, n, outputs))
     {new_instrs, map} = emit(instrs, n, outputs, groups, scalars)
-    {nparams, new_instrs, Enum.map(outputs, &rename(&1, map))}
+    outputs = Enum.map(outputs, &rename(&1, map))
+    {nparams, stack_concats(new_instrs, outputs), outputs}
+  end
+
+  # An integer group whose outputs nothing reads but one `concatenate` of all of them, in order,
+  # along the first axis (threefry's two halves) writes them stacked in one tensor: the
+  # concatenation is then a view of it, and its launch is gone.
+  defp stack_concats(instrs, outputs) do
+    t = List.to_tuple(instrs)
+    reads = Enum.frequencies(Enum.flat_map(instrs, &slots/1) ++ outputs)
+
+    stacked =
+      for {{:op, "nx_concatenate", [{:value, f, 0} | _] = ins, opts, _}, _i} <- Enum.with_index(instrs),
+          {:op, "nx_fused", _, fopts, _} = elem(t, f),
+          opts[:axis] == 0 and to_string(fopts[:type]) in @int_types and fopts[:shape] != [],
+          ins == for(k <- 0..(length(fopts[:outputs]) - 1)//1, do: {:value, f, k}),
+          Enum.all?(ins, &(reads[&1] == 1)),
+          into: %{},
+          do: {f, opts[:shape]}
+
+    Enum.map(Enum.with_index(instrs), fn
+      {{:op, "nx_fused", ins, opts, label}, i} when is_map_key(stacked, i) ->
+        {:op, "nx_fused", ins, Keyword.merge(opts, shape: stacked[i], stacked: true), label}
+
+      {{:op, "nx_concatenate", [{:value, f, 0} | _], opts, label}, _i} when is_map_key(stacked, f) ->
+        {:op, "nx_reshape", [{:value, f, 0}], [type: opts[:type], shape: opts[:shape]], label}
+
+      {instr, _i} ->
+        instr
+    end)
   end
 
   ## Grouping

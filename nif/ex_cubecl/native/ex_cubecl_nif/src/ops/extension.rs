@@ -42,9 +42,10 @@ pub trait Extension: Backend {
     /// not tracked for gradients (defn programs differentiate before they run).
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>>;
 
-    /// A chain of elementwise integer ops over `shape` in one launch (`ExCubeclBackend::int_fused`);
-    /// `None` where the device can't bind that many buffers.
-    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>) -> Option<Vec<IntTensor<Self>>>;
+    /// A chain of elementwise integer ops over `shape` in one launch (`ExCubeclBackend::int_fused`;
+    /// `stacked`: the outputs as one tensor, concatenated along the first axis); `None` where
+    /// the device can't bind that many buffers.
+    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<IntTensor<Self>>>;
 
     /// A tensor of `shape` made of `parts`, each in the region its slices select; the
     /// regions cover every element exactly once (`ExCubeclBackend::assemble`: one launch per
@@ -95,8 +96,8 @@ where
         ExCubeclBackend::<R>::float_fused(inputs, shape, ops, outputs)
     }
 
-    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>) -> Option<Vec<IntTensor<Self>>> {
-        ExCubeclBackend::<R>::int_fused(inputs, shape, ops, outputs)
+    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<IntTensor<Self>>> {
+        ExCubeclBackend::<R>::int_fused(inputs, shape, ops, outputs, stacked)
     }
 
     fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self> {
@@ -187,9 +188,9 @@ where
         ExCubeclBackend::<R>::float_fused(inner, shape, ops, outputs).into_iter().map(Self::from_inner).collect()
     }
 
-    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>) -> Option<Vec<IntTensor<Self>>> {
+    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<IntTensor<Self>>> {
         // Integer tensors are never tracked: the inner backend's tensors as they are.
-        ExCubeclBackend::<R>::int_fused(inputs, shape, ops, outputs)
+        ExCubeclBackend::<R>::int_fused(inputs, shape, ops, outputs, stacked)
     }
 
     fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self> {

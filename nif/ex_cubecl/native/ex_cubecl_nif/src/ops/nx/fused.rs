@@ -12,7 +12,10 @@
 //! `bitwise_*`, shifts, `max`, `min`, `negate`, `bitwise_not`, comparisons read by `select`)
 //! in one launch of the integer kernel (`ExCubeclBackend::int_fused`), where
 //! `{"constant", [value]}` is a value of the type; where the device can't bind that many
-//! buffers, the ops run one by one through their own entries.
+//! buffers, the ops run one by one through their own entries. With option `stacked: true` an
+//! integer group gives one tensor: its outputs concatenated along the first axis (what a
+//! `concatenate` of them would give, written in place by the one launch); `shape` is then
+//! that tensor's, and the group runs over it with its first axis divided by the outputs.
 use burn_backend::Shape;
 use ex_cubecl::launch::fused::{BinaryFloatOp as B2, CompareOp as C, FusedOp, UnaryFloatOp as U};
 use ex_cubecl::launch::fused_int::{BinaryIntOp as I2, IntFusedOp};
@@ -277,7 +280,17 @@ fn run_int<B: Extension>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifRes
             other => Err(NifError::new(op, "fuses integer ops of one type", format!("an input is {}, the group {}", other.describe(), out.describe()))),
         })
         .collect::<NifResult<Vec<_>>>()?;
-    if let Some(results) = B::int_fused(tensors, Shape::from(out.shape.clone()), ops, outputs.clone()) {
+    let stacked = matches!(opts.get("stacked"), Some(OptVal::Bool(true)));
+    let mut shape = out.shape.clone();
+    if stacked {
+        match shape.first_mut() {
+            Some(d) if *d % outputs.len() == 0 => *d /= outputs.len(),
+            _ => return Err(NifError::new(op, format!("stacked: the first axis must hold the {} outputs", outputs.len()), out.describe())),
+        }
+    }
+    let group = Out { dtype: out.dtype, shape: shape.clone() };
+    let out = &group;
+    if let Some(results) = B::int_fused(tensors, Shape::from(shape), ops, outputs.clone(), stacked) {
         return Ok(results.into_iter().map(Prim::Int).collect());
     }
     // Too many buffers for one launch: each op through its own entry, in the group's type.
@@ -296,5 +309,9 @@ fn run_int<B: Extension>(inputs: Vec<Prim<B>>, out: &Out, opts: &Opts) -> NifRes
         };
         regs.push(r);
     }
-    Ok(outputs.into_iter().map(|r| regs[r].clone()).collect())
+    let results: Vec<Prim<B>> = outputs.into_iter().map(|r| regs[r].clone()).collect();
+    match stacked {
+        true => Ok(vec![any::cat::<B>(results, 0)]),
+        false => Ok(results),
+    }
 }
