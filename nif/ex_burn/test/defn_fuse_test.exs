@@ -99,6 +99,24 @@ defmodule ExBurn.Defn.FuseTest do
       assert opts[:type] == "f32"
     end
 
+    test "an integer group read only by a concatenate of its outputs writes them stacked" do
+      a = op("bitwise_xor", [{:param, 0}, {:param, 1}], "u32", [4])
+      b = op("add", [{:value, 0, 0}, {:param, 1}], "u32", [4])
+      c = op("left_shift", [{:value, 1, 0}, {:param, 0}], "u32", [4])
+      cat = {:op, "nx_concatenate", [{:value, 0, 0}, {:value, 2, 0}], [type: "u32", shape: [8], axis: 0], "Nx.concatenate"}
+      other = {:op, "nx_concatenate", [{:param, 0}, {:value, 3, 0}], [type: "u32", shape: [12], axis: 0], "Nx.concatenate"}
+      [{2, instrs, [out]}] = Fuse.blocks([{2, [a, b, c, cat, other], [{:value, 4, 0}]}])
+
+      assert [
+               {:op, "nx_fused", [{:param, 0}, {:param, 1}], opts, _},
+               {:op, "nx_reshape", [{:value, 0, 0}], [type: "u32", shape: [8]], _},
+               {:op, "nx_concatenate", [{:param, 0}, {:value, 1, 0}], _, _}
+             ] = instrs
+
+      assert opts[:stacked] == true and opts[:shape] == [8] and length(opts[:outputs]) == 2
+      assert out == {:value, 2, 0}
+    end
+
     test "nested blocks fuse on their own, and instructions after a group read its outputs" do
       body = {1, [op("sin", [{:param, 0}]), op("cos", [{:value, 0, 0}])], [{:value, 1, 0}]}
 
@@ -191,6 +209,8 @@ defmodule ExBurn.Defn.FuseTest do
       end
     end
 
+    # (eight programs compiled: minutes on a loaded machine)
+    @tag timeout: 600_000
     test "integer chains fuse into one launch with the unfused bits (s32, u32, s64, u64)" do
       for type <- [{:s, 32}, {:u, 32}, {:s, 64}, {:u, 64}], Nx.Type.to_string(type) |> String.to_atom() |> then(&(&1 in ExCubecl.supported_dtypes())) do
         x = Nx.tensor([[-7, 0, 1], [2_000_000_001, -1, 12345]], type: :s64) |> Nx.as_type(type) |> Nx.backend_transfer(ExBurn.Backend)

@@ -46,7 +46,7 @@ defmodule ExBurn.Defn.Fuse do
 
     stacked =
       for {{:op, "nx_concatenate", [{:value, f, 0} | _] = ins, opts, _}, _i} <- Enum.with_index(instrs),
-          {:op, "nx_fused", _, fopts, _} = elem(t, f),
+          {:op, "nx_fused", _, fopts, _} <- [elem(t, f)],
           opts[:axis] == 0 and to_string(fopts[:type]) in @int_types and fopts[:shape] != [],
           ins == for(k <- 0..(length(fopts[:outputs]) - 1)//1, do: {:value, f, k}),
           Enum.all?(ins, &(reads[&1] == 1)),
