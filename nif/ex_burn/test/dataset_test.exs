@@ -243,13 +243,17 @@ defmodule ExBurn.DatasetTest do
       end
     end
   end
+
   describe "the documented examples" do
     test "split/2 with val_split, loader/2 (shuffled by default), normalize/2, stats/1, one_hot/2" do
       {x, y} = data()
 
       # Split data into train/validation sets
       {train, val} = ExBurn.Dataset.split({x, y}, val_split: 0.2)
-      assert {{%Nx.Tensor{shape: {16, 3}}, %Nx.Tensor{shape: {16}}}, {%Nx.Tensor{shape: {4, 3}}, %Nx.Tensor{shape: {4}}}} = {train, val}
+
+      assert {{%Nx.Tensor{shape: {16, 3}}, %Nx.Tensor{shape: {16}}},
+              {%Nx.Tensor{shape: {4, 3}}, %Nx.Tensor{shape: {4}}}} = {train, val}
+
       {{_, a}, _} = Dataset.split({x, y}, val_split: 0.2, seed: 42)
       {{_, b}, _} = Dataset.split({x, y}, val_split: 0.2, seed: 42)
       assert labels(a) == labels(b)
@@ -280,7 +284,11 @@ defmodule ExBurn.DatasetTest do
       assert Nx.shape(train_norm) == {15, 3} and Nx.shape(test_norm) == {5, 3}
       {train_norm, stats} = ExBurn.Dataset.normalize(train_x)
       test_norm = ExBurn.Dataset.normalize_with_stats(test_x, stats)
-      close(Nx.slice_along_axis(test_norm, 0, 1), [[(15 - 7) / :math.sqrt(18.666666), (150 - 70) / :math.sqrt(1866.6666), 0.0]])
+
+      close(Nx.slice_along_axis(test_norm, 0, 1), [
+        [(15 - 7) / :math.sqrt(18.666666), (150 - 70) / :math.sqrt(1866.6666), 0.0]
+      ])
+
       assert Nx.shape(train_norm) == {15, 3}
 
       one_hot = ExBurn.Dataset.one_hot(Nx.tensor([0, 2, 1]), num_classes: 3)

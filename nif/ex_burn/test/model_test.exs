@@ -401,6 +401,7 @@ defmodule ExBurn.ModelTest do
       end
     end
   end
+
   # The documents' classifier: Axon.dense(10) at the end, logits out.
   defp logits_model(opts \\ []) do
     Axon.input("input", shape: {nil, 4})
@@ -426,12 +427,21 @@ defmodule ExBurn.ModelTest do
   describe "losses" do
     test ":cross_entropy is finite on large logits and matches log-softmax; one-hot or index targets" do
       model = logits_model()
-      logits = Nx.tensor([[80.0, -40.0, 3.0, 0.0, 1.0, 2.0, 0.5, -1.0, 60.0, 0.0], [-90.0, 0.0, 0.0, 100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+
+      logits =
+        Nx.tensor([
+          [80.0, -40.0, 3.0, 0.0, 1.0, 2.0, 0.5, -1.0, 60.0, 0.0],
+          [-90.0, 0.0, 0.0, 100.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        ])
+
       classes = [8, 3]
       want = reference_ce(logits, classes)
 
       {:ok, from_index} = Model.compute_loss(model, logits, Nx.tensor(classes))
-      {:ok, from_one_hot} = Model.compute_loss(model, logits, ExBurn.Dataset.one_hot(Nx.tensor(classes), num_classes: 10))
+
+      {:ok, from_one_hot} =
+        Model.compute_loss(model, logits, ExBurn.Dataset.one_hot(Nx.tensor(classes), num_classes: 10))
+
       {:ok, from_column} = Model.compute_loss(model, logits, Nx.tensor([[8], [3]]))
 
       for got <- [from_index, from_one_hot, from_column] do
@@ -481,12 +491,23 @@ defmodule ExBurn.ModelTest do
       {:ok, got} = Model.compute_loss(mse, Nx.tensor([[1.0], [3.0]]), Nx.tensor([[0.0], [1.0]]))
       assert_in_delta Nx.to_number(got), 2.5, 1.0e-6
 
-      decayed = Axon.input("x", shape: {nil, 2}) |> Axon.dense(1, name: "o") |> Model.compile(loss: :mse, seed: 1, weight_decay: 0.5)
-      l2 = decayed |> Model.parameters() |> Map.values() |> Enum.map(&(&1 |> Nx.pow(2) |> Nx.sum() |> Nx.to_number())) |> Enum.sum()
+      decayed =
+        Axon.input("x", shape: {nil, 2})
+        |> Axon.dense(1, name: "o")
+        |> Model.compile(loss: :mse, seed: 1, weight_decay: 0.5)
+
+      l2 =
+        decayed
+        |> Model.parameters()
+        |> Map.values()
+        |> Enum.map(&(&1 |> Nx.pow(2) |> Nx.sum() |> Nx.to_number()))
+        |> Enum.sum()
+
       {:ok, got} = Model.compute_loss(decayed, Nx.tensor([[1.0], [3.0]]), Nx.tensor([[0.0], [1.0]]))
       assert_in_delta Nx.to_number(got), 2.5 + 0.25 * l2, 1.0e-5
 
-      assert {:error, "ExBurn.Model.compute_loss: " <> _} = Model.compute_loss(mse, Nx.tensor([[1.0], [3.0]]), Nx.tensor([1.0, 2.0, 3.0]))
+      assert {:error, "ExBurn.Model.compute_loss: " <> _} =
+               Model.compute_loss(mse, Nx.tensor([[1.0], [3.0]]), Nx.tensor([1.0, 2.0, 3.0]))
     end
   end
 
@@ -502,8 +523,15 @@ defmodule ExBurn.ModelTest do
       assert %Model{loss_fn: :mse, compiled: true} = Model.new(loss_fn: :mse)
 
       rms = Model.compile(mlp(), optimizer: :rmsprop, seed: 1)
-      assert Keyword.take(rms.optimizer_opts, [:decay, :eps, :learning_rate]) == [learning_rate: 0.001, decay: 0.9, eps: 1.0e-8]
-      assert Model.fit(model, {x(), Nx.tensor([0, 1, 1, 0, 1])}, epochs: 1, batch_size: 5, verbose: false).optimizer_state.updates == 1
+
+      assert Keyword.take(rms.optimizer_opts, [:decay, :eps, :learning_rate]) == [
+               learning_rate: 0.001,
+               decay: 0.9,
+               eps: 1.0e-8
+             ]
+
+      assert Model.fit(model, {x(), Nx.tensor([0, 1, 1, 0, 1])}, epochs: 1, batch_size: 5, verbose: false).optimizer_state.updates ==
+               1
     end
 
     test "export/3 and import_params/3: Erlang terms and JSON round trips", %{model: model} do
@@ -522,8 +550,14 @@ defmodule ExBurn.ModelTest do
       assert {:ok, imported} = Model.import_params(Model.compile(mlp(), seed: 5), path("saved.exburn"))
       assert bytes(Model.parameters(imported)) == bytes(Model.parameters(model))
 
-      File.write!(path("bad.json"), ~s({"format": "ex_burn/params", "params": {"out.bias": {"type": "f32", "shape": [3], "data": [1, 2, 3]}}}))
-      assert {:error, "ExBurn.Model.import_params: parameter \"out.bias\" has shape {2}, got {3}"} = Model.import_params(model, path("bad.json"))
+      File.write!(
+        path("bad.json"),
+        ~s({"format": "ex_burn/params", "params": {"out.bias": {"type": "f32", "shape": [3], "data": [1, 2, 3]}}})
+      )
+
+      assert {:error, "ExBurn.Model.import_params: parameter \"out.bias\" has shape {2}, got {3}"} =
+               Model.import_params(model, path("bad.json"))
+
       assert {:error, "ExBurn.Model.import_params: cannot read" <> _} = Model.import_params(model, path("none.etf"))
 
       assert_raise ArgumentError, ~r/ExBurn.Model.export: unknown :format :xml/, fn ->
@@ -540,9 +574,11 @@ defmodule ExBurn.ModelTest do
       if Enum.any?(ExCubecl.devices(), &(&1.kind == :gpu)) do
         assert %Model{device: :gpu} = Model.compile(mlp(), device: :gpu, seed: 1)
       else
-        assert_raise ExBurn.Error, ~r/ExBurn.Model.compile: device: :gpu, but there is no GPU here.*use device: :cpu/, fn ->
-          Model.compile(mlp(), device: :gpu)
-        end
+        assert_raise ExBurn.Error,
+                     ~r/ExBurn.Model.compile: device: :gpu, but there is no GPU here.*use device: :cpu/,
+                     fn ->
+                       Model.compile(mlp(), device: :gpu)
+                     end
 
         assert_raise ExBurn.Error, ~r/ExBurn.Model.to_device: device: :gpu, but there is no GPU/, fn ->
           Model.to_device(cpu, :gpu)

@@ -274,7 +274,9 @@ defmodule ExBurn.RecordTest do
       {:ok, again} = ExBurn.Model.import_params(ExBurn.Model.compile(axon_mlp(), seed: 4), path, mapping)
       {{:ok, a}, {:ok, b}} = {ExBurn.Model.predict(again, x), ExBurn.Model.predict(imported, x)}
       assert bits(a) == bits(b)
-      assert {:error, "ExBurn.Model.import_params: cannot read" <> _} = ExBurn.Model.import_params(model, Path.join(dir, "missing.mpk"))
+
+      assert {:error, "ExBurn.Model.import_params: cannot read" <> _} =
+               ExBurn.Model.import_params(model, Path.join(dir, "missing.mpk"))
     end
 
     test "a shape that doesn't fit names both sides" do

@@ -343,7 +343,12 @@ defmodule ExBurn.TrainingTest do
 
     assert %Model{} = trained
     assert Enum.map(history, & &1.epoch) == [1, 2, 3, 4, 5, 6]
-    assert Enum.all?(history, &(Enum.sort(Map.keys(&1)) == [:accuracy, :epoch, :learning_rate, :loss, :val_accuracy, :val_loss]))
+
+    assert Enum.all?(
+             history,
+             &(Enum.sort(Map.keys(&1)) == [:accuracy, :epoch, :learning_rate, :loss, :val_accuracy, :val_loss])
+           )
+
     assert Enum.all?(history, &(&1.learning_rate == 0.1 and is_float(&1.val_loss) and is_float(&1.val_accuracy)))
     losses = Enum.map(history, & &1.loss)
     assert List.last(losses) < hd(losses)
@@ -379,7 +384,10 @@ defmodule ExBurn.TrainingTest do
     assert_received {:model, %Model{optimizer_state: %{updates: 10}}}
     lines = String.split(out, "\n", trim: true)
     assert length(lines) == 10
-    assert hd(lines) =~ ~r/^Epoch 1\/10 - loss: \d+\.\d{4} - lr: 0\.1000 - \d+ samples\/s - \d+\.\d\ds - ETA \d+\.\d\ds$/
+
+    assert hd(lines) =~
+             ~r/^Epoch 1\/10 - loss: \d+\.\d{4} - lr: 0\.1000 - \d+ samples\/s - \d+\.\d\ds - ETA \d+\.\d\ds$/
+
     assert List.last(lines) =~ ~r/^Epoch 10\/10 .* ETA 0\.00s$/
   end
 
@@ -387,7 +395,9 @@ defmodule ExBurn.TrainingTest do
     {x, y} = blobs(8)
 
     lrs = fn opts ->
-      {_m, history} = Training.fit_with_progress(classifier(), {x, y}, [epochs: 4, batch_size: 8, verbose: false] ++ opts)
+      {_m, history} =
+        Training.fit_with_progress(classifier(), {x, y}, [epochs: 4, batch_size: 8, verbose: false] ++ opts)
+
       Enum.map(history, & &1.learning_rate)
     end
 
@@ -419,6 +429,7 @@ defmodule ExBurn.TrainingTest do
     assert_params(trained, reference({:sgd, momentum: 0.9, nesterov: true}, batches(), fn _ -> 0.1 end))
 
     adam = linear(:adam, learning_rate: 0.05)
+
     assert bytes(Training.fit(adam, batches(), epochs: 1, verbose: false, nesterov: true)) ==
              bytes(Training.fit(adam, batches(), epochs: 1, verbose: false))
   end
@@ -426,7 +437,12 @@ defmodule ExBurn.TrainingTest do
   test "each training step is one compiled call, a last smaller batch included" do
     {x, y} = blobs(10)
     model = classifier()
-    runs = count_program_runs(fn -> Training.fit(model, {x, y}, epochs: 2, batch_size: 4, shuffle: false, verbose: false) end)
+
+    runs =
+      count_program_runs(fn ->
+        Training.fit(model, {x, y}, epochs: 2, batch_size: 4, shuffle: false, verbose: false)
+      end)
+
     # batches of 4, 4 and 2 in each epoch; the optimizer's initial state and the loop's
     assert runs == 2 * 3 + 2
   end
@@ -552,7 +568,12 @@ defmodule ExBurn.TrainingTest do
     out =
       capture_io(fn ->
         {_m, history} =
-          Training.fit_with_progress(classifier(), {x, y}, epochs: 8, batch_size: 8, verbose: false, callbacks: [custom_callback])
+          Training.fit_with_progress(classifier(), {x, y},
+            epochs: 8,
+            batch_size: 8,
+            verbose: false,
+            callbacks: [custom_callback]
+          )
 
         send(self(), {:epochs, length(history)})
       end)
@@ -605,7 +626,9 @@ defmodule ExBurn.TrainingTest do
 
     assert_params(
       trained,
-      reference({:sgd, momentum: nil}, List.duplicate(hd(batches()), 4), fn t -> Enum.at([0.1, 0.2, 0.3, 0.3], t - 1) end)
+      reference({:sgd, momentum: nil}, List.duplicate(hd(batches()), 4), fn t ->
+        Enum.at([0.1, 0.2, 0.3, 0.3], t - 1)
+      end)
     )
   end
 
@@ -650,7 +673,10 @@ defmodule ExBurn.TrainingTest do
 
   test "fit_with_progress/3 with to: pid sends progress messages" do
     {x, y} = blobs(8)
-    {_model, history} = Training.fit_with_progress(classifier(), {x, y}, epochs: 2, batch_size: 8, verbose: false, to: self())
+
+    {_model, history} =
+      Training.fit_with_progress(classifier(), {x, y}, epochs: 2, batch_size: 8, verbose: false, to: self())
+
     [e1, e2] = history
     assert_received {:training_progress, 1, loss1, nil}
     assert_received {:training_progress, 2, loss2, nil}
