@@ -292,6 +292,22 @@ defmodule ExBurn.TrainingTest do
 
       assert Nx.all_close(bin(one_sided[name]), bin(g), atol: 1.0e-2) |> Nx.to_number() == 1, name
     end
+
+    # The documented default step, 1.0e-5: differences taken in f64 where the device has it
+    # (lavapipe does), the gradients in the parameters' type.
+    if ExBurn.Training.Numerical.precision(model.device_spec) == {:f, 64} do
+      default = Training.compute_gradients(model, {x, y}, grad_method: :numerical)
+
+      for {name, g} <- exact do
+        assert default[name].type == {:f, 32}
+        assert Nx.all_close(bin(default[name]), bin(g), atol: 1.0e-5) |> Nx.to_number() == 1, name
+      end
+
+      batch = Training.compute_gradients(model, {x, y}, grad_method: :numerical_batch)
+
+      for {name, g} <- exact,
+          do: assert(Nx.all_close(bin(batch[name]), bin(g), atol: 1.0e-4) |> Nx.to_number() == 1, name)
+    end
   end
 
   test "train_step and fit with grad_method: :numerical follow the exact steps" do

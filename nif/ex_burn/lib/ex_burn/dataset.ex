@@ -232,7 +232,11 @@ defmodule ExBurn.Dataset do
     if is_list(axes) and axes != [] and Enum.all?(axes, &(is_integer(&1) and &1 >= -rank and &1 < rank)) do
       axes |> Enum.map(&if(&1 < 0, do: &1 + rank, else: &1)) |> Enum.uniq() |> Enum.sort()
     else
-      raise ExBurn.Error.new(op, ":axes must be a non-empty list of axes of x, got #{inspect(axes)}", "x #{inspect(x.shape)}")
+      raise ExBurn.Error.new(
+              op,
+              ":axes must be a non-empty list of axes of x, got #{inspect(axes)}",
+              "x #{inspect(x.shape)}"
+            )
     end
   end
 
@@ -294,7 +298,10 @@ defmodule ExBurn.Dataset do
     x = examples!(op, tensor)
 
     unless is_map(stats),
-      do: raise(ExBurn.Error.new(op, "stats must be the map of normalize/2 or stats/1", "got #{inspect(stats, limit: 5)}"))
+      do:
+        raise(
+          ExBurn.Error.new(op, "stats must be the map of normalize/2 or stats/1", "got #{inspect(stats, limit: 5)}")
+        )
 
     method = method!(op, opts[:method] || Map.get(stats, :method, :standard))
     do_normalize(op, x, stats, method)
@@ -333,7 +340,13 @@ defmodule ExBurn.Dataset do
   # The statistic `key`, checked against x's shape less `axes`, with those axes put back
   # (of size 1) so that it broadcasts against x.
   defp stat!(op, stats, key, x, axes) do
-    reduced = x.shape |> Tuple.to_list() |> Enum.with_index() |> Enum.reject(&(elem(&1, 1) in axes)) |> Enum.map(&elem(&1, 0)) |> List.to_tuple()
+    reduced =
+      x.shape
+      |> Tuple.to_list()
+      |> Enum.with_index()
+      |> Enum.reject(&(elem(&1, 1) in axes))
+      |> Enum.map(&elem(&1, 0))
+      |> List.to_tuple()
 
     case stats do
       %{^key => %Nx.Tensor{shape: ^reduced} = t} ->

@@ -76,7 +76,10 @@ if Code.ensure_loaded?(Axon) do
     @type callback() :: (map() -> map())
     @type dataset() :: {Nx.Tensor.t(), Nx.Tensor.t()}
     @type lr_schedule() ::
-            {:step, float(), pos_integer(), float()} | {:exponential, float(), float()} | {:cosine, float(), float()} | nil
+            {:step, float(), pos_integer(), float()}
+            | {:exponential, float(), float()}
+            | {:cosine, float(), float()}
+            | nil
     @type model() :: Model.t()
     @type training_opts() :: [
             epochs: pos_integer(),
@@ -210,8 +213,17 @@ if Code.ensure_loaded?(Axon) do
             fn state, x, y -> Nx.Defn.grad(ModelState.trainable_parameters(state), &loss_at.(&1, {state, x, y})) end
 
           {method, eps} ->
+            precision = Numerical.precision(model.device_spec)
+
             fn state, x, y ->
-              Numerical.gradients(ModelState.trainable_parameters(state), {state, x, y}, loss_at, method, eps)
+              Numerical.gradients(
+                ModelState.trainable_parameters(state),
+                {state, x, y},
+                loss_at,
+                method,
+                eps,
+                precision
+              )
             end
         end
 

@@ -8,7 +8,8 @@ if Code.ensure_loaded?(Axon) do
     alias ExBurn.Model.Params
 
     def freeze(model, layers),
-      do: put_frozen(model, MapSet.union(model.frozen_layers, MapSet.new(layers!(model, layers, "ExBurn.Model.freeze"))))
+      do:
+        put_frozen(model, MapSet.union(model.frozen_layers, MapSet.new(layers!(model, layers, "ExBurn.Model.freeze"))))
 
     def unfreeze(model, :all), do: put_frozen(model, MapSet.new())
 
@@ -42,7 +43,9 @@ if Code.ensure_loaded?(Axon) do
 
     @doc false
     def put_frozen(model, %MapSet{} = frozen) do
-      state = model.state |> ModelState.unfreeze() |> ModelState.freeze(fn [layer | _] -> MapSet.member?(frozen, layer) end)
+      state =
+        model.state |> ModelState.unfreeze() |> ModelState.freeze(fn [layer | _] -> MapSet.member?(frozen, layer) end)
+
       %{model | state: state, frozen_layers: frozen}
     end
   end

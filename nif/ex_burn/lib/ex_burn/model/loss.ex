@@ -44,7 +44,8 @@ if Code.ensure_loaded?(Axon) do
                 "#{fun}: unknown loss option(s) #{inspect(unknown)} for #{inspect(loss)} (options: #{inspect(allowed)})"
       end
 
-      for {key, value} <- opts, not is_boolean(value),
+      for {key, value} <- opts,
+          not is_boolean(value),
           do: raise(ArgumentError, "#{fun}: loss option #{inspect(key)} must be a boolean, got #{inspect(value)}")
 
       {loss, opts}
@@ -152,7 +153,8 @@ if Code.ensure_loaded?(Axon) do
     where there is none (`:mse`, a function): the arg-max class for `:cross_entropy`, the
     decision at 0.5 (probabilities) or 0 (logits) for `:binary_cross_entropy`.
     """
-    @spec accuracy(atom() | function(), keyword(), atom() | nil) :: (Nx.Tensor.t(), Nx.Tensor.t() -> Nx.Tensor.t()) | nil
+    @spec accuracy(atom() | function(), keyword(), atom() | nil) ::
+            (Nx.Tensor.t(), Nx.Tensor.t() -> Nx.Tensor.t()) | nil
     def accuracy(:cross_entropy, _opts, _activation) do
       fn y_true, y_pred ->
         predicted = Nx.argmax(y_pred, axis: -1)
@@ -191,9 +193,11 @@ if Code.ensure_loaded?(Axon) do
     end
 
     def check_targets(_loss, y, out) do
-      if y == out or (tuple_size(out) >= 1 and y == Tuple.delete_at(out, tuple_size(out) - 1) and elem(out, tuple_size(out) - 1) == 1),
-        do: :ok,
-        else: {:error, "targets of the output's shape"}
+      if y == out or
+           (tuple_size(out) >= 1 and y == Tuple.delete_at(out, tuple_size(out) - 1) and
+              elem(out, tuple_size(out) - 1) == 1),
+         do: :ok,
+         else: {:error, "targets of the output's shape"}
     end
 
     # y_true as float targets over the classes of y_pred (one-hot from indices).
@@ -213,7 +217,8 @@ if Code.ensure_loaded?(Axon) do
       end
     end
 
-    defp index_targets?(y_true, y_pred), do: Nx.shape(y_true) != Nx.shape(y_pred) and index_shape?(Nx.shape(y_true), Nx.shape(y_pred))
+    defp index_targets?(y_true, y_pred),
+      do: Nx.shape(y_true) != Nx.shape(y_pred) and index_shape?(Nx.shape(y_true), Nx.shape(y_pred))
 
     # Class indices: the output's shape without its last axis, or with a last axis of 1.
     defp index_shape?(y, out) do

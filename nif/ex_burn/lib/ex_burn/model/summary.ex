@@ -15,7 +15,12 @@ if Code.ensure_loaded?(Axon) do
     (`parameters` and `state` are element counts; `bytes` covers both).
     """
     @spec rows(ExBurn.Model.t()) :: [map()]
-    def rows(%ExBurn.Model{model: %Axon{output: output, nodes: nodes}, input: input, state: state, frozen_layers: frozen}) do
+    def rows(%ExBurn.Model{
+          model: %Axon{output: output, nodes: nodes},
+          input: input,
+          state: state,
+          frozen_layers: frozen
+        }) do
       params = Params.parameters(state)
       layer_state = Params.layer_state(state)
 
@@ -113,7 +118,10 @@ if Code.ensure_loaded?(Axon) do
         "Loss: #{inspect(model.loss_fn)}  Optimizer: #{inspect(model.optimizer)}  Device: #{inspect(model.device)} (#{model.device_spec})"
       ]
 
-      inner = ([String.length("ExBurn Model Summary") + 4] ++ Enum.map(body ++ totals, &(String.length(&1) + 4))) |> Enum.max()
+      inner =
+        ([String.length("ExBurn Model Summary") + 4] ++ Enum.map(body ++ totals, &(String.length(&1) + 4)))
+        |> Enum.max()
+
       row = fn text -> "║  " <> String.pad_trailing(text, inner - 2) <> "║" end
       title = String.duplicate(" ", div(inner - 20, 2)) <> "ExBurn Model Summary"
       rule = fn l, r -> l <> String.duplicate("═", inner) <> r end
@@ -131,7 +139,8 @@ if Code.ensure_loaded?(Axon) do
 
     defp type_name(op), do: inspect(op)
 
-    defp group(n), do: n |> Integer.to_string() |> String.reverse() |> String.replace(~r/(\d{3})(?=\d)/, "\\1,") |> String.reverse()
+    defp group(n),
+      do: n |> Integer.to_string() |> String.reverse() |> String.replace(~r/(\d{3})(?=\d)/, "\\1,") |> String.reverse()
 
     @doc false
     def counts(model) do

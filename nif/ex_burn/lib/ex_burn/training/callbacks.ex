@@ -80,7 +80,8 @@ if Code.ensure_loaded?(Axon) do
       speed = if is_number(samples_per_sec), do: ["#{round(samples_per_sec)} samples/s"], else: []
 
       Enum.join(
-        ["Epoch #{entry.epoch}/#{epochs}"] ++ metric_fields(entry) ++ speed ++ [seconds(time_ms / 1000), "ETA #{seconds(eta)}"],
+        ["Epoch #{entry.epoch}/#{epochs}"] ++
+          metric_fields(entry) ++ speed ++ [seconds(time_ms / 1000), "ETA #{seconds(eta)}"],
         " - "
       )
     end
@@ -167,7 +168,9 @@ if Code.ensure_loaded?(Axon) do
             :max -> value > best + opts[:min_delta]
           end
 
-      meta = if improved?, do: %{best: value, stale: 0, epoch: epoch}, else: %{best: best, stale: stale + 1, epoch: epoch}
+      meta =
+        if improved?, do: %{best: value, stale: 0, epoch: epoch}, else: %{best: best, stale: stale + 1, epoch: epoch}
+
       Process.put(key, meta)
       meta.stale
     end
@@ -345,10 +348,18 @@ if Code.ensure_loaded?(Axon) do
       callbacks
       |> List.wrap()
       |> Enum.reduce({[], []}, fn
-        f, {fs, hs} when is_function(f, 1) -> {[f | fs], hs}
-        %Callback{} = c, {fs, hs} -> {fs, [c | hs]}
-        {event, f}, {fs, hs} when is_function(f) -> {fs, [on(event, f) | hs]}
-        other, _ -> raise ArgumentError, "#{fun}: invalid callback #{inspect(other, limit: 5)} (a function of the metrics map, or ExBurn.Training.Callbacks.on/2)"
+        f, {fs, hs} when is_function(f, 1) ->
+          {[f | fs], hs}
+
+        %Callback{} = c, {fs, hs} ->
+          {fs, [c | hs]}
+
+        {event, f}, {fs, hs} when is_function(f) ->
+          {fs, [on(event, f) | hs]}
+
+        other, _ ->
+          raise ArgumentError,
+                "#{fun}: invalid callback #{inspect(other, limit: 5)} (a function of the metrics map, or ExBurn.Training.Callbacks.on/2)"
       end)
       |> then(fn {fs, hs} -> {Enum.reverse(fs), Enum.reverse(hs)} end)
     end

@@ -55,7 +55,11 @@ if Code.ensure_loaded?(Axon) do
         fun: fun,
         verbose: verbose,
         callbacks: functions,
-        lr: %{schedule: LRSchedule.validate!(loop_opts[:lr_schedule], fun), warmup: warmup, base: spec.opts[:learning_rate]}
+        lr: %{
+          schedule: LRSchedule.validate!(loop_opts[:lr_schedule], fun),
+          warmup: warmup,
+          base: spec.opts[:learning_rate]
+        }
       }
 
       run_opts = [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)

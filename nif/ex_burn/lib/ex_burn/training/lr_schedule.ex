@@ -15,7 +15,11 @@ defmodule ExBurn.Training.LRSchedule do
   a tensor input: changing it recompiles nothing.
   """
 
-  @type t :: {:step, number(), pos_integer(), number()} | {:exponential, number(), number()} | {:cosine, number(), number()} | nil
+  @type t ::
+          {:step, number(), pos_integer(), number()}
+          | {:exponential, number(), number()}
+          | {:cosine, number(), number()}
+          | nil
 
   @doc "Checks a schedule; raises `ArgumentError` naming `fun`."
   @spec validate!(term(), String.t()) :: t()
@@ -28,8 +32,9 @@ defmodule ExBurn.Training.LRSchedule do
   def validate!({:exponential, lr, gamma} = s, _fun) when is_number(lr) and lr > 0 and is_number(gamma) and gamma > 0,
     do: s
 
-  def validate!({:cosine, lr, min} = s, _fun) when is_number(lr) and lr > 0 and is_number(min) and min >= 0 and min <= lr,
-    do: s
+  def validate!({:cosine, lr, min} = s, _fun)
+      when is_number(lr) and lr > 0 and is_number(min) and min >= 0 and min <= lr,
+      do: s
 
   def validate!(other, fun),
     do:

@@ -11,9 +11,13 @@ defmodule ExBurn.Training.Numerical do
 
   `gradients/5` traces into the caller's compiled call: one `while` loop per parameter
   tensor, whose body perturbs one element (selected by an `iota` mask, so the parameters never
-  leave the device) and evaluates the loss. `e` is `:epsilon` (default `1.0e-5`); in f32
-  (7 significant digits) a central difference then carries a rounding error of about
-  `1e-7 * |L| / e`, so a check in f32 is best made with `epsilon: 1.0e-3`.
+  leave the device) and evaluates the loss. `e` is `:epsilon` (default `1.0e-5`). In f32
+  (7 significant digits) a central difference with that step would carry a rounding error of
+  about `1e-7 * |L| / e`, so the differences are taken in f64 where the device has it
+  (`precision/1`: CUDA, Vulkan with 64-bit floats, lavapipe): the parameters, inputs and
+  targets are cast up for the check and the gradients cast back to the parameters' types.
+  Where the device has no f64 (Metal), they are taken in the parameters' type, and a step
+  of `1.0e-3` suits f32 better.
   """
 
   import Nx.Defn
@@ -23,18 +27,39 @@ defmodule ExBurn.Training.Numerical do
   @doc "The finite-difference methods."
   def methods, do: @methods
 
+  @doc "The type finite differences are taken in on `device`: `{:f, 64}` where it has f64, else `nil` (the parameters' own)."
+  @spec precision(String.t()) :: Nx.Type.t() | nil
+  def precision(device) do
+    if :f64 in ExCubecl.supported_dtypes(device: device), do: {:f, 64}
+  rescue
+    _ -> nil
+  end
+
   @doc """
   The gradient of `loss_at.(params, rest)` with respect to every tensor of `params` (a nested
   map), as a map of the same shape. `rest` is a container of the other tensors the loss needs
-  (the model state, the batch); `loss_at` must be a function of those two alone.
+  (the model state, the batch); `loss_at` must be a function of those two alone. With
+  `precision` (a float type), every float tensor of both is cast to it first.
   """
-  @spec gradients(map(), term(), (map(), term() -> Nx.Tensor.t()), :numerical | :numerical_batch, number()) :: map()
-  def gradients(params, rest, loss_at, method, epsilon) when method in @methods do
+  @spec gradients(
+          map(),
+          term(),
+          (map(), term() -> Nx.Tensor.t()),
+          :numerical | :numerical_batch,
+          number(),
+          Nx.Type.t() | nil
+        ) ::
+          map()
+  def gradients(params, rest, loss_at, method, epsilon, precision \\ nil) when method in @methods do
+    up = fn t -> if precision && Nx.Type.float?(Nx.type(t)), do: Nx.as_type(t, precision), else: t end
+    original = params
+    params = Nx.Defn.Composite.traverse(params, up)
+    rest = Nx.Defn.Composite.traverse(rest, up)
     base = if method == :numerical_batch, do: loss_at.(params, rest), else: Nx.tensor(0.0)
 
     params
     |> ExBurn.Model.Params.paths()
-    |> Enum.reduce(params, fn {_name, path}, grads ->
+    |> Enum.reduce(original, fn {_name, path}, grads ->
       p = get_in(params, path)
 
       g =
@@ -46,7 +71,7 @@ defmodule ExBurn.Training.Numerical do
           epsilon: epsilon
         )
 
-      put_in(grads, path, Nx.reshape(g, Nx.shape(p)))
+      put_in(grads, path, g |> Nx.reshape(Nx.shape(p)) |> Nx.as_type(Nx.type(get_in(original, path))))
     end)
   end
 

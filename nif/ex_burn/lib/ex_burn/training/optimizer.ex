@@ -35,7 +35,15 @@ if Code.ensure_loaded?(Polaris) do
 
     @defaults %{
       sgd: [learning_rate: 1.0e-3, weight_decay: 0.0, momentum: 0.9, nesterov: false],
-      adam: [learning_rate: 1.0e-3, weight_decay: 0.0, b1: 0.9, b2: 0.999, eps: 1.0e-8, eps_root: 1.0e-15, nesterov: false],
+      adam: [
+        learning_rate: 1.0e-3,
+        weight_decay: 0.0,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1.0e-8,
+        eps_root: 1.0e-15,
+        nesterov: false
+      ],
       adamw: [
         learning_rate: 1.0e-3,
         weight_decay: 1.0e-2,

@@ -34,7 +34,9 @@ if Code.ensure_loaded?(Axon) do
     """
     @spec build(Model.t(), map()) :: map()
     def build(%Model{} = model, spec, grad \\ :exact) do
-      same = {model.loss_fn, model.loss_opts, model.output_activation, model.seed, grad, spec, key(model, spec)}
+      same =
+        {model.loss_fn, model.loss_opts, model.output_activation, model.seed, model.device_spec, grad, spec,
+         key(model, spec)}
 
       case Process.get(@last) do
         {axon, ^same, built} ->
@@ -63,7 +65,7 @@ if Code.ensure_loaded?(Axon) do
             step
 
           {method, epsilon} ->
-            numerical_step(forward, loss_fn, optimizer, method, epsilon)
+            numerical_step(forward, loss_fn, optimizer, method, epsilon, Numerical.precision(model.device_spec))
         end
 
       %{step: step, optimizer: optimizer, loss_fn: loss_fn, spec: spec, key: key(model, spec)}
@@ -71,14 +73,14 @@ if Code.ensure_loaded?(Axon) do
 
     # Axon.Loop.train_step/4's step (same state, same running loss) with the gradients of
     # ExBurn.Training.Numerical in place of value_and_grad.
-    defp numerical_step(forward, loss_fn, {_init, update_fn}, method, epsilon) do
+    defp numerical_step(forward, loss_fn, {_init, update_fn}, method, epsilon, precision) do
       fn {inp, tar}, %{i: i, model_state: model_state, optimizer_state: optimizer_state, loss: loss} = state ->
         trainable = ModelState.trainable_parameters(model_state)
         %{prediction: preds, state: updated_state} = forward.(model_state, inp)
         batch_loss = loss_fn.(tar, preds)
 
         loss_at = fn params, {ms, x, y} -> loss_fn.(y, forward.(with_params(ms, params), x).prediction) end
-        gradients = Numerical.gradients(trainable, {model_state, inp, tar}, loss_at, method, epsilon)
+        gradients = Numerical.gradients(trainable, {model_state, inp, tar}, loss_at, method, epsilon, precision)
         {updates, new_optimizer_state} = update_fn.(gradients, optimizer_state, trainable)
         updated = Polaris.Updates.apply_updates(trainable, updates)
 

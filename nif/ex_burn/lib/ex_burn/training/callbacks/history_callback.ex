@@ -29,8 +29,11 @@ if Code.ensure_loaded?(Axon) do
     @spec get_history() :: [map()]
     def get_history do
       case Process.get(@key) do
-        nil -> raise ArgumentError, "ExBurn.Training.HistoryCallback.get_history: this process made no HistoryCallback.new()"
-        pid -> get_history(pid)
+        nil ->
+          raise ArgumentError, "ExBurn.Training.HistoryCallback.get_history: this process made no HistoryCallback.new()"
+
+        pid ->
+          get_history(pid)
       end
     end
 
