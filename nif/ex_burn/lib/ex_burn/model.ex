@@ -446,7 +446,7 @@ if Code.ensure_loaded?(Axon) do
       %{model | state: Params.map(model.state, fun), optimizer_state: optimizer_state}
     end
 
-    defp device!(nil, _fun), do: ExBurn.default_device()
+    defp device!(nil, _fun), do: ExBurn.default_device_spec()
 
     defp device!(device, fun) do
       spec =
