@@ -597,6 +597,7 @@ defmodule ExCubecl do
     case Registry.take({:command, id}) || Native.wait(id, ms) do
       [%Buffer{} | _] = buffers -> {:ok, buffers}
       {:ok, refs} -> wrap_all(refs)
+      {:error, %{op: _} = e} -> {:error, %{Error.from(e) | op: "wait"}}
       error -> error(error)
     end
   end
