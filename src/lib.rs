@@ -74,7 +74,7 @@ pub use backend::ExCubeclBackend;
 /// The CubeCL version the backend is built on (its runtimes name the backend's type
 /// parameter, e.g. `cubecl::wgpu::WgpuRuntime`).
 pub use cubecl;
-pub use launch::matmul::{MATMUL_PRECISION_ENV, MatmulPrecision, matmul_precision, set_matmul_precision};
+pub use launch::matmul::{MATMUL_PRECISION_ENV, MatmulPrecision, matmul_precision, set_matmul_precision, with_matmul_precision};
 pub use runtime::{
     CommandError, CommandId, CommandQueue, CommandStatus, Pipeline, PipelineError, StepResults, Work, from_cube, to_cube,
 };

@@ -174,7 +174,7 @@ pub(crate) fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFlo
 }
 
 #[cube]
-fn apply_binary_int<I: Int>(a: I, b: I, #[comptime] op: BinaryIntOp) -> I {
+pub(crate) fn apply_binary_int<I: Int>(a: I, b: I, #[comptime] op: BinaryIntOp) -> I {
     let zero = I::new(0);
     match op {
         BinaryIntOp::Add => a + b,

@@ -47,6 +47,8 @@ pub mod flash_attention_mma;
 #[allow(missing_docs)]
 pub mod fused;
 #[allow(missing_docs)]
+pub mod fused_int;
+#[allow(missing_docs)]
 pub mod fused_matmul;
 #[allow(missing_docs)]
 pub mod fused_reduce;

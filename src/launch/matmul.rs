@@ -62,12 +62,35 @@ pub fn set_matmul_precision(precision: MatmulPrecision) {
     PRECISION.store(code(precision), Ordering::Relaxed);
 }
 
-/// The current [`MatmulPrecision`].
+thread_local! {
+    /// This thread's precision for the duration of [`with_matmul_precision`], if any.
+    static OVERRIDE: std::cell::Cell<Option<MatmulPrecision>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with f32 matrix products of this thread computed at `precision` (where it is
+/// `Some`), whatever the process-wide choice: a compiled program's own precision (EXLA's
+/// `:precision` option), chosen where its products launch (a pipeline records the choice).
+pub fn with_matmul_precision<T>(precision: Option<MatmulPrecision>, f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<MatmulPrecision>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OVERRIDE.with(|o| o.set(self.0));
+        }
+    }
+    let Some(precision) = precision else { return f() };
+    let _restore = Restore(OVERRIDE.with(|o| o.replace(Some(precision))));
+    f()
+}
+
+/// The current [`MatmulPrecision`] (this thread's within [`with_matmul_precision`]).
 ///
 /// # Panics
 /// At the first call, when `EX_CUBECL_MATMUL_PRECISION` is set to something other than
 /// `exact` or `tf32`.
 pub fn matmul_precision() -> MatmulPrecision {
+    if let Some(precision) = OVERRIDE.with(|o| o.get()) {
+        return precision;
+    }
     match PRECISION.load(Ordering::Relaxed) {
         1 => MatmulPrecision::Exact,
         2 => MatmulPrecision::Tf32,

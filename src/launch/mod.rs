@@ -16,6 +16,7 @@ pub mod deform_conv;
 pub mod elementwise;
 pub mod fft;
 pub mod fused;
+pub mod fused_int;
 pub mod fused_matmul;
 pub mod fused_reduce;
 pub mod index;

@@ -9,6 +9,7 @@ use crate::backend::ExCubeclBackend;
 use crate::launch::copy::{copy_into, into_contiguous};
 use crate::launch::elementwise::unary_float_op;
 use crate::launch::fused::{FusedOp, fused};
+use crate::launch::fused_int::{IntFusedOp, int_fused, int_fused_fits};
 use crate::launch::reduce::reduce_dim;
 use crate::launch::view::slice_view;
 use crate::runtime::elem_size;
@@ -53,6 +54,15 @@ impl<R: Runtime> ExCubeclBackend<R> {
     /// launch gives.
     pub fn float_fused(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<CubeTensor<R>> {
         fused(inputs, shape, ops, outputs)
+    }
+
+    /// The outputs of a chain of elementwise integer ops over `shape` in one launch (see
+    /// [`int_fused`]), with the registers as in [`Self::float_fused`]; with `stacked`, one
+    /// tensor: the outputs concatenated along the first axis. `None` where the device can't
+    /// bind that many buffers (the caller then runs the ops one by one).
+    pub fn int_fused(inputs: Vec<CubeTensor<R>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<CubeTensor<R>>> {
+        let fits = int_fused_fits(inputs.first()?, inputs.len(), outputs.len());
+        fits.then(|| int_fused(inputs, shape, ops, outputs, stacked))
     }
 
     /// A tensor of `shape` and `dtype` assembled from `parts`, each copied into the region

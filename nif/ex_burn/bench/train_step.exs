@@ -102,7 +102,7 @@ for batch <- batches do
   one = fn -> Agent.update(holder, run, :infinity) end
   us = Bench.median(one, warmup, iters)
   calls = Bench.nif_calls(fn -> {loss, st} = step.(Agent.get(holder, & &1), x, y); Agent.update(holder, fn _ -> st end); loss end)
-  launches = with [{_, %{ref: ref}} | _] <- :ets.tab2list(ExBurn.Defn.Cache), {:ok, {_, _, _, n}} <- ExCubecl.Native.program_info(ref), do: n, else: (_ -> "?")
+  launches = with [{_, %{ref: ref}} | _] <- :ets.tab2list(ExBurn.Defn.Cache), {:ok, {_, _, _, n, _}} <- ExCubecl.Native.program_info(ref), do: n, else: (_ -> "?")
   IO.puts("| #{batch} | defn, ExBurn.Defn.Compiler | #{Bench.ms(us)} | #{inspect(calls)} | #{launches} |")
 
   # the same defn through Nx.Defn.Evaluator, one NIF call per op

@@ -16,7 +16,6 @@ defmodule Digits do
   def compile(axon, opts) do
     ExBurn.Model.compile(axon,
       loss: :cross_entropy,
-      loss_opts: [from_logits: true],
       optimizer: :adam,
       learning_rate: opts[:lr],
       seed: opts[:seed]
@@ -26,25 +25,26 @@ defmodule Digits do
   def accuracy(model, x, labels), do: hits(model, x, labels) / elem(Nx.shape(labels), 0)
 
   def hits(model, x, labels) do
-    predicted = model |> ExBurn.Model.predict(x) |> Nx.argmax(axis: 1) |> Nx.as_type(:s32)
+    {:ok, output} = ExBurn.Model.predict(model, x)
+    predicted = output |> Nx.argmax(axis: 1) |> Nx.as_type(:s32)
     predicted |> Nx.equal(labels) |> Nx.sum() |> Nx.to_number()
   end
 
   def train(name, axon, data, opts) do
     %{x_train: x, y_train: y, x_test: xt, labels_test: lt, y_test: yt} = data
     model = compile(axon, opts)
-    IO.puts("\n#{name}: #{ExBurn.Model.info(model).parameters} parameters")
+    IO.puts("\n#{name}: #{ExBurn.Model.info(model).total_params} parameters")
     steps = opts[:epochs] * ceil(elem(Nx.shape(x), 0) / opts[:batch])
     started = System.monotonic_time(:millisecond)
 
-    {model, _history} =
+    model =
       ExBurn.Training.fit(model, {x, y},
         epochs: opts[:epochs],
         batch_size: opts[:batch],
         seed: opts[:seed],
         schedule: {:cosine, decay_steps: steps},
         validation_data: {xt, yt},
-        metrics: [:accuracy]
+        accuracy: true
       )
 
     seconds = (System.monotonic_time(:millisecond) - started) / 1000
@@ -53,8 +53,9 @@ defmodule Digits do
 
     path = Path.join(opts[:out], "ex_burn_digits_#{name}.exburn")
     :ok = ExBurn.Model.save(model, path)
-    {:ok, reloaded} = ExBurn.Model.load(path, compile(axon, opts))
-    same = Nx.equal(ExBurn.Model.predict(reloaded, xt), ExBurn.Model.predict(model, xt)) |> Nx.all() |> Nx.to_number()
+    {:ok, reloaded} = ExBurn.Model.load(compile(axon, opts), path)
+    {{:ok, a}, {:ok, b}} = {ExBurn.Model.predict(reloaded, xt), ExBurn.Model.predict(model, xt)}
+    same = Nx.equal(a, b) |> Nx.all() |> Nx.to_number()
     IO.puts("#{name}: saved to #{path}; reloaded predictions identical: #{same == 1}")
     if same != 1, do: raise("#{name}: the reloaded model predicts differently")
     acc
@@ -76,7 +77,7 @@ defmodule Digits do
 
   def load(path) do
     d = ExBurn.Record.load!(path)
-    one_hot = &ExBurn.Dataset.one_hot(&1, @classes)
+    one_hot = &ExBurn.Dataset.one_hot(&1, num_classes: @classes)
     %{x_train: d["train.images"], y_train: one_hot.(d["train.labels"]), x_test: d["test.images"], labels_test: Nx.as_type(d["test.labels"], :s32), y_test: one_hot.(d["test.labels"])}
   end
 end

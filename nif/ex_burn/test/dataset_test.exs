@@ -64,7 +64,7 @@ defmodule ExBurn.DatasetTest do
 
   describe "loader/2" do
     test "batches in order, the last one smaller" do
-      loader = Dataset.loader(data(), batch_size: 6)
+      loader = Dataset.loader(data(), batch_size: 6, shuffle: false)
       batches = Enum.to_list(loader)
       assert Enum.count(loader) == 4
 
@@ -240,6 +240,86 @@ defmodule ExBurn.DatasetTest do
 
       assert_raise ExBurn.Error, ~r/one_hot: num_classes must be a positive integer, got 0/, fn ->
         Dataset.one_hot(Nx.tensor([0]), 0)
+      end
+    end
+  end
+
+  describe "the documented examples" do
+    test "split/2 with val_split, loader/2 (shuffled by default), normalize/2, stats/1, one_hot/2" do
+      {x, y} = data()
+
+      # Split data into train/validation sets
+      {train, val} = ExBurn.Dataset.split({x, y}, val_split: 0.2)
+
+      assert {{%Nx.Tensor{shape: {16, 3}}, %Nx.Tensor{shape: {16}}},
+              {%Nx.Tensor{shape: {4, 3}}, %Nx.Tensor{shape: {4}}}} = {train, val}
+
+      {{_, a}, _} = Dataset.split({x, y}, val_split: 0.2, seed: 42)
+      {{_, b}, _} = Dataset.split({x, y}, val_split: 0.2, seed: 42)
+      assert labels(a) == labels(b)
+
+      # Create a batched data loader
+      loader = ExBurn.Dataset.loader({x, y}, batch_size: 32, shuffle: true)
+      assert [{%Nx.Tensor{shape: {20, 3}}, %Nx.Tensor{shape: {20}}}] = Enum.to_list(loader)
+      shuffled = Dataset.loader({x, y}, batch_size: 20, seed: 5) |> Enum.to_list() |> hd() |> elem(1) |> labels()
+      assert Enum.sort(shuffled) == Enum.to_list(0..19) and shuffled != Enum.to_list(0..19)
+
+      me = self()
+
+      ExBurn.Dataset.loader({x, y}, batch_size: 64)
+      |> Enum.each(fn {batch_x, batch_y} ->
+        # process batch
+        send(me, {:batch, Nx.shape(batch_x), Nx.shape(batch_y)})
+      end)
+
+      assert_received {:batch, {20, 3}, {20}}
+
+      # Normalize features
+      {normalized, stats} = ExBurn.Dataset.normalize(x, method: :standard)
+      assert Nx.shape(normalized) == {20, 3}
+      assert %{mean: _, std: _, method: :standard} = stats
+      {train_x, test_x} = {Nx.slice_along_axis(x, 0, 15), Nx.slice_along_axis(x, 15, 5)}
+      {train_norm, stats} = ExBurn.Dataset.normalize(train_x, method: :standard)
+      test_norm = ExBurn.Dataset.normalize_with_stats(test_x, stats)
+      assert Nx.shape(train_norm) == {15, 3} and Nx.shape(test_norm) == {5, 3}
+      {train_norm, stats} = ExBurn.Dataset.normalize(train_x)
+      test_norm = ExBurn.Dataset.normalize_with_stats(test_x, stats)
+
+      close(Nx.slice_along_axis(test_norm, 0, 1), [
+        [(15 - 7) / :math.sqrt(18.666666), (150 - 70) / :math.sqrt(1866.6666), 0.0]
+      ])
+
+      assert Nx.shape(train_norm) == {15, 3}
+
+      one_hot = ExBurn.Dataset.one_hot(Nx.tensor([0, 2, 1]), num_classes: 3)
+      assert Nx.to_list(one_hot) == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
+
+      s = ExBurn.Dataset.stats({x, y})
+      assert %{num_samples: 20, input_shape: {3}, target_shape: {}, input_type: {:f, 32}, target_type: {:s, 32}} = s
+      assert ExUnit.CaptureIO.capture_io(fn -> IO.puts("Samples: #{s.num_samples}") end) == "Samples: 20\n"
+    end
+
+    test "normalize/2 methods :minmax and :l2, and :axes" do
+      rows = Nx.tensor([[3.0, 0.0], [4.0, 2.0]])
+      {mm, stats} = Dataset.normalize(rows, method: :minmax)
+      close(mm, [[0.0, 0.0], [1.0, 1.0]])
+      close(Dataset.normalize_with_stats(Nx.tensor([[3.5, 4.0]]), stats), [[0.5, 2.0]])
+      {l2, stats} = Dataset.normalize(rows, method: :l2)
+      close(l2, [[0.6, 0.0], [0.8, 1.0]])
+      close(Dataset.normalize_with_stats(Nx.tensor([[10.0, 4.0]]), stats), [[2.0, 2.0]])
+      # per sample: statistics over axis 1
+      {per_row, _} = Dataset.normalize(rows, method: :l2, axes: [1])
+      close(per_row, [[1.0, 0.0], [0.8944272, 0.4472136]])
+      {z, stats} = Dataset.normalize(rows, axes: [1])
+      close(z, [[1.0, -1.0], [1.0, -1.0]])
+      assert Nx.shape(stats.mean) == {2}
+
+      assert_raise ExBurn.Error, ~r/normalize: :axes must be a non-empty list of axes of x, got \[2\]/, fn ->
+        Dataset.normalize(rows, axes: [2])
+      end
+
+      assert_raise ExBurn.Error, ~r/split: :val_split and :test are the same option/, fn ->
+        Dataset.split(data(), val_split: 0.2, test: 0.2)
       end
     end
   end

@@ -250,12 +250,19 @@ defmodule ExBurn.Defn.CompilerTest do
 
   defn long_chain(x), do: x |> Nx.sin() |> Nx.multiply(2) |> Nx.cos() |> Nx.add(1) |> Nx.exp() |> Nx.subtract(3) |> Nx.abs() |> Nx.sqrt()
 
-  defn chain_loop(x) do
+  # A loop whose trip count is an input: it runs as a loop, its predicate read each turn.
+  defn chain_loop(x, n) do
+    {_i, acc, _n} = while {i = 0, acc = x, n}, i < n, do: {i + 1, long_chain(acc), n}
+    acc
+  end
+
+  # A loop of 3 turns known when the graph is lowered: unrolled into the block around it.
+  defn static_chain_loop(x) do
     {_i, acc} = while {i = 0, acc = x}, i < 3, do: {i + 1, long_chain(acc)}
     acc
   end
 
-  # {segments, captured, direct, launches} of the one cached program after `fun`'s calls.
+  # {segments, captured, direct, launches, reads} of the one cached program after `fun`'s calls.
   defp program_info! do
     [{_key, %{ref: ref}}] = :ets.tab2list(ExBurn.Defn.Cache)
     {:ok, info} = ExCubecl.Native.program_info(ref)
@@ -265,16 +272,31 @@ defmodule ExBurn.Defn.CompilerTest do
   test "the first call captures the program's segments, later calls replay them" do
     @compiler.clear_cache()
     # unfused, so that the body is 8 launches (fused, it is one: ExBurn.Defn.FuseTest)
-    fun = cjit(&chain_loop/1, fuse: false)
-    first = fun.(Nx.tensor([1.0, 2.0]))
-    # the main block is the while alone; its predicate block (`i < 3`: one launch, one value
-    # in and one out) and its body (8 launches on 2 values) are replayed
-    {segments, captured, direct, launches} = program_info!()
+    fun = cjit(&chain_loop/2, fuse: false)
+    first = fun.(Nx.tensor([1.0, 2.0]), 3)
+    # the main block computes the trip count (`i < n`, n an input: read once per call, not
+    # once per turn) and repeats the body (8 launches on 2 values), each block one replay
+    {segments, captured, direct, launches, 1} = program_info!()
     assert {segments, captured, direct} == {2, 2, 0}
     assert launches >= 9
-    compare(fun.(Nx.tensor([1.0, 2.0])), first, [])
-    compare(fun.(Nx.tensor([3.0, 4.0])), reference(&chain_loop/1, [Nx.tensor([3.0, 4.0])]), [])
-    assert program_info!() == {segments, captured, direct, launches}
+    compare(fun.(Nx.tensor([1.0, 2.0]), 3), first, [])
+    compare(fun.(Nx.tensor([3.0, 4.0]), 5), reference(&chain_loop/2, [Nx.tensor([3.0, 4.0]), Nx.tensor(5)]), [])
+    compare(fun.(Nx.tensor([3.0, 4.0]), -2), reference(&chain_loop/2, [Nx.tensor([3.0, 4.0]), Nx.tensor(-2)]), [])
+    assert program_info!() == {segments, captured, direct, launches, 4}
+  end
+
+  test "a loop with a trip count known at lowering is unrolled: one segment, no predicate read" do
+    @compiler.clear_cache()
+    fun = cjit(&static_chain_loop/1, fuse: false)
+    compare(fun.(Nx.tensor([1.0, 2.0])), reference(&static_chain_loop/1, [Nx.tensor([1.0, 2.0])]), [])
+    # (24 ops, some of them more than one launch unfused)
+    assert {1, 1, 0, launches, 0} = program_info!()
+    assert launches >= 24
+    # fused, the three turns' chains are one launch
+    @compiler.clear_cache()
+    fused = cjit(&static_chain_loop/1)
+    compare(fused.(Nx.tensor([3.0, 4.0])), reference(&static_chain_loop/1, [Nx.tensor([3.0, 4.0])]), [])
+    assert {1, 1, 0, 1, 0} = program_info!()
   end
 
   test "a jitted Nx.add replays its one launch, reading its inputs and writing its output in place" do
@@ -293,7 +315,7 @@ defmodule ExBurn.Defn.CompilerTest do
 
     # the first call captures (copying the inputs in and the output out); the replays bind
     # the caller's inputs and a fresh output: no copy launches
-    assert program_info!() == {1, 1, 0, 1}
+    assert program_info!() == {1, 1, 0, 1, 0}
     assert tl(launches) == [1, 1]
   end
 

@@ -92,6 +92,31 @@ defmodule ExBurn.Defn.FuseTest do
       assert Fuse.blocks([block]) == [block]
     end
 
+    test "a group whose last member is a comparison (its select not fusable) takes the group's type" do
+      cmp = {:op, "nx_greater", [{:value, 0, 0}, {:const, 0}], [type: "u8", shape: [2, 3], compute: "f32"], "Nx.greater"}
+      sel = {:op, "nx_select", [{:value, 1, 0}, {:param, 0}, {:const, 1}], [type: "f32", shape: [2, 3], narrow: ["bf16"]], "Nx.select"}
+      [{1, [{:op, "nx_fused", _, opts, _}, _sel], _}] = Fuse.blocks([{1, [op("exp", [{:param, 0}]), cmp, sel], [{:value, 2, 0}]}])
+      assert opts[:type] == "f32"
+    end
+
+    test "an integer group read only by a concatenate of its outputs writes them stacked" do
+      a = op("bitwise_xor", [{:param, 0}, {:param, 1}], "u32", [4])
+      b = op("add", [{:value, 0, 0}, {:param, 1}], "u32", [4])
+      c = op("left_shift", [{:value, 1, 0}, {:param, 0}], "u32", [4])
+      cat = {:op, "nx_concatenate", [{:value, 0, 0}, {:value, 2, 0}], [type: "u32", shape: [8], axis: 0], "Nx.concatenate"}
+      other = {:op, "nx_concatenate", [{:param, 0}, {:value, 3, 0}], [type: "u32", shape: [12], axis: 0], "Nx.concatenate"}
+      [{2, instrs, [out]}] = Fuse.blocks([{2, [a, b, c, cat, other], [{:value, 4, 0}]}])
+
+      assert [
+               {:op, "nx_fused", [{:param, 0}, {:param, 1}], opts, _},
+               {:op, "nx_reshape", [{:value, 0, 0}], [type: "u32", shape: [8]], _},
+               {:op, "nx_concatenate", [{:param, 0}, {:value, 1, 0}], _, _}
+             ] = instrs
+
+      assert opts[:stacked] == true and opts[:shape] == [8] and length(opts[:outputs]) == 2
+      assert out == {:value, 2, 0}
+    end
+
     test "nested blocks fuse on their own, and instructions after a group read its outputs" do
       body = {1, [op("sin", [{:param, 0}]), op("cos", [{:value, 0, 0}])], [{:value, 1, 0}]}
 
@@ -141,6 +166,15 @@ defmodule ExBurn.Defn.FuseTest do
       acc
     end
 
+    # Integer chains as counter-based generators write them: wrapping adds, rotations, xors,
+    # shifts by the width or more, negatives, a comparison read by a select, scalars.
+    defn int_chain(x, y, s) do
+      rot = x <<< 13 ||| x >>> 19
+      mixed = Nx.bitwise_xor(rot + y, y * 3 - x)
+      wide = (mixed <<< s) + (mixed >>> s) + Nx.bitwise_not(mixed)
+      {wide, Nx.select(mixed > y, -mixed, Nx.max(mixed, x) - Nx.min(y, 7))}
+    end
+
     defp run(fun, args, fuse) do
       @compiler.clear_cache()
       jitted = Nx.Defn.jit(fun, compiler: @compiler, fuse: fuse)
@@ -172,6 +206,22 @@ defmodule ExBurn.Defn.FuseTest do
 
         assert fused_launches < unfused_launches,
                "#{inspect(type)}: #{fused_launches} launches fused, #{unfused_launches} unfused"
+      end
+    end
+
+    # (eight programs compiled: minutes on a loaded machine)
+    @tag timeout: 600_000
+    test "integer chains fuse into one launch with the unfused bits (s32, u32, s64, u64)" do
+      for type <- [{:s, 32}, {:u, 32}, {:s, 64}, {:u, 64}], Nx.Type.to_string(type) |> String.to_atom() |> then(&(&1 in ExCubecl.supported_dtypes())) do
+        x = Nx.tensor([[-7, 0, 1], [2_000_000_001, -1, 12345]], type: :s64) |> Nx.as_type(type) |> Nx.backend_transfer(ExBurn.Backend)
+        y = Nx.tensor([3, -2_000_000_000, 77], type: :s64) |> Nx.as_type(type) |> Nx.backend_transfer(ExBurn.Backend)
+        s = Nx.tensor([[0, 5, 31], [32, 40, 63]], type: type, backend: ExBurn.Backend)
+        {fused, fused_launches} = run(&int_chain/3, [x, y, s], true)
+        {unfused, unfused_launches} = run(&int_chain/3, [x, y, s], false)
+        assert bits(fused) == bits(unfused), inspect(type)
+        assert fused_launches < unfused_launches, "#{inspect(type)}: #{fused_launches} fused, #{unfused_launches} unfused"
+        want = Nx.Defn.jit(&int_chain/3, compiler: Nx.Defn.Evaluator).(Nx.backend_copy(x, Nx.BinaryBackend), Nx.backend_copy(y, Nx.BinaryBackend), Nx.backend_copy(s, Nx.BinaryBackend))
+        assert bits(fused) == bits(want), inspect(type)
       end
     end
 

@@ -11,7 +11,7 @@ defmodule ExBurn.TrainingTest do
 
   alias ExBurn.Model
   alias ExBurn.Training
-  alias ExBurn.Training.{Callbacks, History, Schedule}
+  alias ExBurn.Training.{Callbacks, Schedule}
 
   @dir Path.join(System.tmp_dir!(), "ex_burn_training_test_#{System.unique_integer([:positive])}")
 
@@ -57,7 +57,8 @@ defmodule ExBurn.TrainingTest do
 
   # The optimizer's direction (before the learning rate) for gradient g at step t (from 1).
   defp direction({:sgd, o}, g, _p, s, _t) do
-    case o[:momentum] do
+    # SGD's documented default momentum is 0.9; momentum: nil is plain SGD.
+    case Keyword.get(o, :momentum, 0.9) do
       nil ->
         {g, s}
 
@@ -122,7 +123,7 @@ defmodule ExBurn.TrainingTest do
   end
 
   defp steps(model, batches, opts \\ []),
-    do: Enum.reduce(batches, model, fn b, m -> m |> Training.train_step(b, opts) |> elem(0) end)
+    do: Enum.reduce(batches, model, fn b, m -> m |> Training.train_step(b, opts) |> elem(1) end)
 
   defp assert_params(model, want, atol \\ 1.0e-6) do
     got = Model.parameters(model)
@@ -140,8 +141,11 @@ defmodule ExBurn.TrainingTest do
   test "compute_gradients/3 gives the exact gradient of the loss" do
     model = linear(:sgd)
     [{x, y} | _] = batches()
-    {loss, grads} = Training.compute_gradients(model, {x, y})
+    grads = Training.compute_gradients(model, {x, y})
     p = %{"lin.kernel" => w0(), "lin.bias" => b0()}
+    assert Enum.sort(Map.keys(grads)) == ["lin.bias", "lin.kernel"]
+    {:ok, pred} = Model.forward(model, x)
+    {:ok, loss} = Model.compute_loss(model, pred, y)
     assert_in_delta Nx.to_number(loss), Nx.to_number(hand_loss(p, x, y)), 1.0e-6
 
     for {name, g} <- hand_grad(p, x, y),
@@ -150,9 +154,10 @@ defmodule ExBurn.TrainingTest do
 
   test "train_step/3 returns the batch's loss before the update" do
     [{x, y} | _] = batches()
-    {model, loss} = Training.train_step(linear(:sgd, learning_rate: 0.1), {x, y})
+    {loss, model} = Training.train_step(linear(:sgd, learning_rate: 0.1), {x, y})
+    assert is_float(loss)
 
-    assert_in_delta Nx.to_number(loss),
+    assert_in_delta loss,
                     Nx.to_number(hand_loss(%{"lin.kernel" => w0(), "lin.bias" => b0()}, x, y)),
                     1.0e-6
 
@@ -160,26 +165,28 @@ defmodule ExBurn.TrainingTest do
 
     # the next step continues the optimizer state and replays the cached program
     size = ExBurn.Defn.Compiler.cache_size()
-    {model, _loss} = Training.train_step(model, {x, y})
+    {_loss, model} = Training.train_step(model, {x, y})
     assert ExBurn.Defn.Compiler.cache_size() == size
     assert model.optimizer_state.updates == 2
   end
 
   test "train_step/3 reuses the step it built for the same model, and builds anew for another" do
     [{x, y} | _] = batches()
-    {model, _loss} = Training.train_step(linear(:sgd, learning_rate: 0.1), {x, y})
+    {_loss, model} = Training.train_step(linear(:sgd, learning_rate: 0.1), {x, y})
     spec = elem(model.optimizer_state.key, 0)
     built = ExBurn.Training.Step.build(model, spec)
-    {next, _loss} = Training.train_step(model, {x, y})
+    {_loss, next} = Training.train_step(model, {x, y})
     assert :erts_debug.same(ExBurn.Training.Step.build(next, spec).step, built.step)
-    # another loss, or other trainable parameters, is another step
-    refute :erts_debug.same(ExBurn.Training.Step.build(%{next | loss: :cross_entropy}, spec).step, built.step)
+    # another loss, another gradient method, or other trainable parameters, is another step
+    refute :erts_debug.same(ExBurn.Training.Step.build(%{next | loss_fn: :cross_entropy}, spec).step, built.step)
+    refute :erts_debug.same(ExBurn.Training.Step.build(next, spec, {:numerical, 1.0e-3}).step, built.step)
     refute ExBurn.Training.Step.build(Model.freeze(next, "lin"), spec).key == built.key
   end
 
   for {name, optimizer, lr} <- [
-        {"sgd", {:sgd, []}, 0.1},
-        {"sgd with momentum", {:sgd, momentum: 0.9}, 0.1},
+        {"plain sgd", {:sgd, momentum: nil}, 0.1},
+        {"sgd with its documented default momentum 0.9", {:sgd, []}, 0.1},
+        {"sgd with momentum 0.5", {:sgd, momentum: 0.5}, 0.1},
         {"sgd with nesterov momentum", {:sgd, momentum: 0.9, nesterov: true}, 0.1},
         {"adam", {:adam, []}, 0.05},
         {"adam with its options", {:adam, b1: 0.8, b2: 0.99, eps: 1.0e-6}, 0.05},
@@ -211,15 +218,15 @@ defmodule ExBurn.TrainingTest do
   test "accumulate_gradients: n applies the mean gradient every n steps" do
     [{xa, ya}, {xb, yb}] = batches()
     p0 = %{"lin.kernel" => w0(), "lin.bias" => b0()}
-    {one, _} = Training.train_step(linear(:sgd, learning_rate: 0.1), {xa, ya}, accumulate_gradients: 2)
+    {_, one} = Training.train_step(linear(:sgd, learning_rate: 0.1), {xa, ya}, accumulate_gradients: 2)
     assert bytes(one) == bytes(linear(:sgd))
 
-    {two, _} = Training.train_step(one, {xb, yb}, accumulate_gradients: 2)
+    {_, two} = Training.train_step(one, {xb, yb}, accumulate_gradients: 2)
     mean = zip(hand_grad(p0, xa, ya), hand_grad(p0, xb, yb), fn a, b -> Nx.divide(Nx.add(a, b), 2) end)
     want = zip(p0, mean, fn p, g -> Nx.subtract(p, Nx.multiply(0.1, g)) end)
     assert_params(two, want)
 
-    {three, _} = Training.train_step(two, {xa, ya}, accumulate_gradients: 2)
+    {_, three} = Training.train_step(two, {xa, ya}, accumulate_gradients: 2)
     assert bytes(three) == bytes(two)
   end
 
@@ -263,6 +270,56 @@ defmodule ExBurn.TrainingTest do
     assert_params(model, reference({:sgd, []}, four, fn t -> Enum.at([0.05, 0.1, 0.1, 0.05], t - 1) end))
   end
 
+  ## Gradient methods
+
+  test "grad_method: :numerical and :numerical_batch come close to the exact gradient" do
+    model =
+      Axon.input("x", shape: {nil, 2})
+      |> Axon.dense(3, activation: :tanh, name: "hidden")
+      |> Axon.dense(2, name: "out")
+      |> Model.compile(loss: :cross_entropy, optimizer: :sgd, seed: 9)
+
+    {x, _} = hd(batches())
+    y = Nx.tensor([0, 1, 1, 0])
+    exact = Training.compute_gradients(model, {x, y})
+    central = Training.compute_gradients(model, {x, y}, grad_method: :numerical, epsilon: 1.0e-3)
+    one_sided = Training.compute_gradients(model, {x, y}, grad_method: :numerical_batch, epsilon: 1.0e-3)
+    assert Map.keys(central) == Map.keys(exact) and Map.keys(one_sided) == Map.keys(exact)
+
+    for {name, g} <- exact do
+      assert Nx.all_close(bin(central[name]), bin(g), atol: 2.0e-3) |> Nx.to_number() == 1,
+             "#{name}: central #{inspect(bin(central[name]))}, exact #{inspect(bin(g))}"
+
+      assert Nx.all_close(bin(one_sided[name]), bin(g), atol: 1.0e-2) |> Nx.to_number() == 1, name
+    end
+
+    # The documented default step, 1.0e-5: differences taken in f64 where the device has it
+    # (lavapipe does), the gradients in the parameters' type.
+    if ExBurn.Training.Numerical.precision(model.device_spec) == {:f, 64} do
+      default = Training.compute_gradients(model, {x, y}, grad_method: :numerical)
+
+      for {name, g} <- exact do
+        assert default[name].type == {:f, 32}
+        assert Nx.all_close(bin(default[name]), bin(g), atol: 1.0e-5) |> Nx.to_number() == 1, name
+      end
+
+      batch = Training.compute_gradients(model, {x, y}, grad_method: :numerical_batch)
+
+      for {name, g} <- exact,
+          do: assert(Nx.all_close(bin(batch[name]), bin(g), atol: 1.0e-4) |> Nx.to_number() == 1, name)
+    end
+  end
+
+  test "train_step and fit with grad_method: :numerical follow the exact steps" do
+    model = linear(:sgd, learning_rate: 0.1)
+    exact = steps(model, batches())
+    numerical = steps(model, batches(), grad_method: :numerical, epsilon: 1.0e-3)
+    assert_params(numerical, Map.new(Model.parameters(exact), fn {k, t} -> {k, bin(t)} end), 1.0e-3)
+
+    fitted = Training.fit(model, batches(), epochs: 1, verbose: false, grad_method: :numerical_batch, epsilon: 1.0e-3)
+    assert_params(fitted, Map.new(Model.parameters(exact), fn {k, t} -> {k, bin(t)} end), 1.0e-2)
+  end
+
   ## fit/3
 
   # Two separable clusters: class 1 around (1, 1), class 0 around (-1, -1).
@@ -284,65 +341,124 @@ defmodule ExBurn.TrainingTest do
     |> Model.compile(Keyword.merge([loss: :binary_cross_entropy, optimizer: :adam, learning_rate: 0.1, seed: 3], opts))
   end
 
-  test "fit/3 learns a separable data set" do
+  test "fit/3 learns a separable data set and returns the trained model; fit_with_progress/3 the history" do
     {x, y} = blobs(32)
     {val_x, val_y} = blobs(8)
     model = classifier()
-    before = Training.evaluate(model, {x, y}, metrics: [:accuracy])
+    {loss_before, _} = Training.evaluate(model, {x, y}, true)
 
     {trained, history} =
-      Training.fit(model, {x, y},
+      Training.fit_with_progress(model, {x, y},
         epochs: 6,
         batch_size: 16,
-        metrics: [:accuracy],
+        accuracy: true,
         validation_data: {val_x, val_y},
-        log: false,
+        verbose: false,
         seed: 1
       )
 
-    assert %History{status: :completed, epochs: epochs} = history
-    assert Enum.map(epochs, & &1.epoch) == [1, 2, 3, 4, 5, 6]
+    assert %Model{} = trained
+    assert Enum.map(history, & &1.epoch) == [1, 2, 3, 4, 5, 6]
 
     assert Enum.all?(
-             epochs,
-             &(&1.samples == 32 and is_float(&1.val_loss) and is_float(&1.val_accuracy) and &1.learning_rate == 0.1)
+             history,
+             &(Enum.sort(Map.keys(&1)) == [:accuracy, :epoch, :learning_rate, :loss, :val_accuracy, :val_loss])
            )
 
-    losses = History.values(history, :loss)
+    assert Enum.all?(history, &(&1.learning_rate == 0.1 and is_float(&1.val_loss) and is_float(&1.val_accuracy)))
+    losses = Enum.map(history, & &1.loss)
     assert List.last(losses) < hd(losses)
-    after_ = Training.evaluate(trained, {x, y}, metrics: [:accuracy], batch_size: 8)
-    assert after_.loss < 0.2 and after_.loss < before.loss
-    assert after_.accuracy == 1.0
-    assert_in_delta History.last(history).val_loss, Training.evaluate(trained, {val_x, val_y}).loss, 1.0e-5
+    {loss, accuracy} = Training.evaluate(trained, {x, y}, true)
+    assert loss < 0.2 and loss < loss_before
+    assert accuracy == 1.0
+    assert_in_delta List.last(history).val_loss, Training.evaluate(trained, {val_x, val_y}), 1.0e-5
     assert trained.optimizer_state.updates == 12
+
+    again = Training.fit(model, {x, y}, epochs: 6, batch_size: 16, verbose: false, seed: 1)
+    assert bytes(again) == bytes(trained)
   end
 
-  test "fit/3 on batches, resuming the optimizer state; evaluate/3 against the hand loss" do
+  test "fit/3 on batches, resuming the optimizer state; evaluate/2 against the hand loss" do
     model = linear(:adam, learning_rate: 0.05)
-    {once, _} = Training.fit(model, batches(), epochs: 1, log: false)
+    once = Training.fit(model, batches(), epochs: 1, verbose: false)
     assert_params(once, reference({:adam, []}, batches(), fn _ -> 0.05 end))
-    {twice, _} = Training.fit(once, batches(), epochs: 1, log: false)
+    twice = Training.fit(once, batches(), epochs: 1, verbose: false)
     assert_params(twice, reference({:adam, []}, batches() ++ batches(), fn _ -> 0.05 end))
 
     p = %{"lin.kernel" => w0(), "lin.bias" => b0()}
     [{xa, ya}, {xb, yb}] = batches()
     want = (Nx.to_number(hand_loss(p, xa, ya)) + Nx.to_number(hand_loss(p, xb, yb))) / 2
-    assert_in_delta Training.evaluate(model, batches()).loss, want, 1.0e-6
+    assert_in_delta Training.evaluate(model, batches()), want, 1.0e-6
+    # mse has no classes: accuracy is nil
+    assert {loss, nil} = Training.evaluate(model, batches(), true)
+    assert_in_delta loss, want, 1.0e-6
+  end
+
+  test "fit/3 defaults: 10 epochs, a progress line per epoch (verbose: true)" do
+    {x, y} = blobs(8)
+    out = capture_io(fn -> send(self(), {:model, Training.fit(classifier(), {x, y}, batch_size: 8)}) end)
+    assert_received {:model, %Model{optimizer_state: %{updates: 10}}}
+    lines = String.split(out, "\n", trim: true)
+    assert length(lines) == 10
+
+    assert hd(lines) =~
+             ~r/^Epoch 1\/10 - loss: \d+\.\d{4} - lr: 0\.1000 - \d+ samples\/s - \d+\.\d\ds - ETA \d+\.\d\ds$/
+
+    assert List.last(lines) =~ ~r/^Epoch 10\/10 .* ETA 0\.00s$/
+  end
+
+  test "lr_schedule: step, exponential and cosine, counted in epochs, with warmup" do
+    {x, y} = blobs(8)
+
+    lrs = fn opts ->
+      {_m, history} =
+        Training.fit_with_progress(classifier(), {x, y}, [epochs: 4, batch_size: 8, verbose: false] ++ opts)
+
+      Enum.map(history, & &1.learning_rate)
+    end
+
+    assert_lrs(lrs.(lr_schedule: {:step, 0.01, 2, 0.5}), [0.01, 0.01, 0.005, 0.005])
+    assert_lrs(lrs.(lr_schedule: {:exponential, 0.01, 0.5}), [0.01, 0.005, 0.0025, 0.00125])
+
+    cosine = for e <- 0..3, do: 1.0e-4 + (0.01 - 1.0e-4) * (1 + :math.cos(:math.pi() * e / 4)) / 2
+    assert_lrs(lrs.(lr_schedule: {:cosine, 0.01, 1.0e-4}), cosine)
+    assert_lrs(lrs.(warmup: 2), [0.05, 0.1, 0.1, 0.1])
+
+    # the schedule's rate is the step's: sgd on one batch per epoch, as by hand
+    model = linear(:sgd, learning_rate: 0.1, optimizer: {:sgd, momentum: nil})
+    trained = Training.fit(model, [hd(batches())], epochs: 3, verbose: false, lr_schedule: {:exponential, 0.2, 0.5})
+
+    assert_params(
+      trained,
+      reference({:sgd, momentum: nil}, List.duplicate(hd(batches()), 3), fn t -> 0.2 * :math.pow(0.5, t - 1) end)
+    )
+  end
+
+  defp assert_lrs(got, want) do
+    assert length(got) == length(want)
+    Enum.zip_with(got, want, &assert_in_delta(&1, &2, 1.0e-9))
+  end
+
+  test "nesterov: true is SGD's Nesterov momentum; accepted (without effect) with Adam" do
+    model = linear(:sgd, learning_rate: 0.1)
+    trained = Training.fit(model, batches(), epochs: 1, verbose: false, nesterov: true)
+    assert_params(trained, reference({:sgd, momentum: 0.9, nesterov: true}, batches(), fn _ -> 0.1 end))
+
+    adam = linear(:adam, learning_rate: 0.05)
+
+    assert bytes(Training.fit(adam, batches(), epochs: 1, verbose: false, nesterov: true)) ==
+             bytes(Training.fit(adam, batches(), epochs: 1, verbose: false))
   end
 
   test "each training step is one compiled call, a last smaller batch included" do
     {x, y} = blobs(10)
-    me = self()
     model = classifier()
 
     runs =
       count_program_runs(fn ->
-        {_model, history} = Training.fit(model, {x, y}, epochs: 2, batch_size: 4, shuffle: false, log: false)
-        send(me, {:history, history})
+        Training.fit(model, {x, y}, epochs: 2, batch_size: 4, shuffle: false, verbose: false)
       end)
 
-    assert_received {:history, history}
-    assert History.values(history, :samples) == [10, 10]
     # batches of 4, 4 and 2 in each epoch; the optimizer's initial state and the loop's
     assert runs == 2 * 3 + 2
   end
@@ -366,17 +482,17 @@ defmodule ExBurn.TrainingTest do
       |> Axon.dense(3, activation: :tanh, name: "hidden")
       |> Axon.dense(1, name: "out")
       |> Model.compile(loss: :mse, optimizer: :sgd, learning_rate: 0.1, seed: 5)
-      |> Model.freeze("hidden")
+      |> Model.freeze(["hidden"])
 
-    {_loss, grads} = Training.compute_gradients(model, hd(batches()))
+    grads = Training.compute_gradients(model, hd(batches()))
     assert Map.keys(grads) |> Enum.sort() == ["out.bias", "out.kernel"]
 
-    {trained, _} = Training.fit(model, batches(), epochs: 2, log: false)
+    trained = Training.fit(model, batches(), epochs: 2, verbose: false)
     before = bytes(model)
     after_ = bytes(trained)
     assert Map.take(after_, ["hidden.kernel", "hidden.bias"]) == Map.take(before, ["hidden.kernel", "hidden.bias"])
     refute after_["out.kernel"] == before["out.kernel"]
-    assert Model.frozen_layers(trained) == ["hidden"]
+    assert Model.frozen_layers(trained) == MapSet.new(["hidden"])
   end
 
   test "layers with state (batch norm, dropout) train, their state updated by the step" do
@@ -388,28 +504,61 @@ defmodule ExBurn.TrainingTest do
       |> Axon.dense(1, name: "out")
       |> Model.compile(loss: :mse, optimizer: :sgd, learning_rate: 0.1, seed: 4)
 
-    {trained, history} = Training.fit(model, batches(), epochs: 2, log: false)
-    assert length(history.epochs) == 2
+    {trained, history} = Training.fit_with_progress(model, batches(), epochs: 2, verbose: false)
+    assert length(history) == 2
     before = bytes(model)
     after_ = bytes(trained)
     for name <- ~w(bn.mean bn.var drop.key d.kernel out.kernel), do: refute(after_[name] == before[name], name)
-    assert Model.predict(trained, elem(hd(batches()), 0)).shape == {4, 1}
+    assert {:ok, %Nx.Tensor{shape: {4, 1}}} = Model.predict(trained, elem(hd(batches()), 0))
   end
 
   ## Callbacks
 
-  test "callbacks run in the order given, on their events" do
+  test "callbacks get the documented metrics map after each epoch, in the order given, each the previous one's map" do
     me = self()
     {x, y} = blobs(8)
+    {vx, vy} = blobs(4)
+
+    tag = fn name ->
+      fn metrics ->
+        send(me, {name, metrics})
+        Map.update(metrics, :seen, [name], &(&1 ++ [name]))
+      end
+    end
 
     callbacks = [
-      Callbacks.on(:epoch_completed, fn state -> send(me, {:a, state.epoch}) && :continue end),
-      {:epoch_completed, fn state -> send(me, {:b, state.epoch}) && {:continue, state} end},
-      Callbacks.on(:epoch_started, fn state, ctx -> send(me, {:start, state.epoch, ctx.epochs}) && :continue end)
+      tag.(:first),
+      tag.(:second),
+      Callbacks.on(:epoch_completed, fn state -> send(me, {:axon, state.epoch}) && :continue end)
     ]
 
-    Training.fit(classifier(), {x, y}, epochs: 2, batch_size: 8, callbacks: callbacks, log: false)
-    assert collect() == [{:start, 0, 2}, {:a, 0}, {:b, 0}, {:start, 1, 2}, {:a, 1}, {:b, 1}]
+    Training.fit(classifier(), {x, y},
+      epochs: 2,
+      batch_size: 8,
+      validation_data: {vx, vy},
+      accuracy: true,
+      callbacks: callbacks,
+      verbose: false
+    )
+
+    assert [
+             {:first, m1},
+             {:second, s1},
+             {:axon, 0},
+             {:first, m2},
+             {:second, s2},
+             {:axon, 1}
+           ] = collect()
+
+    for {m, epoch} <- [{m1, 1}, {m2, 2}] do
+      assert %{epoch: ^epoch, loss: loss, val_loss: val_loss, accuracy: acc, val_accuracy: val_acc, model: %Model{}} = m
+      assert Enum.all?([loss, val_loss, acc, val_acc], &is_float/1)
+      assert Enum.sort(Map.keys(m)) == [:accuracy, :epoch, :learning_rate, :loss, :model, :val_accuracy, :val_loss]
+    end
+
+    assert s1.seen == [:first] and s2.seen == [:first]
+    # the map's model is the model after that epoch
+    assert_in_delta Training.evaluate(m2.model, {vx, vy}), m2.val_loss, 1.0e-5
   end
 
   defp collect do
@@ -420,101 +569,134 @@ defmodule ExBurn.TrainingTest do
     end
   end
 
-  test "early stopping stops after `patience` epochs without an improvement over min_delta" do
+  test "a callback returning stop_training: true halts training (the documented custom callback)" do
     {x, y} = blobs(8)
 
-    stop = fn opts ->
-      Training.fit(classifier(learning_rate: 0.05), {x, y},
-        epochs: 6,
-        batch_size: 8,
-        log: false,
-        callbacks: [Callbacks.early_stopping(opts)]
-      )
-      |> elem(1)
+    custom_callback = fn
+      %{loss: loss, epoch: epoch} when loss < 0.01 or epoch >= 3 ->
+        IO.puts("Converged!")
+        %{epoch: epoch, loss: loss, stop_training: true}
+
+      metrics ->
+        metrics
     end
 
-    history = stop.(patience: 2, min_delta: 10.0)
-    assert history.status == :early_stopped
-    assert length(history.epochs) == 3
+    out =
+      capture_io(fn ->
+        {_m, history} =
+          Training.fit_with_progress(classifier(), {x, y},
+            epochs: 8,
+            batch_size: 8,
+            verbose: false,
+            callbacks: [custom_callback]
+          )
 
-    history = stop.(patience: 2, min_delta: 0.0, monitor: :loss)
-    assert history.status == :completed
-    assert length(history.epochs) == 6
+        send(self(), {:epochs, length(history)})
+      end)
+
+    assert_received {:epochs, 3}
+    assert out == "Converged!\n"
   end
 
-  test "reduce_lr_on_plateau and warmup scale the learning rate of the step" do
+  test "EarlyStoppingCallback.wait/2 stops after `patience` epochs without an improvement over min_delta" do
     {x, y} = blobs(8)
-    plateau = Callbacks.reduce_lr_on_plateau(patience: 1, factor: 0.5, min_delta: 10.0)
 
-    {model, history} =
-      Training.fit(classifier(learning_rate: 0.01), {x, y}, epochs: 4, batch_size: 8, log: false, callbacks: [plateau])
+    epochs = fn callback ->
+      {_m, history} =
+        Training.fit_with_progress(classifier(learning_rate: 0.05), {x, y},
+          epochs: 6,
+          batch_size: 8,
+          verbose: false,
+          callbacks: [callback]
+        )
 
-    assert_lrs(History.values(history, :learning_rate), [0.01, 0.01, 0.005, 0.0025])
-    assert Nx.to_number(ExBurn.Training.Step.multiplier(model.optimizer_state.state)) == 0.125
+      length(history)
+    end
 
-    model = linear(:sgd, learning_rate: 0.1)
+    assert epochs.(ExBurn.Training.EarlyStoppingCallback.wait(2, 10.0)) == 3
+    assert epochs.(ExBurn.Training.EarlyStoppingCallback.wait(2)) == 6
+    assert epochs.(Callbacks.early_stopping(patience: 1, min_delta: 10.0, monitor: :loss)) == 2
+  end
+
+  test "ReduceLROnPlateauCallback and WarmupCallback set the learning rate of the next epochs" do
+    {x, y} = blobs(8)
+    plateau = ExBurn.Training.ReduceLROnPlateauCallback.new(patience: 1, factor: 0.5, min_delta: 10.0)
+
+    {_model, history} =
+      Training.fit_with_progress(classifier(learning_rate: 0.01), {x, y},
+        epochs: 4,
+        batch_size: 8,
+        verbose: false,
+        callbacks: [plateau]
+      )
+
+    assert_lrs(Enum.map(history, & &1.learning_rate), [0.01, 0.01, 0.005, 0.0025])
+
+    model = linear(:sgd, learning_rate: 0.1, optimizer: {:sgd, momentum: nil})
+    warmup = ExBurn.Training.WarmupCallback.linear(2, 0.1, 0.3)
 
     {trained, history} =
-      Training.fit(model, [hd(batches())], epochs: 3, log: false, callbacks: [Callbacks.warmup(epochs: 2)])
+      Training.fit_with_progress(model, [hd(batches())], epochs: 4, verbose: false, callbacks: [warmup])
 
-    assert_lrs(History.values(history, :learning_rate), [0.05, 0.1, 0.1])
+    assert_lrs(Enum.map(history, & &1.learning_rate), [0.1, 0.2, 0.3, 0.3])
 
     assert_params(
       trained,
-      reference({:sgd, []}, List.duplicate(hd(batches()), 3), fn t -> Enum.at([0.05, 0.1, 0.1], t - 1) end)
+      reference({:sgd, momentum: nil}, List.duplicate(hd(batches()), 4), fn t ->
+        Enum.at([0.1, 0.2, 0.3, 0.3], t - 1)
+      end)
     )
   end
 
-  defp assert_lrs(got, want), do: Enum.zip_with(got, want, &assert_in_delta(&1, &2, 1.0e-9))
-
-  test "checkpoint saves every n epochs with ExBurn.Model.save" do
+  test "CheckpointCallback.every/2 saves every n epochs, loadable with load(model, path)" do
     {x, y} = blobs(8)
     dir = Path.join(@dir, "ckpt")
 
-    {trained, _} =
+    trained =
       Training.fit(classifier(), {x, y},
         epochs: 4,
         batch_size: 8,
-        log: false,
-        callbacks: [Callbacks.checkpoint(path: dir, every: 2)]
+        verbose: false,
+        callbacks: [ExBurn.Training.CheckpointCallback.every(2, dir)]
       )
 
     assert File.ls!(dir) |> Enum.sort() == ["epoch_2.exburn", "epoch_4.exburn"]
-    assert {:ok, loaded} = Model.load(Path.join(dir, "epoch_4.exburn"), classifier())
+    assert {:ok, loaded} = Model.load(classifier(), Path.join(dir, "epoch_4.exburn"))
     assert bytes(loaded) == bytes(trained)
   end
 
-  test "fit_with_progress/3 sends progress messages and prints a line per epoch" do
+  test "HistoryCallback records the metrics maps; LoggingCallback.log/1 prints them" do
     {x, y} = blobs(8)
 
     out =
       capture_io(fn ->
-        {_model, history} =
-          Training.fit_with_progress(classifier(), {x, y},
-            epochs: 2,
-            batch_size: 4,
-            metrics: [:accuracy],
-            validation_data: {x, y}
-          )
-
-        send(self(), {:history, history})
+        Training.fit(classifier(), {x, y},
+          epochs: 2,
+          batch_size: 8,
+          verbose: false,
+          callbacks: [&ExBurn.Training.LoggingCallback.log/1, ExBurn.Training.HistoryCallback.new()]
+        )
       end)
 
-    assert_received {:history, history}
-    [e1, e2] = history.epochs
-    assert_received {:training_progress, 1, loss1, val1}
-    assert_received {:training_progress, 2, loss2, val2}
-    assert {loss1, val1, loss2, val2} == {e1.loss, e1.val_loss, e2.loss, e2.val_loss}
+    history = ExBurn.Training.HistoryCallback.get_history()
+    assert history == ExBurn.Training.HistoryCallback.get_history(ExBurn.Training.HistoryCallback.pid())
+    assert [%{epoch: 1, loss: l1}, %{epoch: 2, loss: l2}] = history
+    refute Map.has_key?(hd(history), :model)
+    assert [line1, _line2] = String.split(out, "\n", trim: true)
+    assert line1 == "Epoch 1 - loss: #{:erlang.float_to_binary(l1, decimals: 4)} - lr: 0.1000"
+    assert is_float(l2)
+  end
 
-    assert [line1, line2] = String.split(out, "\n", trim: true)
+  test "fit_with_progress/3 with to: pid sends progress messages" do
+    {x, y} = blobs(8)
 
-    assert line1 =~
-             ~r/^Epoch 1\/2 - loss: \d+\.\d{4} - accuracy: \d\.\d{4} - val_loss: \d+\.\d{4} - val_accuracy: \d\.\d{4} - lr: 0\.1000 - \d+ samples\/s - \d+\.\d\ds - ETA \d+\.\d\ds$/
+    {_model, history} =
+      Training.fit_with_progress(classifier(), {x, y}, epochs: 2, batch_size: 8, verbose: false, to: self())
 
-    assert line2 =~ ~r/^Epoch 2\/2 .* ETA 0\.00s$/
-
-    {_model, _history} = Training.fit_with_progress(classifier(), {x, y}, epochs: 1, batch_size: 8, log: false)
-    assert_received {:training_progress, 1, loss, nil} when is_float(loss)
+    [e1, e2] = history
+    assert_received {:training_progress, 1, loss1, nil}
+    assert_received {:training_progress, 2, loss2, nil}
+    assert {loss1, loss2} == {e1.loss, e2.loss}
   end
 
   ## Axon directly
@@ -541,11 +723,11 @@ defmodule ExBurn.TrainingTest do
 
   test "profile_step/3 and benchmark of a training step" do
     profile = Training.profile_step(linear(:adam), hd(batches()), iterations: 2, warmup: 1)
-    assert Enum.all?([:first_call_ms, :step_ms, :forward_ms, :gradients_ms, :samples_per_sec], &(profile[&1] > 0))
-    assert profile.update_ms >= 0
+    assert Enum.all?([:forward_ms, :total_ms, :first_call_ms, :samples_per_sec], &(profile[&1] > 0))
+    assert profile.backward_ms >= 0 and profile.optimizer_ms >= 0
 
-    bench = Model.benchmark(linear(:adam), hd(batches()), mode: :train, iterations: 2, warmup: 1)
-    assert %{mode: :train, batch_size: 4, iterations: 2} = bench
+    bench = Model.benchmark(linear(:adam), hd(batches()), mode: :train, runs: 2, warmup: 1)
+    assert %{mode: :train, batch_size: 4, runs: 2} = bench
     assert bench.median_ms > 0
   end
 
@@ -571,6 +753,14 @@ defmodule ExBurn.TrainingTest do
       Training.fit(model, {x, y}, schedule: :linear)
     end
 
+    assert_raise ArgumentError, ~r/ExBurn.Training.fit: invalid :lr_schedule \{:linear, 0.1\}/, fn ->
+      Training.fit(model, {x, y}, lr_schedule: {:linear, 0.1})
+    end
+
+    assert_raise ArgumentError, ~r/ExBurn.Training.fit: unknown :grad_method :symbolic/, fn ->
+      Training.fit(model, {x, y}, grad_method: :symbolic)
+    end
+
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: :epochs must be a positive integer, got 0/, fn ->
       Training.fit(model, {x, y}, epochs: 0)
     end
@@ -583,13 +773,17 @@ defmodule ExBurn.TrainingTest do
       Training.fit(model, {x, y}, shuffle: :yes)
     end
 
+    assert_raise ArgumentError, ~r/ExBurn.Training.fit: :verbose must be a boolean or an IO device, got 3/, fn ->
+      Training.fit(model, {x, y}, verbose: 3)
+    end
+
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: x has 4 samples but y has 3/, fn ->
       Training.fit(model, {x, Nx.iota({3, 1}, type: :f32)})
     end
 
     assert_raise ArgumentError,
-                 ~r/ExBurn.Training.fit: targets of shape \{4\} don't fit the model's output \{nil, 1\}/,
-                 fn -> Training.fit(model, {x, Nx.iota({4}, type: :f32)}) end
+                 ~r/ExBurn.Training.fit: targets of shape \{4, 2\} don't fit the model's output \{nil, 1\}/,
+                 fn -> Training.fit(model, {x, Nx.iota({4, 2}, type: :f32)}) end
 
     assert_raise ArgumentError,
                  ~r/ExBurn.Training.fit: input of shape \{4, 3\} doesn't match the model's input \{nil, 2\}/,
@@ -603,16 +797,20 @@ defmodule ExBurn.TrainingTest do
       Training.fit(model, {x, y}, metrics: [:recal])
     end
 
-    assert_raise ArgumentError, ~r/ExBurn.Training.fit: cannot monitor :val_loss/, fn ->
-      Training.fit(model, {x, y}, log: false, callbacks: [Callbacks.early_stopping(monitor: :val_loss)])
+    assert_raise ArgumentError, ~r/ExBurn.Training.Callbacks.early_stopping: cannot monitor :val_loss/, fn ->
+      Training.fit(model, {x, y}, verbose: false, callbacks: [Callbacks.early_stopping(monitor: :val_loss)])
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: invalid callback :log/, fn ->
       Training.fit(model, {x, y}, callbacks: [:log])
     end
 
+    assert_raise ArgumentError, ~r/ExBurn.Training.fit: a callback must return the metrics map, got :ok/, fn ->
+      Training.fit(model, {x, y}, verbose: false, callbacks: [fn _ -> :ok end])
+    end
+
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: the model has no loss/, fn ->
-      Training.fit(%{model | loss: nil}, {x, y})
+      Training.fit(%{model | loss_fn: nil}, {x, y})
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.train_step: \[:epochs\] are options of fit\/3/, fn ->
@@ -625,6 +823,10 @@ defmodule ExBurn.TrainingTest do
 
     assert_raise ArgumentError, ~r/ExBurn.Training.evaluate: unknown option\(s\) :epochs/, fn ->
       Training.evaluate(model, {x, y}, epochs: 1)
+    end
+
+    assert_raise ArgumentError, ~r/ExBurn.Training.compute_gradients: :epsilon must be a positive number/, fn ->
+      Training.compute_gradients(model, {x, y}, grad_method: :numerical, epsilon: 0)
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.Callbacks.early_stopping: invalid :patience: 0/, fn ->

@@ -239,6 +239,7 @@ defmodule ExBurn.Backend do
     case reducer!("Nx.reduce", fun, t) do
       {:ok, op} -> nx(:reduce, out, [t, acc], [op: op] ++ reduce_opts(t, opts))
       :fold -> folded(t, fn t, acc -> Nx.reduce(t, acc, opts, fun) end, [t, acc])
+      :host -> on_host(t, [out, t, acc, opts, fun], &Nx.BinaryBackend.reduce/5)
     end
   end
 
@@ -257,6 +258,7 @@ defmodule ExBurn.Backend do
     case reducer!("Nx.window_reduce", fun, t) do
       {:ok, op} -> nx(:window_reduce, out, [t, acc], [op: op] ++ window_opts(t, window, opts))
       :fold -> folded(t, fn t, acc -> Nx.window_reduce(t, acc, window, opts, fun) end, [t, acc])
+      :host -> on_host(t, [out, t, acc, window, opts, fun], &Nx.BinaryBackend.window_reduce/6)
     end
   end
 
@@ -535,8 +537,10 @@ defmodule ExBurn.Backend do
   defp batches(n, size, :discard), do: div(n, size)
 
   # `{:ok, op}` for an associative Nx function of two scalars (one kernel), found by tracing
-  # it; `:fold` for any other.
-  defp reducer!(op, fun, %T{type: type}) do
+  # it; `:fold` for any other Nx function; `:host` for a function that can't be traced (it
+  # computes on numbers, `Nx.to_number(a) + Nx.to_number(b)`, or uses Elixir's own `+` where
+  # defn's is not imported): it then runs as Nx.BinaryBackend runs it, scalar by scalar.
+  defp reducer!(_op, fun, %T{type: type}) do
     template = Nx.template({}, type)
     expr = Nx.Defn.debug_expr(fun).(template, template)
 
@@ -545,11 +549,21 @@ defmodule ExBurn.Backend do
       when name in [:add, :multiply, :max, :min, :logical_and, :logical_or, :bitwise_and, :bitwise_or] ->
         {:ok, name}
 
-      _ ->
+      %T{} ->
         :fold
+
+      _ ->
+        :host
     end
   rescue
-    e -> raise ExBurn.Error.new(op, "the reduction function could not be traced", Exception.message(e))
+    _ -> :host
+  end
+
+  # Runs a BinaryBackend callback on host copies of the tensors in `args` (the first, `out`,
+  # is a template) and gives the result back on `t`'s device.
+  defp on_host(%T{data: %__MODULE__{device: dev}}, [out | args], callback) do
+    args = Enum.map(args, fn %T{} = a -> Nx.backend_copy(a, Nx.BinaryBackend); other -> other end)
+    Nx.with_default_backend(Nx.BinaryBackend, fn -> apply(callback, [out | args]) end) |> Nx.backend_transfer({__MODULE__, device: dev})
   end
 
   # A reduction by any other function: compiled, folding it element by element on the device

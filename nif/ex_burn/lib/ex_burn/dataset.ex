@@ -1,15 +1,16 @@
 defmodule ExBurn.Dataset do
   @moduledoc """
-  Data preparation for training: train/test splits, batch loaders, per-feature
-  standardisation, one-hot labels.
+  Dataset utilities for ExBurn: common data loading, splitting, and preprocessing helpers
+  for machine learning workflows.
 
-      {train, test} = ExBurn.Dataset.split({x, y}, test: 0.2, seed: 42)
-      {train_x, stats} = ExBurn.Dataset.normalize(elem(train, 0))
-      test_x = ExBurn.Dataset.normalize_with_stats(elem(test, 0), stats)
+      # Split data into train/validation sets
+      {train, val} = ExBurn.Dataset.split({x, y}, val_split: 0.2)
 
-      {train_x, elem(train, 1)}
-      |> ExBurn.Dataset.loader(batch_size: 32, shuffle: true, seed: 1)
-      |> Enum.each(fn {x_batch, y_batch} -> ... end)
+      # Create a batched data loader
+      loader = ExBurn.Dataset.loader({x, y}, batch_size: 32, shuffle: true)
+
+      # Normalize features
+      {normalized, stats} = ExBurn.Dataset.normalize(x, method: :standard)
 
   A data set is a pair `{x, y}` of tensors whose first axis runs over the examples (both have
   the same number of examples). Every function works on tensors of any backend and keeps
@@ -24,22 +25,28 @@ defmodule ExBurn.Dataset do
 
   alias ExBurn.Dataset.Loader
 
-  @type data :: {Nx.Tensor.t(), Nx.Tensor.t()}
+  @type dataset :: {Nx.Tensor.t(), Nx.Tensor.t()}
+  @type data :: dataset()
   @type stats :: %{mean: Nx.Tensor.t(), std: Nx.Tensor.t(), min: Nx.Tensor.t(), max: Nx.Tensor.t()}
 
   ## Splitting
 
   @doc """
-  Splits `{x, y}` into `{{x_train, y_train}, {x_test, y_test}}`.
+  Splits a dataset into training and validation sets: `{train_data, val_data}`, each
+  `{inputs, targets}`.
 
   ## Options
 
-    * `:test` - the fraction of examples in the test set (default `0.2`, or `1 - train`).
-    * `:train` - the fraction in the train set (default `1 - test`). With both given, they
-      may sum to less than 1: the rest is left out.
+    * `:val_split` - the fraction of examples for validation (default `0.2`); `:test` is
+      the same option under another name.
+    * `:train` - the fraction in the train set (default `1 - val_split`). With both given,
+      they may sum to less than 1: the rest is left out.
     * `:shuffle` - shuffle before splitting (default `true`); without it the first examples
       are the train set.
-    * `:seed` - the integer seed of the shuffle (default `0`): the same seed, the same split.
+    * `:seed` - the integer seed of the shuffle, for reproducibility (default `nil`: a new
+      one each call): the same seed, the same split.
+
+      {train, val} = ExBurn.Dataset.split({x, y}, val_split: 0.2, seed: 42)
 
   Counts are rounded to the nearest example; both sets must get at least one.
 
@@ -52,10 +59,14 @@ defmodule ExBurn.Dataset do
   def split(data, opts \\ []) do
     op = "ExBurn.Dataset.split"
     {x, y} = data!(op, data)
-    opts = options!(op, opts, train: nil, test: nil, shuffle: true, seed: 0)
+    opts = options!(op, opts, val_split: nil, train: nil, test: nil, shuffle: true, seed: nil)
+
+    if opts[:val_split] && opts[:test],
+      do: raise(ExBurn.Error.new(op, ":val_split and :test are the same option; give one"))
+
     n = examples(x)
-    {n_train, n_test} = split_counts!(op, n, opts[:train], opts[:test])
-    seed = seed!(op, opts[:seed])
+    {n_train, n_test} = split_counts!(op, n, opts[:train], opts[:val_split] || opts[:test])
+    seed = if opts[:seed] == nil, do: :rand.uniform(1_000_000_000_000), else: seed!(op, opts[:seed])
     order = if boolean!(op, :shuffle, opts[:shuffle]), do: permutation(n, seed), else: Enum.to_list(0..(n - 1))
     {train, rest} = Enum.split(order, n_train)
     test = Enum.take(rest, n_test)
@@ -106,7 +117,8 @@ defmodule ExBurn.Dataset do
   ## Loading
 
   @doc """
-  A loader over `{x, y}`: an `Enumerable` of `{x_batch, y_batch}`, one pass per epoch.
+  Creates a batched data loader from a dataset: an `Enumerable` (a stream) of
+  `{batch_inputs, batch_targets}`, one pass per epoch.
 
   Each pass yields every example exactly once (the last batch is smaller when the batch size
   doesn't divide the examples, unless `drop_last: true` drops it). `Enum.count/1` gives the
@@ -116,14 +128,14 @@ defmodule ExBurn.Dataset do
   ## Options
 
     * `:batch_size` - examples per batch (default `32`).
-    * `:shuffle` - a new order on every pass (default `false`: the data's order).
+    * `:shuffle` - a new order on every pass (default `true`; `false`: the data's order).
     * `:seed` - the integer seed of the shuffles. Passes of a loader are numbered: pass `k`
       of every loader built with the same seed has the same order, and passes differ from
       each other (the `k`-th order comes from `seed + k`). Default: a random seed.
     * `:drop_last` - drop the last batch when it is smaller than `:batch_size`
       (default `false`).
 
-      iex> loader = ExBurn.Dataset.loader({Nx.iota({5, 2}), Nx.iota({5})}, batch_size: 2)
+      iex> loader = ExBurn.Dataset.loader({Nx.iota({5, 2}), Nx.iota({5})}, batch_size: 2, shuffle: false)
       iex> Enum.map(loader, fn {_x, y} -> Nx.to_flat_list(y) end)
       [[0, 1], [2, 3], [4]]
   """
@@ -131,7 +143,7 @@ defmodule ExBurn.Dataset do
   def loader(data, opts \\ []) do
     op = "ExBurn.Dataset.loader"
     {x, y} = data!(op, data)
-    opts = options!(op, opts, batch_size: 32, shuffle: false, seed: nil, drop_last: false)
+    opts = options!(op, opts, batch_size: 32, shuffle: true, seed: nil, drop_last: false)
     batch_size = opts[:batch_size]
 
     unless is_integer(batch_size) and batch_size > 0 do
@@ -165,99 +177,193 @@ defmodule ExBurn.Dataset do
     }
   end
 
-  ## Normalisation
+  ## Statistics and normalisation
 
   @doc """
-  Per-feature statistics of `x` over its first axis (the examples): `%{mean:, std:, min:,
-  max:}`, each of `x`'s shape without the first axis. `std` is the population standard
-  deviation (divided by the count of examples). `mean` and `std` are floats; `min` and `max`
-  keep `x`'s type.
+  Returns basic statistics about a dataset `{x, y}`: `%{num_samples, input_shape,
+  target_shape, input_type, target_type}` (shapes without the axis of samples, types as Nx
+  types).
+
+      s = ExBurn.Dataset.stats({x, y})
+      IO.puts("Samples: \#{s.num_samples}")
+
+  Given a tensor `x` instead, its per-feature statistics over the first axis: `%{mean:, std:,
+  min:, max:}`, each of `x`'s shape without the first axis (`std` the population standard
+  deviation; `mean` and `std` floats, `min` and `max` of `x`'s type).
+
+      iex> s = ExBurn.Dataset.stats({Nx.iota({4, 3}), Nx.iota({4})})
+      iex> {s.num_samples, s.input_shape, s.target_shape, s.input_type}
+      {4, {3}, {}, {:s, 32}}
 
       iex> s = ExBurn.Dataset.stats(Nx.tensor([[1.0, 10.0], [3.0, 10.0]]))
       iex> {Nx.to_flat_list(s.mean), Nx.to_flat_list(s.std), Nx.to_flat_list(s.min), Nx.to_flat_list(s.max)}
       {[2.0, 10.0], [1.0, 0.0], [1.0, 10.0], [3.0, 10.0]}
   """
-  @spec stats(Nx.Tensor.t()) :: stats()
-  def stats(x) do
-    x = examples!("ExBurn.Dataset.stats", x)
-    xf = if Nx.Type.float?(x.type), do: x, else: Nx.as_type(x, :f32)
+  @spec stats(dataset() | Nx.Tensor.t()) :: map()
+  def stats({_x, _y} = data) do
+    {x, y} = data!("ExBurn.Dataset.stats", data)
 
     %{
-      mean: Nx.mean(xf, axes: [0]),
-      std: Nx.standard_deviation(xf, axes: [0]),
-      min: Nx.reduce_min(x, axes: [0]),
-      max: Nx.reduce_max(x, axes: [0])
+      num_samples: examples(x),
+      input_shape: Tuple.delete_at(x.shape, 0),
+      target_shape: Tuple.delete_at(y.shape, 0),
+      input_type: x.type,
+      target_type: y.type
     }
   end
 
+  def stats(x), do: feature_stats("ExBurn.Dataset.stats", examples!("ExBurn.Dataset.stats", x), [0])
+
+  defp feature_stats(op, x, axes) do
+    axes = axes!(op, x, axes)
+    xf = if Nx.Type.float?(x.type), do: x, else: Nx.as_type(x, :f32)
+
+    %{
+      mean: Nx.mean(xf, axes: axes),
+      std: Nx.standard_deviation(xf, axes: axes),
+      min: Nx.reduce_min(x, axes: axes),
+      max: Nx.reduce_max(x, axes: axes)
+    }
+  end
+
+  defp axes!(op, x, axes) do
+    rank = Nx.rank(x)
+
+    if is_list(axes) and axes != [] and Enum.all?(axes, &(is_integer(&1) and &1 >= -rank and &1 < rank)) do
+      axes |> Enum.map(&if(&1 < 0, do: &1 + rank, else: &1)) |> Enum.uniq() |> Enum.sort()
+    else
+      raise ExBurn.Error.new(
+              op,
+              ":axes must be a non-empty list of axes of x, got #{inspect(axes)}",
+              "x #{inspect(x.shape)}"
+            )
+    end
+  end
+
   @doc """
-  Standardises every feature of `x` (every position after the first axis) with the
-  statistics of `x` itself and gives `{normalized, stats}`; `normalize_with_stats/3` applies
-  the same `stats` to other data (a test set, requests to a serving).
+  Normalizes a tensor and gives `{normalized_tensor, stats}`; `normalize_with_stats/2`
+  applies the same `stats` to new data (a test set, requests to a serving).
 
   ## Options
 
-    * `:method` - `:standard` (default): `(x - mean) / std`; `:min_max`: `(x - min) / (max -
-      min)`, into `[0, 1]`.
+    * `:method` - `:standard` (z-score, the default): `(x - mean) / std`; `:minmax` (also
+      `:min_max`): `(x - min) / (max - min)`, into `[0, 1]`; `:l2`: `x / norm`, the
+      Euclidean norm over `:axes`.
+    * `:axes` - the axes to compute the statistics over (default `[0]`: per feature, over the
+      samples).
 
-  A constant feature (zero `std`, or `max == min`) is divided by 1 instead: it becomes 0.
+  A constant feature (zero `std`, `max == min`, or a zero norm) is divided by 1 instead.
+
+      {train_norm, stats} = ExBurn.Dataset.normalize(train_x, method: :standard)
+      test_norm = ExBurn.Dataset.normalize_with_stats(test_x, stats)
 
       iex> {z, _stats} = ExBurn.Dataset.normalize(Nx.tensor([[1.0, 5.0], [3.0, 5.0]]))
       iex> Nx.to_flat_list(z)
       [-1.0, 0.0, 1.0, 0.0]
   """
-  @spec normalize(Nx.Tensor.t(), keyword()) :: {Nx.Tensor.t(), stats()}
-  def normalize(x, opts \\ []) do
-    opts = options!("ExBurn.Dataset.normalize", opts, method: :standard)
-    stats = stats(x)
-    {do_normalize("ExBurn.Dataset.normalize", x, stats, opts[:method]), stats}
+  @spec normalize(Nx.Tensor.t(), keyword()) :: {Nx.Tensor.t(), map()}
+  def normalize(tensor, opts \\ []) do
+    op = "ExBurn.Dataset.normalize"
+    opts = options!(op, opts, method: :standard, axes: [0])
+    x = examples!(op, tensor)
+    method = method!(op, opts[:method])
+    axes = axes!(op, x, opts[:axes])
+
+    stats =
+      case method do
+        :l2 ->
+          xf = if Nx.Type.float?(x.type), do: x, else: Nx.as_type(x, :f32)
+          %{norm: xf |> Nx.pow(2) |> Nx.sum(axes: axes) |> Nx.sqrt()}
+
+        _ ->
+          feature_stats(op, x, axes)
+      end
+      |> Map.merge(%{method: method, axes: axes})
+
+    {do_normalize(op, x, stats, method), stats}
   end
 
   @doc """
-  Standardises `x` with `stats` (of `stats/1` or `normalize/2`). Options as `normalize/2`;
-  `stats` needs `:mean` and `:std` for `:standard`, `:min` and `:max` for `:min_max`, each of
-  `x`'s shape without the first axis.
+  Normalizes a tensor using pre-computed statistics (of `normalize/2`, whose `:method` and
+  `:axes` they hold; or of `stats/1`, standardised per feature). Useful for applying the
+  same normalization to test/validation data. Option `:method` overrides the stats' method.
+
+      {train_norm, stats} = ExBurn.Dataset.normalize(train_x)
+      test_norm = ExBurn.Dataset.normalize_with_stats(test_x, stats)
   """
   @spec normalize_with_stats(Nx.Tensor.t(), map(), keyword()) :: Nx.Tensor.t()
-  def normalize_with_stats(x, stats, opts \\ []) do
+  def normalize_with_stats(tensor, stats, opts \\ []) do
     op = "ExBurn.Dataset.normalize_with_stats"
-    opts = options!(op, opts, method: :standard)
-    do_normalize(op, examples!(op, x), stats, opts[:method])
+    opts = options!(op, opts, method: nil)
+    x = examples!(op, tensor)
+
+    unless is_map(stats),
+      do:
+        raise(
+          ExBurn.Error.new(op, "stats must be the map of normalize/2 or stats/1", "got #{inspect(stats, limit: 5)}")
+        )
+
+    method = method!(op, opts[:method] || Map.get(stats, :method, :standard))
+    do_normalize(op, x, stats, method)
   end
+
+  defp method!(_op, m) when m in [:standard, :l2], do: m
+  defp method!(_op, m) when m in [:minmax, :min_max], do: :minmax
+
+  defp method!(op, other),
+    do: raise(ExBurn.Error.new(op, "unknown :method #{inspect(other)}", "methods: :standard, :minmax, :l2"))
 
   defp do_normalize(op, x, stats, method) do
+    axes = Map.get(stats, :axes, [0])
+
     {shift, scale} =
       case method do
-        :standard -> {stat!(op, stats, :mean, x), stat!(op, stats, :std, x)}
-        :min_max -> {stat!(op, stats, :min, x), Nx.subtract(stat!(op, stats, :max, x), stat!(op, stats, :min, x))}
-        other -> raise ExBurn.Error.new(op, "unknown :method #{inspect(other)}", "methods: :standard, :min_max")
+        :standard ->
+          {stat!(op, stats, :mean, x, axes), stat!(op, stats, :std, x, axes)}
+
+        :minmax ->
+          min = stat!(op, stats, :min, x, axes)
+          {min, Nx.subtract(stat!(op, stats, :max, x, axes), min)}
+
+        :l2 ->
+          {nil, stat!(op, stats, :norm, x, axes)}
       end
 
-    type = Nx.Type.to_floating(Nx.Type.merge(x.type, Nx.type(shift)))
+    type = Nx.Type.to_floating(Nx.Type.merge(x.type, Nx.type(scale)))
     scale = Nx.as_type(scale, type)
     scale = Nx.select(Nx.equal(scale, 0), Nx.tensor(1, type: type), scale)
-    x |> Nx.as_type(type) |> Nx.subtract(shift) |> Nx.divide(scale)
+    x = Nx.as_type(x, type)
+    x = if shift, do: Nx.subtract(x, shift), else: x
+    Nx.divide(x, scale)
   end
 
-  defp stat!(op, stats, key, x) do
-    feature_shape = Tuple.delete_at(x.shape, 0)
+  # The statistic `key`, checked against x's shape less `axes`, with those axes put back
+  # (of size 1) so that it broadcasts against x.
+  defp stat!(op, stats, key, x, axes) do
+    reduced =
+      x.shape
+      |> Tuple.to_list()
+      |> Enum.with_index()
+      |> Enum.reject(&(elem(&1, 1) in axes))
+      |> Enum.map(&elem(&1, 0))
+      |> List.to_tuple()
 
     case stats do
-      %{^key => %Nx.Tensor{shape: ^feature_shape} = t} ->
-        t
+      %{^key => %Nx.Tensor{shape: ^reduced} = t} ->
+        Enum.reduce(axes, t, &Nx.new_axis(&2, &1))
 
       %{^key => %Nx.Tensor{shape: shape}} ->
         raise ExBurn.Error.new(
                 op,
-                "stats.#{key} has shape #{inspect(shape)}, not x's feature shape #{inspect(feature_shape)}",
-                "x #{inspect(x.shape)}"
+                "stats.#{key} has shape #{inspect(shape)}, not x's feature shape #{inspect(reduced)}",
+                "x #{inspect(x.shape)}, axes #{inspect(axes)}"
               )
 
       _ ->
         raise ExBurn.Error.new(
                 op,
                 "stats has no tensor #{inspect(key)}",
-                "stats keys: #{inspect(if is_map(stats), do: Map.keys(stats), else: stats)}"
+                "stats keys: #{inspect(Map.keys(stats))}"
               )
     end
   end
@@ -265,21 +371,40 @@ defmodule ExBurn.Dataset do
   ## Labels
 
   @doc """
-  One-hot encodes integer `labels` (any shape) into `num_classes` columns: a new last axis,
-  1 where the column is the label and 0 elsewhere. Option `:type` (default `:f32`). Labels
-  outside `0..num_classes-1` raise (reading the labels' minimum and maximum).
+  Applies one-hot encoding to integer class labels: a new last axis of `num_classes`, 1.0
+  where the column is the label and 0.0 elsewhere. `labels` is a tensor of integer class
+  indices (any shape).
+
+  ## Options
+
+    * `:num_classes` - the total number of classes (default: the largest label + 1).
+    * `:type` - the type of the result (default `:f32`).
+
+  The number of classes may also be given as the second argument: `one_hot(labels, 10)`.
+  Labels outside `0..num_classes-1` raise.
+
+      iex> ExBurn.Dataset.one_hot(Nx.tensor([0, 2, 1]), num_classes: 3) |> Nx.to_list()
+      [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0]]
 
       iex> ExBurn.Dataset.one_hot(Nx.tensor([2, 0]), 3) |> Nx.to_flat_list()
       [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
   """
-  @spec one_hot(Nx.Tensor.t(), pos_integer(), keyword()) :: Nx.Tensor.t()
-  def one_hot(labels, num_classes, opts \\ []) do
+  @spec one_hot(Nx.Tensor.t(), keyword() | pos_integer(), keyword()) :: Nx.Tensor.t()
+  def one_hot(labels, opts \\ [], more \\ [])
+
+  def one_hot(labels, num_classes, opts) when is_integer(num_classes),
+    do: one_hot(labels, Keyword.put(opts, :num_classes, num_classes), [])
+
+  def one_hot(labels, opts, []) when is_list(opts) do
     op = "ExBurn.Dataset.one_hot"
-    opts = options!(op, opts, type: :f32)
+    opts = options!(op, opts, num_classes: nil, type: :f32)
 
     unless match?(%Nx.Tensor{}, labels) and Nx.Type.integer?(labels.type) do
       raise ExBurn.Error.new(op, "labels must be a tensor of integers", "got #{describe(labels)}")
     end
+
+    {lo, hi} = {Nx.to_number(Nx.reduce_min(labels)), Nx.to_number(Nx.reduce_max(labels))}
+    num_classes = opts[:num_classes] || max(hi + 1, 1)
 
     unless is_integer(num_classes) and num_classes > 0 do
       raise ExBurn.Error.new(
@@ -288,8 +413,6 @@ defmodule ExBurn.Dataset do
               "labels #{inspect(labels.shape)}"
             )
     end
-
-    {lo, hi} = {Nx.to_number(Nx.reduce_min(labels)), Nx.to_number(Nx.reduce_max(labels))}
 
     if lo < 0 or hi >= num_classes do
       raise ExBurn.Error.new(
@@ -302,6 +425,15 @@ defmodule ExBurn.Dataset do
     classes = Nx.iota({num_classes}, type: labels.type, backend: backend_of(labels))
     labels |> Nx.new_axis(-1) |> Nx.equal(classes) |> Nx.as_type(opts[:type])
   end
+
+  def one_hot(_labels, other, _more),
+    do:
+      raise(
+        ExBurn.Error.new(
+          "ExBurn.Dataset.one_hot",
+          "expected options (num_classes: n) or a number of classes, got #{inspect(other, limit: 5)}"
+        )
+      )
 
   ## Helpers shared with the loader
 

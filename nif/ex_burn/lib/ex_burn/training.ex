@@ -1,387 +1,273 @@
 if Code.ensure_loaded?(Axon) do
   defmodule ExBurn.Training do
     @moduledoc """
-    Training an `ExBurn.Model`, built on `Axon.Loop` and Polaris.
+    Training loop for ExBurn models, built on `Axon.Loop` and Polaris: mini-batch training
+    with exact gradients, the optimizers Adam, SGD with momentum / Nesterov and RMSprop,
+    learning-rate schedules (step, exponential, cosine), gradient clipping (by norm and by
+    value), weight decay (L2), gradient accumulation, shuffling every epoch, validation,
+    accuracy, progress lines with throughput and ETA, and callbacks; `train_step/3` and
+    `compute_gradients/3` for custom loops.
 
-        {model, history} =
-          ExBurn.Training.fit(model, {x, y},
-            epochs: 10,
-            batch_size: 32,
-            validation_data: {x_val, y_val},
-            metrics: [:accuracy],
-            optimizer: {:sgd, momentum: 0.9, nesterov: true},
-            learning_rate: 0.05,
-            schedule: {:cosine, decay_steps: 300},
-            warmup_steps: 20,
-            clip_norm: 1.0,
-            callbacks: [ExBurn.Training.Callbacks.early_stopping(patience: 3)]
-          )
+        model = ExBurn.Model.compile(axon_model, loss: :cross_entropy, optimizer: :adam)
 
-    `fit/3` runs an `Axon.Loop` whose step is `Axon.Loop.train_step/4` (see
-    `ExBurn.Training.Step`): forward pass, exact gradients by `Nx.Defn.value_and_grad/3`,
-    the optimizer update and the parameter update, jitted by `Axon.Loop.run/4` with
-    `ExBurn.Defn.Compiler`, so each training step is one compiled call on the device. The
-    loop's metrics (Axon's running averages) and its events drive the epoch summary, the
-    validation pass and the callbacks (`ExBurn.Training.Callbacks`).
+        opts = [
+          epochs: 10,
+          batch_size: 32,
+          shuffle: true,
+          validation_data: val_data,
+          lr_schedule: {:cosine, 0.001, 1.0e-5},
+          clip_norm: 1.0,
+          weight_decay: 1.0e-4,
+          accumulate_gradients: 4,
+          accuracy: true,
+          nesterov: true,
+          callbacks: [&ExBurn.Training.LoggingCallback.log/1]
+        ]
+
+        trained_model = ExBurn.Training.fit(model, train_data, opts)
+
+    Each training step is one compiled call on the device (`ExBurn.Training.Step`: forward
+    pass, exact gradients by `Nx.Defn.value_and_grad/3`, the optimizer update), jitted by
+    `Axon.Loop.run/4` with `ExBurn.Defn.Compiler`. `grad_method: :numerical` or
+    `:numerical_batch` computes finite-difference gradients instead
+    (`ExBurn.Training.Numerical`), on the device, as a check of the exact ones (for custom
+    layers); `:exact` is the default.
 
     ## Options of `fit/3`
 
-      * `:epochs` (1), `:batch_size` (32), `:shuffle` (`true`, reshuffled every epoch),
-        `:seed` (of the shuffling; default the model's), `:drop_last` (`false`) - for
-        `{x, y}` tensors. Other data (a list or stream of `{x, y}` batches, an
-        `ExBurn.Dataset`) is used as it is.
+      * `:epochs` (10), `:batch_size` (32), `:shuffle` (`true`, every epoch) - for `{x, y}`
+        tensors; also `:seed` (of the shuffling; default the model's) and `:drop_last`
+        (`false`). Other data (a list or stream of `{x, y}` batches, an
+        `ExBurn.Dataset.loader/2`) is used as it is.
       * `:validation_data` - `{x, y}` (batched by `:batch_size`) or batches: evaluated after
-        each epoch (`:val_loss`, `:val_<metric>` in the history).
-      * `:metrics` - a list of `Axon.Metrics` names, e.g. `[:accuracy]`.
-      * `:callbacks` - `ExBurn.Training.Callbacks` or `{event, fun}`, attached in order.
-      * `:log` - `true` (the default) prints a line per epoch, `false` nothing, or an IO device.
-      * The optimizer: `:optimizer` (`:sgd`, `:adam`, `:adamw`, `:rmsprop` or `{name, opts}`;
-        default the model's, with its options), the optimizer's own options
-        (`:learning_rate`, `:momentum`, `:nesterov`, `:b1`, `:b2`, `:eps`, `:decay`,
-        `:centered`, `:weight_decay`, ...), `:schedule` (`ExBurn.Training.Schedule`),
-        `:warmup_steps`, `:clip_norm` (global norm), `:clip_value`,
-        `:accumulate_gradients` (apply the mean gradient every `n` steps). See
-        `ExBurn.Training.Optimizer`. Naming another optimizer than the model's starts from
-        that optimizer's defaults.
+        each epoch (`:val_loss`, and `:val_accuracy` with `accuracy: true`).
+      * `:callbacks` - functions of the metrics map (`ExBurn.Training.Callbacks`), called
+        after each epoch in the order given; also `ExBurn.Training.Callbacks.on/2` handlers.
+      * `:verbose` (`true`) - a line per epoch (loss, metrics, learning rate, samples/s, time,
+        ETA); `false` prints nothing; an IO device prints there.
+      * `:lr_schedule` (`nil`) - `{:step, lr, step_size, gamma}`, `{:exponential, lr, gamma}`,
+        `{:cosine, lr, min_lr}`, counted in epochs (`ExBurn.Training.LRSchedule`); its `lr`
+        replaces the learning rate. `:warmup` (0) - epochs of linear warm-up.
+      * `:clip_norm` (`nil`) - the largest global gradient norm; `:clip_value` (`nil`) - the
+        largest absolute gradient element. Both can be used together.
+      * `:weight_decay` (`nil`: the model's) - L2: `weight_decay * param` added to each
+        gradient before the optimizer.
+      * `:accumulate_gradients` (1) - apply the mean gradient every `n` mini-batches.
+      * `:accuracy` (`false`) - the classification accuracy of each epoch (`nil` for a loss
+        without classes).
+      * `:nesterov` (`false`) - Nesterov momentum (SGD, and RMSprop with momentum; no effect
+        on Adam).
+      * `:grad_method` (`:exact`), `:epsilon` (`1.0e-5`) - see above.
+      * Beside them: `:metrics` (names of `Axon.Metrics`), `:optimizer` (another optimizer
+        than the model's, from its defaults), the optimizer's own options
+        (`:learning_rate`, `:momentum`, `:b1`, `:b2`, `:eps`, `:decay`, ...; see
+        `ExBurn.Training.Optimizer`), and step-counted schedules (`:schedule`,
+        `:warmup_steps`, `ExBurn.Training.Schedule`).
 
-    The model's frozen layers (`ExBurn.Model.freeze/2`) are not trained. The trained model
-    keeps its optimizer state, so a second `fit/3` (or `train_step/3`) with the same
-    optimizer continues it (Adam's moments, the schedule's step count).
+    The model's frozen layers are not trained. The trained model keeps its optimizer state,
+    so a second `fit/3` (or `train_step/3`) with the same optimizer continues it.
     """
 
     alias ExBurn.Model
-    alias ExBurn.Model.{Params, Spec}
-    alias ExBurn.Training.{Callbacks, Data, History, Optimizer, Step}
+    alias ExBurn.Model.Params
+    alias ExBurn.Training.{Callbacks, Checks, Evaluate, Fit, Numerical, Step}
     alias Axon.ModelState
 
-    @fit_opts [
-      :epochs,
-      :batch_size,
-      :shuffle,
-      :seed,
-      :drop_last,
-      :validation_data,
-      :metrics,
-      :callbacks,
-      :log,
-      :optimizer
-    ]
+    @type callback() :: (map() -> map())
+    @type dataset() :: {Nx.Tensor.t(), Nx.Tensor.t()}
+    @type lr_schedule() ::
+            {:step, float(), pos_integer(), float()}
+            | {:exponential, float(), float()}
+            | {:cosine, float(), float()}
+            | nil
+    @type model() :: Model.t()
+    @type training_opts() :: [
+            epochs: pos_integer(),
+            batch_size: pos_integer(),
+            shuffle: boolean(),
+            validation_data: dataset() | nil,
+            callbacks: [callback()],
+            verbose: boolean(),
+            lr_schedule: lr_schedule(),
+            clip_norm: float() | nil,
+            clip_value: float() | nil,
+            weight_decay: float() | nil,
+            accumulate_gradients: pos_integer(),
+            accuracy: boolean(),
+            nesterov: boolean(),
+            warmup: pos_integer()
+          ]
 
     ## Fitting
 
     @doc """
-    Trains `model` on `data` (`{x, y}` tensors or batches) and gives `{trained_model, history}`
-    (`ExBurn.Training.History`). Options: see the moduledoc.
+    Trains `model` on `data` (`{inputs, targets}` or batches) and returns the trained
+    `ExBurn.Model` struct with updated parameters. Options: see the moduledoc.
     """
-    @spec fit(Model.t(), term(), keyword()) :: {Model.t(), History.t()}
-    def fit(%Model{} = model, data, opts \\ []), do: run_fit(model, data, opts, "ExBurn.Training.fit")
+    @spec fit(model(), dataset() | Enumerable.t(), keyword()) :: model()
+    def fit(%Model{} = model, data, opts \\ []),
+      do: model |> Fit.run(data, opts, "ExBurn.Training.fit") |> elem(0)
 
     @doc """
-    `fit/3` that also reports its progress: after every epoch the process `:to` (default the
-    caller) gets `{:training_progress, epoch, loss, val_loss}` (`val_loss` is `nil` without
-    validation data), and the progress line is printed (unless `log: false`). Gives
-    `{trained_model, history}`.
+    `fit/3` that also gives the history: `{trained_model, history}`, the history a list of
+    the epochs' metrics maps without `:model` (`[%{epoch: 1, loss: 0.5, val_loss: 0.4, ...},
+    ...]`). With `to: pid`, `pid` also gets `{:training_progress, epoch, loss, val_loss}`
+    after each epoch (`val_loss` is `nil` without validation data).
     """
-    @spec fit_with_progress(Model.t(), term(), keyword()) :: {Model.t(), History.t()}
+    @spec fit_with_progress(model(), dataset() | Enumerable.t(), keyword()) :: {model(), [map()]}
     def fit_with_progress(%Model{} = model, data, opts \\ []) do
-      {to, opts} = Keyword.pop(opts, :to, self())
+      fun = "ExBurn.Training.fit_with_progress"
 
-      unless is_pid(to),
-        do: raise(ArgumentError, "ExBurn.Training.fit_with_progress: :to must be a pid, got #{inspect(to)}")
+      opts =
+        case Keyword.pop(opts, :to) do
+          {nil, opts} ->
+            opts
 
-      opts = Keyword.update(opts, :callbacks, [Callbacks.progress(to)], &(&1 ++ [Callbacks.progress(to)]))
-      run_fit(model, data, opts, "ExBurn.Training.fit_with_progress")
+          {pid, opts} when is_pid(pid) ->
+            Keyword.update(opts, :callbacks, [Callbacks.progress(pid)], &(List.wrap(&1) ++ [Callbacks.progress(pid)]))
+
+          {other, _} ->
+            raise ArgumentError, "#{fun}: :to must be a pid, got #{inspect(other)}"
+        end
+
+      Fit.run(model, data, opts, fun)
     end
-
-    defp run_fit(model, data, opts, fun) do
-      {fit_opts, optimizer_opts} = split!(opts, fun)
-      require_loss!(model, fun)
-      epochs = positive!(Keyword.get(fit_opts, :epochs, 1), :epochs, fun)
-      spec = optimizer_spec(model, fit_opts[:optimizer], optimizer_opts, fun)
-      backend = Model.backend(model)
-
-      train =
-        Data.new(
-          data,
-          Keyword.take(fit_opts, [:batch_size, :shuffle, :drop_last]) ++ [seed: fit_opts[:seed] || model.seed],
-          backend,
-          fun
-        )
-
-      validation = validation(fit_opts[:validation_data], train, backend, fun)
-      metrics = metrics!(Keyword.get(fit_opts, :metrics, []), model, fun)
-      {x, y} = first = Data.first(train, fun)
-      check_batch!(model, x, y, fun)
-
-      if validation do
-        {vx, vy} = Data.first(validation, fun)
-        check_batch!(model, vx, vy, fun)
-      end
-
-      built = Step.build(model, spec)
-      {state, steps} = Step.initial_state(model, built, first)
-      monitors = [:loss | Enum.map(metrics, &elem(&1, 0))]
-      monitors = if validation, do: monitors ++ Enum.map(monitors, &:"val_#{&1}"), else: monitors
-
-      ctx = %{
-        model: model,
-        built: built,
-        epochs: epochs,
-        steps: steps,
-        validation: validation,
-        eval: eval_fn(model, metrics),
-        fun: fun,
-        monitors: monitors
-      }
-
-      callbacks = log_callbacks(Keyword.get(fit_opts, :log, true), fun) ++ List.wrap(fit_opts[:callbacks])
-      run_opts = [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)
-      final = built |> loop(metrics, callbacks, ctx) |> Axon.Loop.run(train.batches, state, run_opts)
-      {Step.model_after(model, built, final.step_state, steps(final, ctx)), history(final)}
-    end
-
-    # The Axon loop: the train step as given (its state starts as built by Step), the loss and
-    # the metrics as Axon's running averages, the samples counted, the epoch summarized, then
-    # the callbacks in order.
-    defp loop(built, metrics, callbacks, ctx) do
-      Axon.Loop.loop(built.step, fn _batch, state -> state end, & &1)
-      |> Axon.Loop.metric(built.loss_fn, "exburn_loss")
-      |> add_metrics(metrics)
-      |> Axon.Loop.handle_event(:epoch_started, &{:continue, put_in(&1.handler_metadata[:exburn_samples], 0)})
-      |> Axon.Loop.handle_event(:iteration_completed, &{:continue, count_samples(&1)})
-      |> Axon.Loop.handle_event(:epoch_completed, &summarize(&1, ctx, metrics))
-      |> Callbacks.attach(callbacks, ctx)
-    end
-
-    defp log_callbacks(false, _fun), do: []
-    defp log_callbacks(true, _fun), do: [Callbacks.logging()]
-    defp log_callbacks(device, _fun) when is_atom(device) or is_pid(device), do: [Callbacks.logging(device: device)]
-
-    defp log_callbacks(other, fun),
-      do: raise(ArgumentError, "#{fun}: :log must be a boolean or an IO device, got #{inspect(other)}")
-
-    defp add_metrics(loop, metrics),
-      do: Enum.reduce(metrics, loop, fn {name, metric}, loop -> Axon.Loop.metric(loop, metric, "exburn_#{name}") end)
-
-    defp count_samples(state) do
-      n = [state.step_state.y_true] |> Nx.Defn.Composite.flatten_list() |> hd() |> Nx.axis_size(0)
-      update_in(state.handler_metadata[:exburn_samples], &((&1 || 0) + n))
-    end
-
-    defp steps(state, ctx), do: ctx.steps + (get_in(state.event_counts, [:iteration_completed, :total]) || 0)
-
-    # The epoch's history entry: the loop's metrics, the validation pass, the learning rate,
-    # the time; kept in the loop state's handler metadata for the callbacks after it.
-    defp summarize(state, ctx, metrics) do
-      train = Map.new(state.metrics, fn {"exburn_" <> name, v} -> {String.to_existing_atom(name), Nx.to_number(v)} end)
-
-      val =
-        if ctx.validation,
-          do:
-            ctx.model
-            |> with_state(state)
-            |> eval_batches(ctx.validation, ctx.eval, metrics)
-            |> Map.new(fn {k, v} -> {:"val_#{k}", v} end),
-          else: %{}
-
-      samples = state.handler_metadata[:exburn_samples] || 0
-      time_ms = Map.get(state.times, state.epoch, 0) / 1000
-      multiplier = state.step_state.optimizer_state |> Step.multiplier() |> Nx.to_number()
-      updates = div(steps(state, ctx), ctx.built.spec.training[:accumulate_gradients])
-      lr = Optimizer.learning_rate(ctx.built.spec, updates) * multiplier
-
-      entry =
-        %{
-          epoch: state.epoch + 1,
-          learning_rate: lr,
-          samples: samples,
-          time_ms: time_ms,
-          samples_per_sec: if(time_ms > 0, do: samples / (time_ms / 1000))
-        }
-        |> Map.merge(train)
-        |> Map.merge(val)
-
-      meta = Map.get(state.handler_metadata, :exburn, %{history: []})
-      meta = %{meta | history: [entry | meta.history]} |> Map.put(:epoch, entry)
-      {:continue, put_in(state.handler_metadata[:exburn], meta)}
-    end
-
-    defp history(state) do
-      meta = Map.get(state.handler_metadata, :exburn, %{history: []})
-      status = meta[:stopped] || state.status
-      %History{epochs: Enum.reverse(meta.history), status: status}
-    end
-
-    defp with_state(model, state), do: %{model | state: state.step_state.model_state}
 
     @doc """
-    The model as it stands in a running `fit/3` (for callbacks: the loop state and the
-    context they get).
+    The model as it stands in a running `fit/3` (for `ExBurn.Training.Callbacks.on/2`
+    handlers: the loop state and the context they get).
     """
-    @spec current_model(Axon.Loop.State.t(), map()) :: Model.t()
-    def current_model(state, ctx), do: Step.model_after(ctx.model, ctx.built, state.step_state, steps(state, ctx))
-
-    defp validation(nil, _train, _backend, _fun), do: nil
-
-    defp validation(data, train, backend, fun),
-      do: Data.new(data, tensor_opts(data, batch_size: train.batch_size || 32, shuffle: false), backend, fun)
-
-    # Batching options for {x, y} tensors; batched data takes none.
-    defp tensor_opts({_x, _y}, opts), do: opts
-    defp tensor_opts(_batches, _opts), do: []
+    @spec current_model(Axon.Loop.State.t(), map()) :: model()
+    def current_model(state, ctx), do: Fit.current_model(state, ctx)
 
     ## Evaluation
 
     @doc """
-    The loss and metrics of `model` on `data` (`{x, y}` tensors or batches), in inference
-    mode: `%{loss: float, accuracy: float, ...}`, means over the samples. Options:
-    `:batch_size` (32), `:metrics` (`[]`). One compiled call per batch.
+    Evaluates `model` on `data` (`{inputs, targets}` or batches), in inference mode, one
+    compiled call per batch: the average loss over the samples; with `track_accuracy` true,
+    `{loss, accuracy}`, where accuracy is `nil` for a loss without classes (`:mse`).
+
+    The third argument may also be options: `:accuracy` (as `track_accuracy`),
+    `:batch_size` (32), and `:metrics` (a list of `Axon.Metrics` names, e.g. `[:accuracy]`),
+    which gives a map `%{loss: ..., accuracy: ...}` instead.
     """
-    @spec evaluate(Model.t(), term(), keyword()) :: %{atom() => float()}
-    def evaluate(%Model{} = model, data, opts \\ []) do
-      fun = "ExBurn.Training.evaluate"
-      opts = Model.options!(opts, [:batch_size, :metrics], fun)
-      require_loss!(model, fun)
-      metrics = metrics!(Keyword.get(opts, :metrics, []), model, fun)
-
-      batching =
-        if opts[:batch_size],
-          do: [batch_size: opts[:batch_size], shuffle: false],
-          else: tensor_opts(data, batch_size: 32, shuffle: false)
-
-      data = Data.new(data, batching, Model.backend(model), fun)
-      {x, y} = Data.first(data, fun)
-      check_batch!(model, x, y, fun)
-      eval_batches(model, data, eval_fn(model, metrics), metrics)
-    end
-
-    # The loss and metrics of a batch, one compiled function: `(state, x, y) -> %{name => mean}`.
-    defp eval_fn(model, metrics) do
-      loss_fn = Spec.loss_fn(model.loss, model.loss_opts)
-      predict = model.predict_fn
-      metric_fns = Map.new(metrics)
-
-      fn state, x, y ->
-        pred = predict.(state, x)
-
-        Map.new(metric_fns, fn {name, f} -> {Atom.to_string(name), f.(y, pred)} end)
-        |> Map.put("loss", loss_fn.(y, pred))
-      end
-    end
-
-    defp eval_batches(model, data, eval, metrics) do
-      jitted = Nx.Defn.jit(eval, Model.jit_opts(model))
-      names = [:loss | Enum.map(metrics, &elem(&1, 0))]
-
-      {sums, n} =
-        Enum.reduce(data.batches, {Map.new(names, &{&1, 0.0}), 0}, fn {x, y}, {sums, n} ->
-          size = [y] |> Nx.Defn.Composite.flatten_list() |> hd() |> Nx.axis_size(0)
-          values = jitted.(model.state, x, y)
-          {Map.new(sums, fn {k, s} -> {k, s + Nx.to_number(values[Atom.to_string(k)]) * size} end), n + size}
-        end)
-
-      Map.new(sums, fn {k, s} -> {k, s / max(n, 1)} end)
-    end
+    @spec evaluate(model(), dataset() | Enumerable.t(), boolean() | keyword()) ::
+            float() | {float(), float() | nil} | map()
+    def evaluate(%Model{} = model, data, track_accuracy \\ false),
+      do: Evaluate.evaluate(model, data, track_accuracy)
 
     ## Single steps
 
     @doc """
-    One training step on the batch `{x, y}`: one compiled call (forward, gradients,
-    optimizer update). Gives `{model, loss}`: the updated model (with its optimizer state, so
-    the next call continues it) and the batch's loss before the update. Options: the
-    optimizer options of `fit/3`.
+    Performs a single training step on the batch `{x, y}`: forward, backward, optimizer
+    update, one compiled call. Returns `{loss, updated_model}`: the batch's loss (a float,
+    before the update) and the model with its optimizer state, so the next call continues it.
+    Options: those of `fit/3` for the optimizer (`:clip_norm`, `:clip_value`,
+    `:weight_decay`, `:nesterov`, `:accumulate_gradients`, `:optimizer`, ...) and
+    `:grad_method` / `:epsilon`.
     """
-    @spec train_step(Model.t(), {Nx.Tensor.t(), Nx.Tensor.t()}, keyword()) :: {Model.t(), Nx.Tensor.t()}
+    @spec train_step(model(), dataset(), keyword()) :: {float(), model()}
     def train_step(%Model{} = model, batch, opts \\ []) do
       fun = "ExBurn.Training.train_step"
-      {x, y} = batch!(batch, fun)
-      {built, {state, steps}} = prepare_step(model, {x, y}, opts, fun)
-      state = Nx.Defn.jit(built.step, Model.jit_opts(model)).({x, y}, state)
-      {Step.model_after(model, built, state, steps + 1), state.loss}
-    end
+      {x, y} = Checks.batch!(batch, fun)
+      {loop_opts, optimizer_opts} = Checks.split!(opts, fun)
 
-    defp prepare_step(model, {x, y}, opts, fun) do
-      {fit_opts, optimizer_opts} = split!(opts, fun)
-
-      case Keyword.keys(fit_opts) -- [:optimizer] do
+      case Keyword.keys(loop_opts) -- [:optimizer, :grad_method, :epsilon, :lr_schedule] do
         [] -> :ok
         keys -> raise ArgumentError, "#{fun}: #{inspect(keys)} are options of fit/3, not of a single step"
       end
 
-      require_loss!(model, fun)
-      check_batch!(model, x, y, fun)
-      built = Step.build(model, optimizer_spec(model, fit_opts[:optimizer], optimizer_opts, fun))
-      {built, Step.initial_state(model, built, {x, y})}
+      Checks.require_loss!(model, fun)
+      Checks.check_batch!(model, x, y, fun)
+      spec = Checks.optimizer_spec(model, loop_opts, optimizer_opts, fun)
+      built = Step.build(model, spec, Checks.grad!(loop_opts, fun))
+      {state, steps} = Step.initial_state(model, built, {x, y})
+      state = Nx.Defn.jit(built.step, Model.jit_opts(model)).({x, y}, state)
+      {Nx.to_number(state.loss), Step.model_after(model, built, state, steps + 1)}
     end
 
     @doc """
-    The loss of the batch `{x, y}` and its exact gradient with respect to each trainable
-    parameter (`Nx.Defn.value_and_grad/2`, train-mode forward pass), in one compiled call:
-    `{loss, %{"layer.param" => gradient}}`. Frozen parameters have no entry.
+    Computes the gradients of the loss on the batch `{x, y}` (train-mode forward pass) with
+    respect to each trainable parameter, in one compiled call: a map
+    `%{"layer.param" => gradient}` (frozen parameters have no entry).
+
+    Options: `:grad_method` - `:exact` (default: `Nx.Defn.value_and_grad/3`),
+    `:numerical` (central finite differences) or `:numerical_batch` (one-sided), the last two
+    a check of the first; `:epsilon` - their step (default `1.0e-5`).
     """
-    @spec compute_gradients(Model.t(), {Nx.Tensor.t(), Nx.Tensor.t()}, keyword()) ::
-            {Nx.Tensor.t(), %{String.t() => Nx.Tensor.t()}}
+    @spec compute_gradients(model(), dataset(), keyword()) :: %{String.t() => Nx.Tensor.t()}
     def compute_gradients(%Model{} = model, batch, opts \\ []) do
       fun = "ExBurn.Training.compute_gradients"
-      Model.options!(opts, [], fun)
-      {x, y} = batch!(batch, fun)
-      require_loss!(model, fun)
-      check_batch!(model, x, y, fun)
-      loss_fn = Spec.loss_fn(model.loss, model.loss_opts)
+      opts = Model.options!(opts, [:grad_method, :epsilon], fun)
+      grad = Checks.grad!(opts, fun)
+      {x, y} = Checks.batch!(batch, fun)
+      Checks.require_loss!(model, fun)
+      Checks.check_batch!(model, x, y, fun)
+      loss_fn = ExBurn.Model.Loss.fun(model.loss_fn, model.loss_opts, model.output_activation)
       {_init, forward} = Axon.build(model.model, mode: :train, seed: model.seed)
+      loss_at = fn params, {state, x, y} -> loss_fn.(y, forward.(Step.with_params(state, params), x).prediction) end
 
-      grad_fn = fn state, x, y ->
-        Nx.Defn.value_and_grad(ModelState.trainable_parameters(state), fn params ->
-          loss_fn.(y, forward.(ModelState.update(state, params), x).prediction)
-        end)
-      end
+      grad_fn =
+        case grad do
+          :exact ->
+            fn state, x, y -> Nx.Defn.grad(ModelState.trainable_parameters(state), &loss_at.(&1, {state, x, y})) end
 
-      {loss, grads} = Nx.Defn.jit(grad_fn, Model.jit_opts(model)).(model.state, x, y)
-      {loss, Params.flatten(grads)}
+          {method, eps} ->
+            precision = Numerical.precision(model.device_spec)
+
+            fn state, x, y ->
+              Numerical.gradients(
+                ModelState.trainable_parameters(state),
+                {state, x, y},
+                loss_at,
+                method,
+                eps,
+                precision
+              )
+            end
+        end
+
+      Nx.Defn.jit(grad_fn, Model.jit_opts(model)).(model.state, x, y) |> Params.flatten()
     end
 
+    @doc "Creates a data loader that yields mini-batches from a dataset (`ExBurn.Dataset.loader/2`)."
+    @spec data_loader(dataset(), keyword()) :: Enumerable.t()
+    def data_loader(data, opts \\ []), do: ExBurn.Dataset.loader(data, opts)
+
     @doc """
-    Times the parts of a training step on `{x, y}`: `%{first_call_ms, step_ms, forward_ms,
-    gradients_ms, update_ms, samples_per_sec}` - the first step (compilation included), then
-    medians of `:iterations` calls (default 5, after `:warmup`, default 1) of a whole step,
-    the forward pass, the forward and backward pass, and their difference (the optimizer and
-    parameter update). Options: those and the optimizer options of `fit/3`.
+    Profiles a training step on the batch `{x, y}`: `%{forward_ms, backward_ms, optimizer_ms,
+    total_ms}` - medians of `:iterations` calls (default 5, after `:warmup`, default 1) of the
+    forward pass, of the gradient computation less the forward pass, of the whole step less
+    the gradients, and of the whole step - and `first_call_ms` (the first step, compilation
+    included) and `samples_per_sec`. Options: those and the options of `train_step/3`.
     """
-    @spec profile_step(Model.t(), {Nx.Tensor.t(), Nx.Tensor.t()}, keyword()) :: map()
+    @spec profile_step(model(), dataset(), keyword()) :: map()
     def profile_step(%Model{} = model, batch, opts \\ []) do
       fun = "ExBurn.Training.profile_step"
       {iterations, opts} = Keyword.pop(opts, :iterations, 5)
       {warmup, opts} = Keyword.pop(opts, :warmup, 1)
-      {x, y} = batch!(batch, fun)
-      sync = fn -> ExCubecl.synchronize(device: model.device) end
+      {x, y} = Checks.batch!(batch, fun)
+      sync = fn -> ExCubecl.synchronize(device: model.device_spec) end
 
-      {first_us, {model, _loss}} =
+      {first_us, {_loss, model}} =
         :timer.tc(fn ->
           result = train_step(model, {x, y}, opts)
           sync.()
           result
         end)
 
-      bench = [iterations: iterations, warmup: warmup]
+      bench = [runs: iterations, warmup: warmup]
       step = Model.benchmark(model, {x, y}, [mode: :train] ++ bench ++ opts)
       forward = Model.benchmark(model, x, bench)
-
-      gradients =
-        median_ms(
-          fn ->
-            compute_gradients(model, {x, y})
-            sync.()
-          end,
-          warmup,
-          iterations
-        )
+      grad_opts = Keyword.take(opts, [:grad_method, :epsilon])
+      gradients = median_ms(fn -> compute_gradients(model, {x, y}, grad_opts) && sync.() end, warmup, iterations)
 
       %{
-        first_call_ms: first_us / 1000,
-        step_ms: step.median_ms,
         forward_ms: forward.median_ms,
-        gradients_ms: gradients,
-        update_ms: max(step.median_ms - gradients, 0.0),
+        backward_ms: max(gradients - forward.median_ms, 0.0),
+        optimizer_ms: max(step.median_ms - gradients, 0.0),
+        total_ms: step.median_ms,
+        first_call_ms: first_us / 1000,
         samples_per_sec: step.samples_per_sec
       }
     end
@@ -392,105 +278,7 @@ if Code.ensure_loaded?(Axon) do
       times |> Enum.sort() |> Enum.at(div(iterations, 2))
     end
 
-    ## Checks
-
     @doc false
-    # `batch` as {x, y}, or ArgumentError naming `fun`.
-    def batch!({_x, _y} = batch, _fun), do: batch
-    def batch!(other, fun), do: raise(ArgumentError, "#{fun}: expected a batch {x, y}, got #{inspect(other, limit: 3)}")
-
-    defp split!(opts, fun) do
-      unless Keyword.keyword?(opts),
-        do: raise(ArgumentError, "#{fun}: options must be a keyword list, got #{inspect(opts, limit: 5)}")
-
-      {fit_opts, optimizer_opts} = Keyword.split(opts, @fit_opts)
-
-      case Keyword.keys(optimizer_opts) -- Optimizer.option_names() do
-        [] ->
-          {fit_opts, optimizer_opts}
-
-        unknown ->
-          raise ArgumentError,
-                "#{fun}: unknown option(s) #{Enum.map_join(unknown, ", ", &inspect/1)} (options: #{Enum.map_join(@fit_opts ++ Optimizer.option_names(), ", ", &inspect/1)})"
-      end
-    end
-
-    defp require_loss!(%Model{loss: nil}, fun),
-      do: raise(ArgumentError, "#{fun}: the model has no loss; compile it with ExBurn.Model.compile(axon, loss: ...)")
-
-    defp require_loss!(_model, _fun), do: :ok
-
-    defp positive!(n, _key, _fun) when is_integer(n) and n > 0, do: n
-
-    defp positive!(n, key, fun),
-      do: raise(ArgumentError, "#{fun}: #{inspect(key)} must be a positive integer, got #{inspect(n)}")
-
-    # The optimizer spec: the model's, with `overrides`; another optimizer from its defaults.
-    defp optimizer_spec(model, nil, overrides, fun),
-      do: Optimizer.validate!({model.optimizer, model.optimizer_opts}, overrides, fun)
-
-    defp optimizer_spec(model, {name, opts}, overrides, fun) when name == model.optimizer and is_list(opts),
-      do: Optimizer.validate!({name, Keyword.merge(model.optimizer_opts, opts)}, overrides, fun)
-
-    defp optimizer_spec(model, name, overrides, fun) when name == model.optimizer,
-      do: optimizer_spec(model, nil, overrides, fun)
-
-    defp optimizer_spec(_model, optimizer, overrides, fun), do: Optimizer.validate!(optimizer, overrides, fun)
-
-    defp metrics!(metrics, model, fun) when is_list(metrics) do
-      Enum.map(metrics, fn
-        :accuracy ->
-          opts = Spec.accuracy_opts(model.loss, model.loss_opts)
-          {:accuracy, fn y_true, y_pred -> Axon.Metrics.accuracy(y_true, y_pred, opts) end}
-
-        name when is_atom(name) ->
-          if function_exported?(Axon.Metrics, name, 2),
-            do: {name, fn y_true, y_pred -> apply(Axon.Metrics, name, [y_true, y_pred]) end},
-            else:
-              raise(
-                ArgumentError,
-                "#{fun}: unknown metric #{inspect(name)} (:accuracy, or a function of Axon.Metrics of (y_true, y_pred))"
-              )
-
-        other ->
-          raise ArgumentError,
-                "#{fun}: unknown metric #{inspect(other)} (:accuracy, or a function of Axon.Metrics of (y_true, y_pred))"
-      end)
-    end
-
-    defp metrics!(other, _model, fun),
-      do: raise(ArgumentError, "#{fun}: :metrics must be a list, got #{inspect(other)}")
-
-    # The batch against the model: the input's shapes, and targets that fit the output.
-    defp check_batch!(model, x, y, fun) do
-      n = Spec.check_input!(model.input, x, fun)
-
-      case {y, model.output} do
-        {%Nx.Tensor{shape: shape}, %Nx.Tensor{shape: out}} ->
-          want = put_elem(out, 0, n)
-
-          ok? =
-            cond do
-              elem(shape, 0) != n or tuple_size(shape) == 0 -> false
-              is_function(model.loss) -> true
-              model.loss_opts[:sparse] -> shape in [{n}, {n, 1}]
-              true -> shape == want
-            end
-
-          unless ok?,
-            do:
-              raise(
-                ArgumentError,
-                "#{fun}: targets of shape #{inspect(shape)} don't fit the model's output #{Spec.shape_string(out)} for a batch of #{n}"
-              )
-
-        {%Nx.Tensor{}, _} ->
-          :ok
-
-        {other, _} ->
-          unless is_map(other) or is_tuple(other),
-            do: raise(ArgumentError, "#{fun}: targets must be tensors, got #{inspect(other, limit: 3)}")
-      end
-    end
+    def batch!(batch, fun), do: Checks.batch!(batch, fun)
   end
 end

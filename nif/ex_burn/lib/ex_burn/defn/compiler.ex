@@ -43,6 +43,10 @@ defmodule ExBurn.Defn.Compiler do
     * `:client` and `:device_id` - EXLA's way of naming a device: `client: :cuda,
       device_id: 1` is `"cuda:1"`, `client: :host` is Mesa's lavapipe (`"wgpu:cpu"`).
     * `:max_concurrency` - the partitions of an `Nx.Serving` (default 1).
+    * `:precision` - EXLA's: how f32 matrix products and convolutions of this function
+      compute: `:highest` in exact f32 arithmetic, `:high` or `:default` on TF32 matrix
+      units where the device has them (NVIDIA Ampere and later; elsewhere exact either way).
+      Without it, the process-wide choice holds (`EX_CUBECL_MATMUL_PRECISION`, default exact).
     * `:lazy_transfers` and `:debug` - EXLA's; accepted so that EXLA code runs unchanged, with
       no effect: inputs always transfer at the call.
     * `:batch_keys` (which `Nx.Serving` adds) and `Axon.build/2`'s `:mode`, `:seed`,
@@ -67,7 +71,7 @@ defmodule ExBurn.Defn.Compiler do
   alias ExBurn.Defn.{Cache, Cse, Fuse, Lower}
   alias ExCubecl.Native
 
-  @options [:device, :hooks, :cache, :fuse, :client, :device_id, :max_concurrency, :lazy_transfers, :debug] ++
+  @options [:device, :hooks, :cache, :fuse, :client, :device_id, :max_concurrency, :lazy_transfers, :debug, :precision] ++
              [:batch_keys, :mode, :seed, :print_values, :raise_on_none, :global_layer_options]
   @on_queue {__MODULE__, :on_queue}
   @last {__MODULE__, :last}
@@ -88,8 +92,9 @@ defmodule ExBurn.Defn.Compiler do
     opts = options!(opts)
     dev = device(opts)
     fuse = Keyword.get_lazy(opts, :fuse, fn -> Application.get_env(:ex_burn, :defn_fuse, true) end)
-    compile = fn -> compile(vars, fun, dev, fuse) end
-    program = if Keyword.get(opts, :cache, true), do: cached(key, templates(vars), dev, fuse, compile), else: compile.()
+    precision = precision!(opts[:precision])
+    compile = fn -> compile(vars, fun, dev, fuse, precision) end
+    program = if Keyword.get(opts, :cache, true), do: cached(key, templates(vars), dev, {fuse, precision}, compile), else: compile.()
     hooks = Keyword.get(opts, :hooks, %{})
     fn args_list -> Enum.map(args_list, &run(program, &1, hooks)) end
   end
@@ -106,10 +111,10 @@ defmodule ExBurn.Defn.Compiler do
 
   ## Compilation
 
-  defp compile(vars, fun, dev, fuse) do
+  defp compile(vars, fun, dev, fuse, precision) do
     {expr, output} = vars |> fun.() |> Composite.traverse([], &{Nx.devectorize(&1), [Nx.to_template(&1) | &2]})
     params = vars |> Composite.flatten_list() |> Enum.map(&Nx.devectorize/1)
-    {blocks, consts, hooks, calls, positions, scalars} = Lower.program(expr, length(params), dev)
+    {blocks, consts, hooks, calls, positions, scalars} = Lower.program(expr, length(params), dev, precision)
     blocks = Cse.blocks(blocks)
     blocks = if fuse, do: Fuse.blocks(blocks, scalars), else: blocks
     specs = Enum.map(params, &{ExBurn.Backend.device_shape(&1), ExBurn.Backend.device_type(&1, dev)})
@@ -117,7 +122,8 @@ defmodule ExBurn.Defn.Compiler do
     case Native.program_new(blocks, consts, specs, dev) do
       {:ok, ref} ->
         result = Composite.traverse(expr, &Nx.to_template/1)
-        %{ref: ref, dev: dev, result: result, output: Enum.reverse(output), positions: positions, hooks: List.to_tuple(hooks), calls: List.to_tuple(calls), read: read_params(blocks)}
+        read = read_params(blocks)
+        %{ref: ref, dev: dev, result: result, output: Enum.reverse(output), positions: positions, hooks: List.to_tuple(hooks), calls: List.to_tuple(calls), read: read, unread: unread_inputs(params, read, dev)}
 
       {:error, e} ->
         raise ExBurn.Error.from("ExBurn.Defn.Compiler", e)
@@ -155,6 +161,15 @@ defmodule ExBurn.Defn.Compiler do
   defp params_in(tuple, acc) when is_tuple(tuple), do: tuple |> Tuple.to_list() |> params_in(acc)
   defp params_in(_other, acc), do: acc
 
+  # A parameter that the program never reads is never realised (an Nx.LazyContainer's field,
+  # a template): the run gets zeros of its shape, made once here, in its place.
+  defp unread_inputs(params, read, dev) do
+    for {t, i} <- Enum.with_index(params), not MapSet.member?(read, i), into: %{} do
+      zeros = Nx.broadcast(Nx.tensor(0, type: t.type, backend: Nx.BinaryBackend), t.shape)
+      {i, input(Nx.backend_copy(zeros, {ExBurn.Backend, device: dev}), dev)}
+    end
+  end
+
   defp templates(vars), do: Enum.map(vars, &Composite.traverse(&1, fn t -> Nx.to_template(t) end))
 
   # The cache key of `key` (the jitted function): a closure by its code and its environment,
@@ -180,7 +195,15 @@ defmodule ExBurn.Defn.Compiler do
   ## Running
 
   defp run(program, args, runtime_hooks) do
-    inputs = args |> Enum.with_index() |> Enum.map(fn {arg, i} -> param_input(arg.(), i, program) end)
+    inputs =
+      args
+      |> Enum.with_index()
+      |> Enum.map(fn {arg, i} ->
+        case program.unread do
+          %{^i => zeros} -> zeros
+          %{} -> param_input(arg.(), i, program)
+        end
+      end)
 
     if Process.get(@on_queue) && tuple_size(program.calls) == 0,
       do: on_queue(program, inputs, runtime_hooks),
@@ -238,14 +261,8 @@ defmodule ExBurn.Defn.Compiler do
     for t <- Composite.flatten_list([result]), do: input(Nx.to_tensor(t), dev)
   end
 
-  # A template argument that the program never reads stands for zeros of its shape; one it
-  # reads raises Nx's own error (as Nx.Defn.Evaluator does) when its data is asked for.
-  defp param_input(%T{data: %Nx.TemplateBackend{}} = t, i, program) do
-    if MapSet.member?(program.read, i),
-      do: input(t, program.dev),
-      else: input(Nx.broadcast(Nx.tensor(0, type: t.type, backend: Nx.BinaryBackend), t.shape), program.dev)
-  end
-
+  # A template argument that the program reads raises Nx's own error (as Nx.Defn.Evaluator
+  # does) when its data is asked for.
   defp param_input(t, _i, program), do: input(t, program.dev)
 
   defp input(%T{} = t, dev) do
@@ -285,6 +302,13 @@ defmodule ExBurn.Defn.Compiler do
   defp hook_fun({:named, name, callback}, hooks), do: hooks[name] || callback
 
   ## Options
+
+  defp precision!(nil), do: nil
+  defp precision!(:highest), do: "exact"
+  defp precision!(p) when p in [:high, :default], do: "tf32"
+
+  defp precision!(other),
+    do: raise(ExBurn.Error.new("ExBurn.Defn.Compiler", "option :precision must be :default, :high or :highest", "got #{inspect(other)}"))
 
   defp options!(opts) do
     case Enum.reject(Keyword.keys(opts), &(&1 in @options)) do

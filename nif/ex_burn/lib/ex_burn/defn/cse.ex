@@ -36,6 +36,7 @@ defmodule ExBurn.Defn.Cse do
   defp rename_instr({:op, kernel, inputs, opts, label}, map), do: {:op, kernel, Enum.map(inputs, &rename(&1, map)), opts, label}
   defp rename_instr({:cond, inputs, clauses, last}, map), do: {:cond, Enum.map(inputs, &rename(&1, map)), clauses, last}
   defp rename_instr({:while, initial, pred, body}, map), do: {:while, Enum.map(initial, &rename(&1, map)), pred, body}
+  defp rename_instr({:repeat, inputs, times, body}, map), do: {:repeat, Enum.map(inputs, &rename(&1, map)), times, body}
   defp rename_instr({:hook, id, inputs}, map), do: {:hook, id, Enum.map(inputs, &rename(&1, map))}
   defp rename_instr({:call, id, inputs, outputs}, map), do: {:call, id, Enum.map(inputs, &rename(&1, map)), outputs}
 

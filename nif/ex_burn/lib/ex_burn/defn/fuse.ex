@@ -1,9 +1,10 @@
 defmodule ExBurn.Defn.Fuse do
   @moduledoc false
-  # Fuses a lowered program's chains of elementwise float ops into `nx_fused` instructions,
-  # one launch each (the entry is documented in native/ex_cubecl_nif/src/ops/nx/fused.rs).
+  # Fuses a lowered program's chains of elementwise float ops, and of elementwise integer ops
+  # (adds, shifts, xors: a counter-based random generator), into `nx_fused` instructions, one
+  # launch each (the entry is documented in native/ex_cubecl_nif/src/ops/nx/fused.rs).
   #
-  # Within a block, an elementwise float op (`nx_add`, `nx_exp`, ...) joins the groups of the
+  # Within a block, an elementwise op (`nx_add`, `nx_exp`, ...) joins the groups of the
   # fusable ops it reads that have its type and shape, merging them. A group whose value is
   # read by an instruction outside it (or by the block's outputs) before the group is complete
   # is closed: nothing joins it afterwards, so a group is computed at the place of its last
@@ -18,6 +19,10 @@ defmodule ExBurn.Defn.Fuse do
   @binary ~w(add subtract multiply divide pow atan2 max min)
   @compare ~w(equal not_equal greater greater_equal less less_equal)
   @float_types ~w(f16 bf16 f32 f64)
+  @int_unary ~w(negate bitwise_not)
+  @int_binary ~w(add subtract multiply bitwise_and bitwise_or bitwise_xor left_shift right_shift max min)
+  # (narrower integers compute in 32 bits on some devices: their chains stay op by op)
+  @int_types ~w(s32 s64 u32 u64)
 
   @doc false
   # The blocks of a program (`{nparams, instructions, outputs}`) with their chains fused.
@@ -28,7 +33,36 @@ defmodule ExBurn.Defn.Fuse do
     n = tuple_size(instrs)
     groups = group(instrs, n, outputs, readers(instrs, n, outputs))
     {new_instrs, map} = emit(instrs, n, outputs, groups, scalars)
-    {nparams, new_instrs, Enum.map(outputs, &rename(&1, map))}
+    outputs = Enum.map(outputs, &rename(&1, map))
+    {nparams, stack_concats(new_instrs, outputs), outputs}
+  end
+
+  # An integer group whose outputs nothing reads but one `concatenate` of all of them, in order,
+  # along the first axis (threefry's two halves) writes them stacked in one tensor: the
+  # concatenation is then a view of it, and its launch is gone.
+  defp stack_concats(instrs, outputs) do
+    t = List.to_tuple(instrs)
+    reads = Enum.frequencies(Enum.flat_map(instrs, &slots/1) ++ outputs)
+
+    stacked =
+      for {{:op, "nx_concatenate", [{:value, f, 0} | _] = ins, opts, _}, _i} <- Enum.with_index(instrs),
+          {:op, "nx_fused", _, fopts, _} <- [elem(t, f)],
+          opts[:axis] == 0 and to_string(fopts[:type]) in @int_types and fopts[:shape] != [],
+          ins == for(k <- 0..(length(fopts[:outputs]) - 1)//1, do: {:value, f, k}),
+          Enum.all?(ins, &(reads[&1] == 1)),
+          into: %{},
+          do: {f, opts[:shape]}
+
+    Enum.map(Enum.with_index(instrs), fn
+      {{:op, "nx_fused", ins, opts, label}, i} when is_map_key(stacked, i) ->
+        {:op, "nx_fused", ins, Keyword.merge(opts, shape: stacked[i], stacked: true), label}
+
+      {{:op, "nx_concatenate", [{:value, f, 0} | _], opts, label}, _i} when is_map_key(stacked, f) ->
+        {:op, "nx_reshape", [{:value, f, 0}], [type: opts[:type], shape: opts[:shape]], label}
+
+      {instr, _i} ->
+        instr
+    end)
   end
 
   ## Grouping
@@ -48,7 +82,41 @@ defmodule ExBurn.Defn.Fuse do
         end
       end)
 
-    close_read(st, outputs)
+    st |> close_read(outputs) |> absorb_scalars(instrs, n, readers)
+  end
+
+  # A group of scalar ops (shape `{}`: a key's words, a step count) whose values only one
+  # larger group of its type reads joins that group: each unit of the kernel computes the
+  # scalars again, which costs a few instructions and saves their launches. Groups are taken
+  # from the last, so that chains of scalar groups move in together.
+  defp absorb_scalars(st, instrs, n, readers) do
+    Enum.reduce((n - 1)..0//-1, st, fn i, st ->
+      with g when g != nil <- st.of[i],
+           %{key: {type, []}, members: members} <- st.groups[g],
+           true <- List.last(members) == i,
+           false <- Enum.any?(members, &compare?(elem(instrs, &1))),
+           [target] <- reader_groups(st, members, readers),
+           %{key: {^type, shape}} when shape != [] <- st.groups[target] do
+        all = Enum.sort(st.groups[target].members ++ members)
+        groups = st.groups |> Map.delete(g) |> Map.put(target, %{st.groups[target] | members: all})
+        %{st | groups: groups, of: Enum.reduce(members, st.of, &Map.put(&2, &1, target))}
+      else
+        _ -> st
+      end
+    end)
+  end
+
+  defp compare?({:op, "nx_" <> name, _, _, _}), do: name in @compare
+
+  # The groups that read `members` from outside them (`[:none]` where something else does).
+  defp reader_groups(st, members, readers) do
+    own = MapSet.new(members)
+
+    members
+    |> Enum.flat_map(&(readers[&1] || []))
+    |> Enum.reject(fn {reader, _} -> MapSet.member?(own, reader) end)
+    |> Enum.map(fn {reader, _} -> if is_integer(reader), do: st.of[reader] || :none, else: :none end)
+    |> Enum.uniq()
   end
 
   # Instruction `i` (fusable, of `key` = {type, shape}) joins the open groups of the same key
@@ -80,10 +148,10 @@ defmodule ExBurn.Defn.Fuse do
 
     ok =
       case length(inputs) do
-        1 -> name in @unary and type in @float_types
-        2 when name in @binary -> type in @float_types and compute == type
-        2 when name in @compare -> compute in @float_types and Enum.all?(readers, &predicate_of?(&1, instr, compute, instrs))
-        3 -> name == "select" and type in @float_types
+        1 -> (name in @unary and type in @float_types) or (name in @int_unary and type in @int_types)
+        2 when name in @compare -> (compute in @float_types or compute in @int_types) and Enum.all?(readers, &predicate_of?(&1, instr, compute, instrs))
+        2 -> compute == type and ((name in @binary and type in @float_types) or (name in @int_binary and type in @int_types))
+        3 -> name == "select" and (type in @float_types or type in @int_types)
         _ -> false
       end
 
@@ -123,6 +191,7 @@ defmodule ExBurn.Defn.Fuse do
   defp slots({:op, _, inputs, _, _}), do: inputs
   defp slots({:cond, inputs, _, _}), do: inputs
   defp slots({:while, initial, _, _}), do: initial
+  defp slots({:repeat, inputs, _, _}), do: inputs
   defp slots({:hook, _, inputs}), do: inputs
   defp slots({:call, _, inputs, _}), do: inputs
 
@@ -186,7 +255,7 @@ defmodule ExBurn.Defn.Fuse do
       |> Enum.reject(&(match?({:value, _, 0}, &1) and MapSet.member?(own, elem(&1, 1))))
       |> Enum.uniq()
 
-    {literals, external} = literals(external, to_string(opts[:type]), scalars)
+    {literals, external} = literals(external, elem(g.key, 0), scalars)
     registers = external |> Enum.with_index() |> Map.new()
 
     registers =
@@ -200,8 +269,9 @@ defmodule ExBurn.Defn.Fuse do
     given = Enum.filter(g.members, &MapSet.member?(read, &1))
     label = "fused: " <> Enum.map_join(members, ", ", &elem(&1, 4))
 
+    # (the group's type: its last member may be a comparison, whose own type is u8)
     fused_opts = [
-      type: opts[:type],
+      type: elem(g.key, 0),
       shape: opts[:shape],
       ops: ops,
       outputs: Enum.map(given, &Map.fetch!(registers, {:value, &1, 0}))
@@ -224,7 +294,33 @@ defmodule ExBurn.Defn.Fuse do
     end
   end
 
+  defp literals(external, type, scalars) when type in @int_types do
+    {literals, inputs} = Enum.split_with(external, &int_literal(&1, type, scalars))
+    literals = Enum.map(literals, &{&1, int_literal(&1, type, scalars)})
+
+    case inputs do
+      [] -> {tl(literals), [elem(hd(literals), 0)]}
+      _ -> {literals, inputs}
+    end
+  end
+
   defp literals(external, _type, _scalars), do: {[], external}
+
+  # The value of integer constant `c` in the group's type `type` (as the op casts it there),
+  # as the kernel takes it: wrapped into the type, 64-bit values as their signed bits.
+  defp int_literal({:const, c}, type, scalars) do
+    case scalars[c] do
+      {{kind, _}, x} when kind in [:s, :u] and is_integer(x) ->
+        bits = type |> String.slice(1..-1//1) |> String.to_integer()
+        <<v::signed-size(bits)>> = <<x::size(bits)>>
+        if type in ~w(u32) and v < 0, do: v + 0x1_0000_0000, else: v
+
+      _ ->
+        nil
+    end
+  end
+
+  defp int_literal(_slot, _type, _scalars), do: nil
 
   # The bits of the f32 that constant `c` is in an f32 op (Nx casts it there), where that is
   # a finite normal number (or zero) that its own type holds exactly.
@@ -249,6 +345,7 @@ defmodule ExBurn.Defn.Fuse do
 
   defp rename_instr({:cond, inputs, clauses, last}, map), do: {:cond, Enum.map(inputs, &rename(&1, map)), clauses, last}
   defp rename_instr({:while, initial, pred, body}, map), do: {:while, Enum.map(initial, &rename(&1, map)), pred, body}
+  defp rename_instr({:repeat, inputs, times, body}, map), do: {:repeat, Enum.map(inputs, &rename(&1, map)), times, body}
   defp rename_instr({:hook, id, inputs}, map), do: {:hook, id, Enum.map(inputs, &rename(&1, map))}
   defp rename_instr({:call, id, inputs, outputs}, map), do: {:call, id, Enum.map(inputs, &rename(&1, map)), outputs}
 

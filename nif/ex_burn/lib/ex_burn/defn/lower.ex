@@ -17,9 +17,30 @@ defmodule ExBurn.Defn.Lower do
   alias Nx.Tensor, as: T
   alias ExBurn.Defn.Recorder
 
-  defstruct [:dev, :frame, blocks: %{}, next_block: 0, consts: [], const_count: 0, const_keys: %{}, hooks: [], calls: []]
+  defstruct [:dev, :frame, :precision, blocks: %{}, next_block: 0, consts: [], const_count: 0, const_keys: %{}, hooks: [], calls: [], host: %{}, host_keys: %{}, tensor_ids: %{}]
 
   @creation_ops [:eye, :iota]
+
+  # Constant folding: an integer op whose inputs are all constants, with a result of at most
+  # @fold_max elements, is computed here (by Nx.BinaryBackend, whose integer arithmetic gives
+  # the very bits of our kernels: wrapping in the type, shifts by the width or more 0) and
+  # becomes a constant of the program. Nx.Random's generator is made of such ops: its
+  # counters, rotation amounts and iotas fold away, and what is left runs fused on the device.
+  @fold_max 65_536
+  @foldable [:negate, :bitwise_not, :abs, :sign, :add, :subtract, :multiply, :quotient, :remainder, :bitwise_and, :bitwise_or, :bitwise_xor] ++
+              [:left_shift, :right_shift, :min, :max, :equal, :not_equal, :greater, :greater_equal, :less, :less_equal] ++
+              [:logical_and, :logical_or, :logical_xor, :logical_not, :select, :clip] ++
+              [:reshape, :squeeze, :transpose, :broadcast, :slice, :put_slice, :concatenate, :stack, :pad, :reverse] ++
+              [:as_type, :bitcast, :take, :take_along_axis, :gather, :iota, :eye]
+
+  # A `while` whose predicate folds to a constant at every turn (a counter from a constant
+  # against a constant bound, as in `while {i = 0, x}, i < 5`, or the form over a tensor of
+  # known length, `while x, r <- tensor`) is unrolled: its body joins the block it is in, so
+  # it is captured and replayed with everything around it and its elementwise chains fuse
+  # across turns. At most @unroll_max turns and @unroll_instrs instructions of the block are
+  # unrolled; the rest of such a loop runs as a loop.
+  @unroll_max 64
+  @unroll_instrs 4_000
 
   @doc false
   # `{blocks, consts, hooks, calls, outputs, scalars}` of the graph `expr` (a composite) over
@@ -29,8 +50,8 @@ defmodule ExBurn.Defn.Lower do
   # one output of the graph is one output of the program, so the results are one tensor),
   # and `scalars` the constants that hold one number everywhere (`Nx.broadcast(0, shape)` in
   # a gradient, say), `{type, number}` by constant index.
-  def program(expr, nparams, dev) do
-    st = %__MODULE__{dev: dev}
+  def program(expr, nparams, dev, precision \\ nil) do
+    st = %__MODULE__{dev: dev, precision: precision}
     params = for i <- 0..(nparams - 1)//1, do: {:param, i}
     {0, st} = in_block(st, params, Tree.scope_ids(expr), %{}, &lower_flat(expr, &1))
     {nparams, instrs, slots} = Map.fetch!(st.blocks, 0)
@@ -38,6 +59,7 @@ defmodule ExBurn.Defn.Lower do
     index = Map.new(Enum.with_index(unique))
     blocks = [{nparams, instrs, unique} | for(b <- 1..(st.next_block - 1)//1, do: Map.fetch!(st.blocks, b))]
     scalars = for {{type, _shape, number}, {:const, c}} <- st.const_keys, into: %{}, do: {c, {type, number}}
+    scalars = for {c, %T{} = host} <- st.host, Nx.size(host) == 1, into: scalars, do: {c, {host.type, host |> Nx.reshape({}) |> Nx.to_number()}}
     {blocks, Enum.reverse(st.consts), Enum.reverse(st.hooks), Enum.reverse(st.calls), Enum.map(slots, &Map.fetch!(index, &1)), scalars}
   end
 
@@ -89,7 +111,12 @@ defmodule ExBurn.Defn.Lower do
   end
 
   defp node(:parameter, %T{data: %Expr{args: [i]}}, st), do: {Enum.fetch!(st.frame.params, i), st}
-  defp node(:tensor, %T{data: %Expr{args: [tensor]}}, st), do: tensor_const(tensor, st)
+  defp node(:tensor, %T{data: %Expr{id: id, args: [tensor]}}, st) do
+    case st.tensor_ids do
+      %{^id => slot} -> {slot, st}
+      %{} -> tensor_const(tensor, st) |> then(fn {slot, st} -> {slot, %{st | tensor_ids: Map.put(st.tensor_ids, id, slot)}} end)
+    end
+  end
   defp node(:elem, %T{data: %Expr{args: [tuple, i]}}, st), do: lower(tuple, st) |> then(fn {slots, st} -> {Enum.fetch!(slots, i), st} end)
 
   defp node(:metadata, %T{data: %Expr{args: [expr, _meta]}}, st) do
@@ -130,6 +157,13 @@ defmodule ExBurn.Defn.Lower do
   defp generic(op, t, st) do
     {args, st} = Tree.apply_args(t, st, &placeholder/2)
 
+    case fold(op, t, args, st) do
+      {:ok, slot, st} -> {slot, st}
+      :error -> generic_call(op, t, args, st)
+    end
+  end
+
+  defp generic_call(op, t, args, st) do
     call =
       cond do
         op in @creation_ops -> [t | args] ++ [[device: st.dev]]
@@ -150,7 +184,7 @@ defmodule ExBurn.Defn.Lower do
   defp recorded(st, label, fun) do
     case Recorder.record(fun) do
       {:ok, result, calls} ->
-        {ns, st} = Enum.map_reduce(calls, st, fn {name, refs, opts}, st -> emit(st, {:op, name, refs, opts, label}) end)
+        {ns, st} = Enum.map_reduce(calls, st, fn {name, refs, opts}, st -> emit(st, {:op, name, refs, with_precision(name, opts, st.precision), label}) end)
         ns = List.to_tuple(ns)
         slots = for %T{data: %ExBurn.Backend{ref: ref}} <- List.flatten([result_list(result)]), do: resolve(ref, ns)
         {single(result, slots), st}
@@ -159,6 +193,10 @@ defmodule ExBurn.Defn.Lower do
         :default
     end
   end
+
+  # The program's precision for f32 products (the compiler's :precision option).
+  defp with_precision(name, opts, precision) when name in ["nx_dot", "nx_conv"] and precision != nil, do: opts ++ [precision: precision]
+  defp with_precision(_name, opts, _precision), do: opts
 
   defp result_list(%T{} = t), do: [t]
   defp result_list(tuple) when is_tuple(tuple), do: Tuple.to_list(tuple)
@@ -180,12 +218,81 @@ defmodule ExBurn.Defn.Lower do
 
       %{} ->
         {slot, st} = add_const(ExBurn.Backend.constant(t, number, device: st.dev), st)
+        st = if foldable_type?(type) and is_integer(number) and Nx.size(shape) <= @fold_max, do: put_host(st, slot, Nx.broadcast(Nx.tensor(number, type: type, backend: Nx.BinaryBackend), shape)), else: st
         {slot, %{st | const_keys: Map.put(st.const_keys, key, slot)}}
     end
   end
 
-  defp tensor_const(%T{data: %ExBurn.Backend{device: dev}} = tensor, %{dev: dev} = st), do: add_const(tensor, st)
-  defp tensor_const(tensor, st), do: add_const(Nx.backend_copy(tensor, {ExBurn.Backend, device: st.dev}), st)
+  defp tensor_const(%T{} = tensor, st) do
+    {slot, st} =
+      case tensor.data do
+        %ExBurn.Backend{device: dev} when dev == st.dev -> add_const(tensor, st)
+        _ -> add_const(Nx.backend_copy(tensor, {ExBurn.Backend, device: st.dev}), st)
+      end
+
+    if foldable_type?(tensor.type) and Nx.size(tensor) <= @fold_max,
+      do: {slot, put_host(st, slot, Nx.backend_copy(tensor, Nx.BinaryBackend))},
+      else: {slot, st}
+  end
+
+  defp put_host(st, {:const, c}, host), do: %{st | host: Map.put(st.host, c, host)}
+
+  defp foldable_type?({kind, _}), do: kind in [:s, :u]
+  defp foldable_type?(_), do: false
+
+  # The constant that folds `op` on constant inputs, if it does (see @foldable).
+  defp fold(op, t, args, st) do
+    with true <- op in @foldable and foldable_type?(t.type) and Nx.size(t.shape) <= @fold_max,
+         {:ok, host_args} <- host_args(args, st),
+         call = if(op in @creation_ops, do: [t | host_args] ++ [[]], else: [t | host_args]),
+         %T{} = value <- host_apply(op, call) do
+      key = {value.type, value.shape, Nx.to_binary(value)}
+
+      case st.host_keys do
+        %{^key => slot} ->
+          {:ok, slot, st}
+
+        %{} ->
+          {slot, st} = add_const(Nx.backend_copy(value, {ExBurn.Backend, device: st.dev}), st)
+          st = put_host(st, slot, value)
+          {:ok, slot, %{st | host_keys: Map.put(st.host_keys, key, slot)}}
+      end
+    else
+      _ -> :error
+    end
+  end
+
+  # An op that raises on the host (an index out of range, say) is left to the device, which
+  # reports it as eager calls do.
+  defp host_apply(op, call) do
+    apply(Nx.BinaryBackend, op, call)
+  rescue
+    _ -> :error
+  end
+
+  # The arguments with every placeholder replaced by its constant's host value, where each
+  # placeholder is a folded (integer) constant.
+  defp host_args(args, st) do
+    Enum.reduce_while(args, {:ok, []}, fn arg, {:ok, acc} ->
+      case host_arg(arg, st) do
+        {:ok, value} -> {:cont, {:ok, [value | acc]}}
+        :error -> {:halt, :error}
+      end
+    end)
+    |> case do
+      {:ok, acc} -> {:ok, Enum.reverse(acc)}
+      :error -> :error
+    end
+  end
+
+  defp host_arg(%T{data: %ExBurn.Backend{ref: {:const, c}}}, st), do: Map.fetch(st.host, c)
+  defp host_arg(%T{}, _st), do: :error
+
+  defp host_arg(list, st) when is_list(list) do
+    if Enum.any?(list, &match?(%T{}, &1)), do: host_args(list, st), else: {:ok, list}
+  end
+
+  defp host_arg(other, _st), do: {:ok, other}
 
   defp add_const(%T{data: %ExBurn.Backend{ref: ref}}, st) do
     {{:const, st.const_count}, %{st | consts: [ref | st.consts], const_count: st.const_count + 1}}
@@ -258,14 +365,143 @@ defmodule ExBurn.Defn.Lower do
     end
   end
 
-  # A while: the predicate and the body are blocks over the loop state.
+  # A while: unrolled while its predicate folds (see @unroll_max), else the predicate and the
+  # body are blocks over the loop state.
   defp while_node(%T{data: %Expr{args: [initial, _arg, pred, body]}} = t, st) do
     {state, st} = lower_flat(initial, st)
+    unroll(t, state, pred, body, 0, st)
+  end
+
+  defp unroll(t, state, pred, body, turns, st) do
+    with true <- turns < @unroll_max and st.frame.n < @unroll_instrs,
+         {p, st_pred} = in_scope(st, state, Tree.scope_ids(pred), &lower(pred, &1)),
+         {:ok, value} <- folded_number(p, st_pred) do
+      if value == 0 do
+        {unrolled(t, state), st_pred}
+      else
+        {state, st} = in_scope(st_pred, state, Tree.scope_ids(body), &lower_flat(body, &1))
+        unroll(t, state, pred, body, turns + 1, st)
+      end
+    else
+      _ -> loop(t, state, pred, body, st)
+    end
+  end
+
+  defp folded_number({:const, c}, st) do
+    case st.host do
+      %{^c => %T{shape: {}} = value} -> {:ok, Nx.to_number(value)}
+      %{} -> :error
+    end
+  end
+
+  defp folded_number(_slot, _st), do: :error
+
+  defp unrolled(%T{type: {:tuple, _}}, state), do: state
+  defp unrolled(%T{}, [slot]), do: slot
+
+  defp loop(%T{} = t, state, pred, body, st) do
     params = for i <- 0..(length(state) - 1)//1, do: {:param, i}
-    {pb, st} = in_block(st, params, Tree.scope_ids(pred), %{}, &lower_flat(pred, &1))
-    {bb, st} = in_block(st, params, Tree.scope_ids(body), %{}, &lower_flat(body, &1))
-    {n, st} = emit(st, {:while, state, pb, bb})
-    {outputs(t, n), st}
+
+    case counter(pred, body) do
+      {:ok, count_fun, i, type, bound} ->
+        # A counter against a bound the body doesn't change: the trip count is computed once
+        # on the device and read once (a repeat), instead of the predicate read every turn.
+        {count, st} = trip_count(count_fun, {Enum.at(state, i), type}, bound, state, st)
+        {bb, st} = in_block(st, params, Tree.scope_ids(body), %{}, &lower_flat(body, &1))
+
+        {n, st} =
+          case folded_number(count, st) do
+            {:ok, times} -> emit(st, {:repeat, state, max(times, 0), bb})
+            :error -> emit(st, {:repeat, [count | state], nil, bb})
+          end
+
+        {outputs(t, n), st}
+
+      :error ->
+        {pb, st} = in_block(st, params, Tree.scope_ids(pred), %{}, &lower_flat(pred, &1))
+        {bb, st} = in_block(st, params, Tree.scope_ids(body), %{}, &lower_flat(body, &1))
+        {n, st} = emit(st, {:while, state, pb, bb})
+        {outputs(t, n), st}
+    end
+  end
+
+  # `{:ok, count_fun, i, type, bound}` where the predicate compares state entry `i`, an integer
+  # counter that the body steps by a constant towards the bound, with a bound the body
+  # doesn't change (a constant, or state entry `{:param, j}` passed through): `count_fun` of
+  # the counter's and the bound's values gives the number of turns.
+  @flip %{less: :greater, less_equal: :greater_equal, greater: :less, greater_equal: :less_equal}
+
+  defp counter(%T{data: %Expr{op: cmp, args: [a, b]}}, body) when is_map_key(@flip, cmp) do
+    outs = Composite.flatten_list([body])
+
+    with {:error, _} <- counter(cmp, a, b, outs),
+         {:error, _} <- counter(@flip[cmp], b, a, outs) do
+      :error
+    end
+  end
+
+  defp counter(_pred, _body), do: :error
+
+  defp counter(cmp, %T{data: %Expr{op: :parameter, args: [i]}, type: {kind, _} = type}, bound, outs) when kind in [:s, :u] do
+    with {:ok, step} <- step(Enum.at(outs, i), i),
+         true <- (cmp in [:less, :less_equal] and step > 0) or (cmp in [:greater, :greater_equal] and step < 0),
+         {:ok, bound} <- invariant(bound, i, outs) do
+      {:ok, count_fun(cmp, abs(step)), i, type, bound}
+    else
+      _ -> {:error, :no_counter}
+    end
+  end
+
+  defp counter(_cmp, _a, _b, _outs), do: {:error, :no_counter}
+
+  # The constant step of body output `out` for counter `i` (`i + c`, `c + i`, `i - c`).
+  defp step(%T{data: %Expr{op: :add, args: [x, y]}}, i) do
+    case {x, y} do
+      {%T{data: %Expr{op: :parameter, args: [^i]}}, %T{data: %Expr{op: :constant, args: [c]}}} when is_integer(c) -> {:ok, c}
+      {%T{data: %Expr{op: :constant, args: [c]}}, %T{data: %Expr{op: :parameter, args: [^i]}}} when is_integer(c) -> {:ok, c}
+      _ -> :error
+    end
+  end
+
+  defp step(%T{data: %Expr{op: :subtract, args: [%T{data: %Expr{op: :parameter, args: [i]}}, %T{data: %Expr{op: :constant, args: [c]}}]}}, i)
+       when is_integer(c),
+       do: {:ok, -c}
+
+  defp step(_out, _i), do: :error
+
+  defp invariant(%T{data: %Expr{op: :constant, args: [n]}}, _i, _outs) when is_integer(n), do: {:ok, {:number, n}}
+
+  defp invariant(%T{data: %Expr{op: :parameter, args: [j]}, type: {kind, _} = type}, i, outs) when j != i and kind in [:s, :u] do
+    case Enum.at(outs, j) do
+      %T{data: %Expr{op: :parameter, args: [^j]}} -> {:ok, {:param, j, type}}
+      _ -> :error
+    end
+  end
+
+  defp invariant(_bound, _i, _outs), do: :error
+
+  # The number of turns from the counter's start `i0` and the bound `n`, stepping by `s`.
+  defp count_fun(cmp, s) do
+    fn i0, n ->
+      {i0, n} = {Nx.as_type(i0, :s64), Nx.as_type(n, :s64)}
+      d = if cmp in [:less, :less_equal], do: Nx.subtract(n, i0), else: Nx.subtract(i0, n)
+
+      if cmp in [:less, :greater],
+        do: Nx.max(Nx.quotient(Nx.add(d, s - 1), s), 0),
+        else: Nx.select(Nx.less(d, 0), 0, Nx.add(Nx.quotient(d, s), 1))
+    end
+  end
+
+  # The trip count's slot: `count_fun` lowered on the counter's slot and the bound's.
+  defp trip_count(count_fun, {i0, type}, bound, state, st) do
+    {bound_slot, bound_type, st} =
+      case bound do
+        {:number, n} -> with({slot, st} <- constant(Nx.template({}, {:s, 64}), n, st), do: {slot, {:s, 64}, st})
+        {:param, j, type} -> {Enum.at(state, j), type, st}
+      end
+
+    expr = Nx.Defn.debug_expr(count_fun).(Nx.template({}, type), Nx.template({}, bound_type))
+    in_scope(st, [i0, bound_slot], Tree.scope_ids(expr), &lower(expr, &1))
   end
 
   defp outputs(%T{type: {:tuple, size}}, n), do: for(k <- 0..(size - 1)//1, do: {:value, n, k})

@@ -10,14 +10,14 @@ if Code.ensure_loaded?(Axon) do
     def run(%Model{} = model, input, opts) do
       fun = "ExBurn.Model.benchmark"
       {mode, opts} = Keyword.pop(opts, :mode, :predict)
-      {iterations, opts} = Keyword.pop(opts, :iterations, 10)
-      {warmup, opts} = Keyword.pop(opts, :warmup, 2)
+      {runs, opts} = Keyword.pop(opts, :runs, 10)
+      {warmup, opts} = Keyword.pop(opts, :warmup, 3)
 
-      unless is_integer(iterations) and iterations > 0 and is_integer(warmup) and warmup >= 0,
+      unless is_integer(runs) and runs > 0 and is_integer(warmup) and warmup >= 0,
         do:
           raise(
             ArgumentError,
-            "#{fun}: :iterations must be a positive integer and :warmup a non-negative one, got #{inspect(iterations)} and #{inspect(warmup)}"
+            "#{fun}: :runs must be a positive integer and :warmup a non-negative one, got #{inspect(runs)} and #{inspect(warmup)}"
           )
 
       {step, batch} =
@@ -30,29 +30,37 @@ if Code.ensure_loaded?(Axon) do
           :train ->
             {x, _y} = ExBurn.Training.batch!(input, fun)
 
-            {fn m -> m |> ExBurn.Training.train_step(input, opts) |> elem(0) end,
+            {fn m -> m |> ExBurn.Training.train_step(input, opts) |> elem(1) end,
              Spec.check_input!(model.input, x, fun)}
 
           other ->
             raise ArgumentError, "#{fun}: unknown :mode #{inspect(other)} (modes: :predict, :train)"
         end
 
-      times = time(step, model, warmup, iterations)
-      median = times |> Enum.sort() |> Enum.at(div(iterations, 2))
+      times = time(step, model, warmup, runs)
+      sorted = Enum.sort(times)
+      avg = Enum.sum(times) / runs
+
+      median =
+        if rem(runs, 2) == 1,
+          do: Enum.at(sorted, div(runs, 2)),
+          else: (Enum.at(sorted, div(runs, 2) - 1) + Enum.at(sorted, div(runs, 2))) / 2
 
       %{
-        mode: mode,
-        iterations: iterations,
-        batch_size: batch,
+        avg_ms: avg,
+        min_ms: hd(sorted),
+        max_ms: List.last(sorted),
         median_ms: median,
-        min_ms: Enum.min(times),
-        mean_ms: Enum.sum(times) / iterations,
+        std_ms: :math.sqrt(Enum.sum(Enum.map(times, &((&1 - avg) ** 2))) / runs),
+        runs: runs,
+        mode: mode,
+        batch_size: batch,
         samples_per_sec: if(median > 0, do: batch / (median / 1000), else: :infinity)
       }
     end
 
-    defp time(step, model, warmup, iterations) do
-      sync = fn -> ExCubecl.synchronize(device: model.device) end
+    defp time(step, model, warmup, runs) do
+      sync = fn -> ExCubecl.synchronize(device: model.device_spec) end
 
       model =
         Enum.reduce(1..warmup//1, model, fn _, m ->
@@ -62,7 +70,7 @@ if Code.ensure_loaded?(Axon) do
         end)
 
       {times, _} =
-        Enum.map_reduce(1..iterations, model, fn _, m ->
+        Enum.map_reduce(1..runs, model, fn _, m ->
           {us, m} =
             :timer.tc(fn ->
               m = step.(m)

@@ -1,65 +1,9 @@
 if Code.ensure_loaded?(Axon) do
   defmodule ExBurn.Model.Spec do
     @moduledoc """
-    What `ExBurn.Model.compile/2` checks and derives: the loss (an Axon loss by name), the
-    input templates of the model, and the check of a runtime input against them.
+    What `ExBurn.Model.compile/2` checks and derives about inputs: the input templates of the
+    model, and the check of a runtime input against them. (The loss is `ExBurn.Model.Loss`.)
     """
-
-    @losses %{
-      cross_entropy: {:categorical_cross_entropy, [:from_logits, :sparse]},
-      mse: {:mean_squared_error, []},
-      binary_cross_entropy: {:binary_cross_entropy, [:from_logits]}
-    }
-
-    @doc "The loss names."
-    def losses, do: @losses |> Map.keys() |> Enum.sort()
-
-    @doc """
-    Checks a loss (`:cross_entropy`, `:mse`, `:binary_cross_entropy`, or a function
-    `(y_true, y_pred) -> scalar`) and its options; raises `ArgumentError` naming `fun`.
-    """
-    @spec loss!(term(), keyword(), String.t()) :: {atom() | function(), keyword()}
-    def loss!(loss, opts, fun) when is_map_key(@losses, loss) do
-      {_axon, allowed} = Map.fetch!(@losses, loss)
-
-      case Enum.uniq(Keyword.keys(opts)) -- allowed do
-        [] ->
-          :ok
-
-        unknown ->
-          raise ArgumentError,
-                "#{fun}: unknown loss option(s) #{inspect(unknown)} for #{inspect(loss)} (options: #{inspect(allowed)})"
-      end
-
-      for {key, value} <- opts,
-          not is_boolean(value),
-          do: raise(ArgumentError, "#{fun}: loss option #{inspect(key)} must be a boolean, got #{inspect(value)}")
-
-      {loss, opts}
-    end
-
-    def loss!(loss, [], _fun) when is_function(loss, 2), do: {loss, []}
-
-    def loss!(loss, _opts, fun),
-      do:
-        raise(
-          ArgumentError,
-          "#{fun}: unknown loss #{inspect(loss)} (losses: #{Enum.map_join(losses(), ", ", &inspect/1)}, or a function of (y_true, y_pred))"
-        )
-
-    @doc "The loss function `(y_true, y_pred) -> mean loss` of a checked loss."
-    @spec loss_fn(atom() | function(), keyword()) :: (Nx.Tensor.t(), Nx.Tensor.t() -> Nx.Tensor.t())
-    def loss_fn(loss, _opts) when is_function(loss, 2), do: loss
-
-    def loss_fn(loss, opts) do
-      {name, _} = Map.fetch!(@losses, loss)
-      opts = [reduction: :mean] ++ opts
-      fn y_true, y_pred -> apply(Axon.Losses, name, [y_true, y_pred, opts]) end
-    end
-
-    @doc "The options of `Axon.Metrics.accuracy/3` that go with a loss."
-    @spec accuracy_opts(atom() | function(), keyword()) :: keyword()
-    def accuracy_opts(_loss, opts), do: Keyword.take(opts, [:from_logits, :sparse])
 
     @doc """
     The input templates of `model`: from the `:input` option (a shape, where `nil` is a batch

@@ -1,7 +1,7 @@
 if Code.ensure_loaded?(Axon) do
   defmodule ExBurn.Model.Store do
     @moduledoc false
-    # ExBurn.Model.save/2 and load/2: a model's parameters and metadata in the format of
+    # ExBurn.Model.save/2 and load/2 (load(model, path)): a model's parameters and metadata in the format of
     # ExBurn.Model.File, written atomically (a temporary file renamed), and read back into the
     # Axon graph the file was saved from or into a compiled model, checked name by name.
 
@@ -18,19 +18,19 @@ if Code.ensure_loaded?(Axon) do
       else
         {:error, reason} ->
           File.rm(tmp)
-          {:error, ExBurn.Error.new("ExBurn.Model.save", "cannot write #{path}", :file.format_error(reason))}
+          {:error, "ExBurn.Model.save: cannot write #{path} (#{:file.format_error(reason)})"}
       end
     end
 
     defp meta(model) do
       %{
         exburn: ExBurn.version(),
-        loss: if(is_atom(model.loss), do: model.loss),
+        loss: if(is_atom(model.loss_fn), do: model.loss_fn),
         loss_opts: model.loss_opts,
         optimizer: model.optimizer,
         optimizer_opts: model.optimizer_opts,
         input: input_meta(model.input),
-        frozen: model.frozen,
+        frozen: Enum.sort(model.frozen_layers),
         precision: model.precision,
         seed: model.seed
       }
@@ -42,13 +42,24 @@ if Code.ensure_loaded?(Axon) do
     defp input_template({shape, type}), do: Nx.template(shape, type)
     defp input_template(%{} = inputs), do: Map.new(inputs, fn {k, v} -> {k, input_template(v)} end)
 
-    def load(path, target) do
+    def load(target, path) do
       fun = "ExBurn.Model.load"
 
       with {:ok, binary} <- read(path, fun),
-           {:ok, {params, meta}} <- ExBurn.Model.File.decode(binary, :model, fun) do
-        into(target, params, meta, fun)
+           {:ok, {params, meta}} <- ExBurn.Model.File.decode(binary, :model, fun),
+           {:ok, model} <- into(target, params, meta, fun) do
+        {:ok, model}
+      else
+        {:error, %ExBurn.Error{} = e} -> {:error, Exception.message(e)}
       end
+    end
+
+    @doc false
+    # The parameters of a model file (for ExBurn.Model.import_params/3).
+    def read_params(path, fun) do
+      with {:ok, binary} <- read(path, fun),
+           {:ok, {params, _meta}} <- ExBurn.Model.File.decode(binary, :model, fun),
+           do: {:ok, params}
     end
 
     defp read(path, fun) do
@@ -88,7 +99,7 @@ if Code.ensure_loaded?(Axon) do
 
       model = Model.compile(axon, opts)
       model = if meta.precision, do: Model.quantize(model, meta.precision), else: model
-      Model.freeze(model, meta.frozen)
+      if meta.frozen == [], do: model, else: Model.freeze(model, meta.frozen)
     end
 
     defp target_model(other, _meta),

@@ -16,12 +16,14 @@ if Code.ensure_loaded?(Polaris) do
 
     ## Optimizers and their options
 
-      * `:sgd` - `:learning_rate` (0.01), `:momentum` (none), `:nesterov` (false).
+      * `:sgd` - `:learning_rate` (1.0e-3), `:momentum` (0.9, as the documents give it; `nil`
+        or `0` for plain SGD), `:nesterov` (false).
       * `:adam` - `:learning_rate` (1.0e-3), `:b1` (0.9), `:b2` (0.999), `:eps` (1.0e-8),
-        `:eps_root` (1.0e-15).
+        `:eps_root` (1.0e-15). `:nesterov` is accepted and has no effect (Nesterov momentum
+        is SGD's, and RMSprop's with momentum).
       * `:adamw` - as `:adam` (`:eps_root` 0.0), and `:weight_decay` (1.0e-2) is decoupled:
         added to the Adam direction, then scaled by the learning rate (Polaris's `adamw/1`).
-      * `:rmsprop` - `:learning_rate` (0.01), `:decay` (0.9), `:eps` (1.0e-8), `:centered`
+      * `:rmsprop` - `:learning_rate` (1.0e-3), `:decay` (0.9), `:eps` (1.0e-8), `:centered`
         (false), `:momentum` (none), `:nesterov` (false), `:initial_scale` (0.0).
 
     Every optimizer takes `:weight_decay` (default 0.0; for all but `:adamw` it is L2: `wd * param`
@@ -32,11 +34,27 @@ if Code.ensure_loaded?(Polaris) do
     alias ExBurn.Training.{Accumulate, Schedule}
 
     @defaults %{
-      sgd: [learning_rate: 1.0e-2, weight_decay: 0.0, momentum: nil, nesterov: false],
-      adam: [learning_rate: 1.0e-3, weight_decay: 0.0, b1: 0.9, b2: 0.999, eps: 1.0e-8, eps_root: 1.0e-15],
-      adamw: [learning_rate: 1.0e-3, weight_decay: 1.0e-2, b1: 0.9, b2: 0.999, eps: 1.0e-8, eps_root: 0.0],
+      sgd: [learning_rate: 1.0e-3, weight_decay: 0.0, momentum: 0.9, nesterov: false],
+      adam: [
+        learning_rate: 1.0e-3,
+        weight_decay: 0.0,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1.0e-8,
+        eps_root: 1.0e-15,
+        nesterov: false
+      ],
+      adamw: [
+        learning_rate: 1.0e-3,
+        weight_decay: 1.0e-2,
+        b1: 0.9,
+        b2: 0.999,
+        eps: 1.0e-8,
+        eps_root: 0.0,
+        nesterov: false
+      ],
       rmsprop: [
-        learning_rate: 1.0e-2,
+        learning_rate: 1.0e-3,
         weight_decay: 0.0,
         decay: 0.9,
         eps: 1.0e-8,

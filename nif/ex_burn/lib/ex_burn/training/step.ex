@@ -18,43 +18,96 @@ if Code.ensure_loaded?(Axon) do
     alias Axon.ModelState
     alias Nx.Defn.Composite
     alias ExBurn.Model
-    alias ExBurn.Model.{Params, Spec}
-    alias ExBurn.Training.Optimizer
+    alias ExBurn.Model.{Loss, Params}
+    alias ExBurn.Training.{Numerical, Optimizer}
 
     @last {__MODULE__, :last}
 
     @doc """
     The step of `model` with the optimizer spec `spec`: `%{step, optimizer, loss_fn, spec, key}`.
+    `grad` is `:exact` (Axon's step, `Nx.Defn.value_and_grad/3`) or `{method, epsilon}` with a
+    method of `ExBurn.Training.Numerical` (the same step with finite-difference gradients).
 
     A process that builds the step of the same model again (`ExBurn.Training.train_step/3`
     call after call) gets the step it built last, the very same function, so that
     `ExBurn.Defn.Compiler` runs its program without looking it up and Axon builds nothing.
     """
     @spec build(Model.t(), map()) :: map()
-    def build(%Model{} = model, spec) do
-      same = {model.loss, model.loss_opts, model.seed, spec, key(model, spec)}
+    def build(%Model{} = model, spec, grad \\ :exact) do
+      same =
+        {model.loss_fn, model.loss_opts, model.output_activation, model.seed, model.device_spec, grad, spec,
+         key(model, spec)}
 
       case Process.get(@last) do
         {axon, ^same, built} ->
-          if :erts_debug.same(axon, model.model), do: built, else: remember(model, spec, same)
+          if :erts_debug.same(axon, model.model), do: built, else: remember(model, spec, grad, same)
 
         _ ->
-          remember(model, spec, same)
+          remember(model, spec, grad, same)
       end
     end
 
-    defp remember(model, spec, same) do
-      built = new(model, spec)
+    defp remember(model, spec, grad, same) do
+      built = new(model, spec, grad)
       Process.put(@last, {model.model, same, built})
       built
     end
 
-    defp new(model, spec) do
-      loss_fn = Spec.loss_fn(model.loss, model.loss_opts)
+    defp new(model, spec, grad) do
+      loss_fn = Loss.fun(model.loss_fn, model.loss_opts, model.output_activation)
       {_init, forward} = Axon.build(model.model, mode: :train, seed: model.seed)
       optimizer = Optimizer.build(spec)
-      {_init, step} = Axon.Loop.train_step({fn _input, state -> state end, forward}, loss_fn, optimizer)
+
+      step =
+        case grad do
+          :exact ->
+            {_init, step} = Axon.Loop.train_step({fn _input, state -> state end, forward}, loss_fn, optimizer)
+            step
+
+          {method, epsilon} ->
+            numerical_step(forward, loss_fn, optimizer, method, epsilon, Numerical.precision(model.device_spec))
+        end
+
       %{step: step, optimizer: optimizer, loss_fn: loss_fn, spec: spec, key: key(model, spec)}
+    end
+
+    # Axon.Loop.train_step/4's step (same state, same running loss) with the gradients of
+    # ExBurn.Training.Numerical in place of value_and_grad.
+    defp numerical_step(forward, loss_fn, {_init, update_fn}, method, epsilon, precision) do
+      fn {inp, tar}, %{i: i, model_state: model_state, optimizer_state: optimizer_state, loss: loss} = state ->
+        trainable = ModelState.trainable_parameters(model_state)
+        %{prediction: preds, state: updated_state} = forward.(model_state, inp)
+        batch_loss = loss_fn.(tar, preds)
+
+        loss_at = fn params, {ms, x, y} -> loss_fn.(y, forward.(with_params(ms, params), x).prediction) end
+        gradients = Numerical.gradients(trainable, {model_state, inp, tar}, loss_at, method, epsilon, precision)
+        {updates, new_optimizer_state} = update_fn.(gradients, optimizer_state, trainable)
+        updated = Polaris.Updates.apply_updates(trainable, updates)
+
+        %{
+          state
+          | i: Nx.add(i, 1),
+            y_true: tar,
+            y_pred: preds,
+            loss: loss |> Nx.multiply(i) |> Nx.add(batch_loss) |> Nx.divide(Nx.add(i, 1)),
+            model_state: ModelState.update(model_state, updated, updated_state),
+            optimizer_state: new_optimizer_state
+        }
+      end
+    end
+
+    @doc "`model_state` with the tensors of `params` (a nested map of some of its parameters) in place."
+    @spec with_params(ModelState.t(), map()) :: ModelState.t()
+    def with_params(%ModelState{data: data} = model_state, params), do: %{model_state | data: merge(data, params)}
+
+    defp merge(data, params) do
+      Map.new(data, fn {k, v} ->
+        case params do
+          %{^k => %Nx.Tensor{} = t} -> {k, t}
+          %{^k => %{} = inner} when is_map(v) and not is_struct(v) -> {k, merge(v, inner)}
+          _ -> {k, v}
+        end
+      end)
     end
 
     @doc "What an optimizer state belongs to: the spec, and the trainable parameters' names, shapes and types."

@@ -5,9 +5,10 @@
 //! go through ops the tape differentiates too.
 use burn_autodiff::Autodiff;
 use burn_backend::ops::{BoolTensorOps, FloatTensorOps};
-use burn_backend::tensor::FloatTensor;
+use burn_backend::tensor::{FloatTensor, IntTensor};
 use burn_backend::{AutodiffBackend, Backend, DType, DeviceOps, Shape, Slice};
 use ex_cubecl::launch::fused::FusedOp;
+use ex_cubecl::launch::fused_int::IntFusedOp;
 use ex_cubecl::ExCubeclBackend;
 use ex_cubecl::cubecl::Runtime;
 
@@ -40,6 +41,11 @@ pub trait Extension: Backend {
     /// A chain of elementwise float ops over `shape` in one launch (`ExCubeclBackend::float_fused`);
     /// not tracked for gradients (defn programs differentiate before they run).
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>>;
+
+    /// A chain of elementwise integer ops over `shape` in one launch (`ExCubeclBackend::int_fused`;
+    /// `stacked`: the outputs as one tensor, concatenated along the first axis); `None` where
+    /// the device can't bind that many buffers.
+    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<IntTensor<Self>>>;
 
     /// A tensor of `shape` made of `parts`, each in the region its slices select; the
     /// regions cover every element exactly once (`ExCubeclBackend::assemble`: one launch per
@@ -88,6 +94,10 @@ where
 
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
         ExCubeclBackend::<R>::float_fused(inputs, shape, ops, outputs)
+    }
+
+    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<IntTensor<Self>>> {
+        ExCubeclBackend::<R>::int_fused(inputs, shape, ops, outputs, stacked)
     }
 
     fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self> {
@@ -176,6 +186,11 @@ where
     fn float_fused(inputs: Vec<FloatTensor<Self>>, shape: Shape, ops: Vec<FusedOp>, outputs: Vec<usize>) -> Vec<FloatTensor<Self>> {
         let inner = inputs.into_iter().map(Self::inner).collect();
         ExCubeclBackend::<R>::float_fused(inner, shape, ops, outputs).into_iter().map(Self::from_inner).collect()
+    }
+
+    fn int_fused(inputs: Vec<IntTensor<Self>>, shape: Shape, ops: Vec<IntFusedOp>, outputs: Vec<usize>, stacked: bool) -> Option<Vec<IntTensor<Self>>> {
+        // Integer tensors are never tracked: the inner backend's tensors as they are.
+        ExCubeclBackend::<R>::int_fused(inputs, shape, ops, outputs, stacked)
     }
 
     fn float_assemble(shape: Shape, dtype: DType, parts: Vec<(Vec<Slice>, FloatTensor<Self>)>) -> FloatTensor<Self> {

@@ -47,6 +47,10 @@ fn instr(op: &str, term: Term) -> NifResult<Instr> {
             Instr::Cond { inputs: slots(op, a[0])?, clauses, last: index(op, "cond", a[2])? }
         }
         ("while", 3) => Instr::While { initial: slots(op, a[0])?, pred: index(op, "while", a[1])?, body: index(op, "while", a[2])? },
+        ("repeat", 3) => {
+            let times: Option<usize> = a[1].decode().map_err(|_| bad(op, "repeat", &term))?;
+            Instr::Repeat { inputs: slots(op, a[0])?, times, body: index(op, "repeat", a[2])? }
+        }
         ("hook", 2) => Instr::Hook { id: index(op, "hook", a[0])?, inputs: slots(op, a[1])? },
         ("call", 3) => {
             let outputs: Vec<(Vec<usize>, String)> = a[2].decode().map_err(|_| bad(op, "call", &term))?;
@@ -111,6 +115,13 @@ pub fn check(op: &str, blocks: &[Block], consts: usize, params: usize) -> NifRes
                         .and(callee(*last, inputs.len(), None))
                 }
                 Instr::While { initial, pred, body } => callee(*pred, initial.len(), Some(1)).and(callee(*body, initial.len(), Some(initial.len()))),
+                Instr::Repeat { inputs, times, body } => {
+                    let state = inputs.len() - usize::from(times.is_none());
+                    match times.is_none() && inputs.is_empty() {
+                        true => Err("a repeat without a count takes its count as the first input".to_string()),
+                        false => callee(*body, state, Some(state)),
+                    }
+                }
                 Instr::Hook { .. } | Instr::Call { .. } => Ok(()),
             };
             if let Err(why) = called {

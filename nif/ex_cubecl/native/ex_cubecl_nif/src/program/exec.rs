@@ -52,6 +52,8 @@ where
     consts: Vec<Prim<Inner<R>>>,
     max_bytes: u64,
     segments: Vec<Vec<SegRun<R>>>,
+    /// Predicates read from the device (by `cond` and `while`) over every run so far.
+    reads: usize,
 }
 
 /// [`State`] of the program's runtime.
@@ -88,7 +90,7 @@ where
         let run = |u: &Unit| if matches!(u, Unit::Segment(_)) { SegRun::Pending } else { SegRun::Control };
         let segments = p.units.iter().map(|units| units.iter().map(run).collect()).collect();
         let max_bytes = R::client(device).properties().memory.max_page_size;
-        Self { consts, max_bytes, segments }
+        Self { consts, max_bytes, segments, reads: 0 }
     }
 }
 
@@ -109,16 +111,16 @@ impl RunState {
         }
     }
 
-    /// `(segments, captured, direct, launches)`: see `program_info/1`.
-    pub fn info(&self) -> (usize, usize, usize, usize) {
-        fn count<R: Runtime>(s: &State<R>) -> (usize, usize, usize, usize)
+    /// `(segments, captured, direct, launches, reads)`: see `program_info/1`.
+    pub fn info(&self) -> (usize, usize, usize, usize, usize) {
+        fn count<R: Runtime>(s: &State<R>) -> (usize, usize, usize, usize, usize)
         where
             R::Device: DeviceOps,
         {
             let runs: Vec<&SegRun<R>> = s.segments.iter().flatten().filter(|r| !matches!(r, SegRun::Control)).collect();
             let captured: Vec<&Recorded<R>> = runs.iter().filter_map(|r| if let SegRun::Replay(c) = r { Some(c) } else { None }).collect();
             let direct = runs.iter().filter(|r| matches!(r, SegRun::Direct)).count();
-            (runs.len(), captured.len(), direct, captured.iter().map(|c| c.launches()).sum())
+            (runs.len(), captured.len(), direct, captured.iter().map(|c| c.launches()).sum(), s.reads)
         }
         match self {
             #[cfg(feature = "wgpu")]
@@ -141,9 +143,10 @@ pub fn run(p: &Program, state: &mut RunState, inputs: Vec<AnyPrim>, caller: &mut
                 Ok(crate::tensor::to_inner(crate::prims_of!([p], $variant, OP)?.remove(0)))
             }
             let inputs = inputs.into_iter().map(inner).collect::<NifResult<Vec<_>>>()?;
-            let mut ctx = Ctx::<$R> { program: p, device: $d, consts: &$s.consts, max_bytes: $s.max_bytes, events: Vec::new(), caller, outer, inner };
-            let outputs = ctx.block(&mut $s.segments, 0, inputs)?;
-            Ok((outputs.into_iter().map(outer).collect(), ctx.take_events()))
+            let mut ctx = Ctx::<$R> { program: p, device: $d, consts: &$s.consts, max_bytes: $s.max_bytes, events: Vec::new(), caller, outer, inner, reads: 0 };
+            let outputs = ctx.block(&mut $s.segments, 0, inputs);
+            $s.reads += ctx.reads;
+            Ok((outputs?.into_iter().map(outer).collect(), ctx.take_events()))
         }};
     }
     match (&p.device, state) {
@@ -169,6 +172,8 @@ where
     caller: &'p mut dyn Caller,
     outer: fn(Prim<Inner<R>>) -> AnyPrim,
     inner: fn(AnyPrim) -> NifResult<Prim<Inner<R>>>,
+    /// Predicates read in this run.
+    reads: usize,
 }
 
 type Segments<R> = [Vec<SegRun<R>>];
@@ -212,6 +217,17 @@ where
                             let state = initial.iter().map(|&s| fetch(&values, s)).collect::<NifResult<Vec<_>>>()?;
                             self.while_loop(segs, state, *pred, *body)?
                         }
+                        Instr::Repeat { inputs, times, body } => {
+                            let mut state = inputs.iter().map(|&s| fetch(&values, s)).collect::<NifResult<Vec<_>>>()?;
+                            let times = match times {
+                                Some(n) => *n,
+                                None => {
+                                    self.reads += 1;
+                                    count::<R>(state.remove(0))?
+                                }
+                            };
+                            self.repeat(segs, state, times, *body)?
+                        }
                         Instr::Call { id, inputs, outputs } => {
                             let args = inputs.iter().map(|&s| fetch(&values, s)).collect::<NifResult<Vec<_>>>()?;
                             self.call(*id, args, outputs)?
@@ -248,6 +264,7 @@ where
     fn cond(&mut self, segs: &mut Segments<R>, args: Vec<Prim<Inner<R>>>, clauses: &[(usize, usize)], last: usize) -> NifResult<Vec<Prim<Inner<R>>>> {
         for &(pred, body) in clauses {
             let p = self.block(segs, pred, args.clone())?;
+            self.reads += 1;
             if truthy::<R>("cond", p)? {
                 return self.block(segs, body, args);
             }
@@ -258,11 +275,19 @@ where
     fn while_loop(&mut self, segs: &mut Segments<R>, mut state: Vec<Prim<Inner<R>>>, pred: usize, body: usize) -> NifResult<Vec<Prim<Inner<R>>>> {
         loop {
             let p = self.block(segs, pred, state.clone())?;
+            self.reads += 1;
             if !truthy::<R>("while", p)? {
                 return Ok(state);
             }
             state = self.block(segs, body, state)?;
         }
+    }
+
+    fn repeat(&mut self, segs: &mut Segments<R>, mut state: Vec<Prim<Inner<R>>>, times: usize, body: usize) -> NifResult<Vec<Prim<Inner<R>>>> {
+        for _ in 0..times {
+            state = self.block(segs, body, state)?;
+        }
+        Ok(state)
     }
 
     /// Runs a segment: a replay of its capture, or its ops; the first run captures it.
@@ -329,6 +354,31 @@ where
 }
 
 /// Whether a predicate (the one output of a predicate block: a scalar) is non-zero.
+/// A repeat's count: a scalar integer read from the device (0 where negative).
+fn count<R: Runtime>(p: Prim<Inner<R>>) -> NifResult<usize>
+where
+    R::Device: DeviceOps,
+{
+    const WHAT: &str = "while";
+    if p.shape().num_elements() != 1 {
+        return Err(NifError::new(WHAT, "internal: a loop's count must be a scalar", p.describe()));
+    }
+    let dtype = p.dtype();
+    let bytes = crate::buffer::read_prim::<Inner<R>>(WHAT, p)?;
+    let n = dtype.size();
+    let word = bytes.get(..n).ok_or_else(|| NifError::new(WHAT, "internal: a loop's count read short", format!("{dtype:?}")))?;
+    let unsigned = word.iter().rev().fold(0u64, |acc, &x| acc << 8 | u64::from(x));
+    let value = match dtype {
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => {
+            let shift = 64 - 8 * n as u32;
+            ((unsigned << shift) as i64 >> shift).max(0) as u64
+        }
+        DType::U8 | DType::U16 | DType::U32 | DType::U64 => unsigned,
+        other => return Err(NifError::new(WHAT, "internal: a loop's count must be an integer", format!("{other:?}"))),
+    };
+    usize::try_from(value).map_err(|_| NifError::new(WHAT, "a loop's trip count is out of range", value.to_string()))
+}
+
 fn truthy<R: Runtime>(what: &str, mut outs: Vec<Prim<Inner<R>>>) -> NifResult<bool>
 where
     R::Device: DeviceOps,

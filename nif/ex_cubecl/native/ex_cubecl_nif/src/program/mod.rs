@@ -11,6 +11,12 @@
 //!   a cond takes `inputs` as its parameters;
 //! - `{:while, initial, pred_block, body_block}`: the loop state starts as `initial`, and the
 //!   body block replaces it for as long as the predicate block gives a non-zero scalar;
+//! - `{:repeat, inputs, times, body_block}`: the body block runs `times` times over the loop
+//!   state, which starts as `inputs`; where `times` is `nil`, the first input is a scalar
+//!   integer on the device giving the count (read once; negative counts as 0) and the state
+//!   is the inputs after it. The compiler makes it of a `while` whose predicate compares a
+//!   counter stepping by a constant with a bound the body doesn't change: one read instead
+//!   of one per turn;
 //! - `{:hook, id, inputs}`: hands the values at `inputs` to Elixir with the results, as
 //!   event `id` of the compiler's hook table (a hook in a loop gives one event per turn);
 //! - `{:call, id, inputs, outputs}`: a runtime call: Elixir computes the outputs (each
@@ -71,6 +77,11 @@ pub enum Instr {
         pred: usize,
         body: usize,
     },
+    Repeat {
+        inputs: Vec<Slot>,
+        times: Option<usize>,
+        body: usize,
+    },
     Hook {
         id: usize,
         inputs: Vec<Slot>,
@@ -86,7 +97,7 @@ impl Instr {
     /// The slots the instruction reads.
     pub fn inputs(&self) -> &[Slot] {
         match self {
-            Instr::Op { inputs, .. } | Instr::Cond { inputs, .. } | Instr::Hook { inputs, .. } | Instr::Call { inputs, .. } => inputs,
+            Instr::Op { inputs, .. } | Instr::Cond { inputs, .. } | Instr::Hook { inputs, .. } | Instr::Call { inputs, .. } | Instr::Repeat { inputs, .. } => inputs,
             Instr::While { initial, .. } => initial,
         }
     }
@@ -211,10 +222,11 @@ fn program_abort(session: session::SessionRef) -> NifResult<bool> {
     guard("program_abort", || Ok(session.abort()))
 }
 
-/// `{segments, captured, direct, launches}`: how many segments the program has, how many are
-/// captured as pipelines, how many run their ops directly, and the captured launches in all.
+/// `{segments, captured, direct, launches, reads}`: how many segments the program has, how many
+/// are captured as pipelines, how many run their ops directly, the captured launches in all,
+/// and how many predicates (of `cond` and `while`) its runs have read from the device.
 #[rustler::nif]
-fn program_info(program: ProgramRef) -> NifResult<(usize, usize, usize, usize)> {
+fn program_info(program: ProgramRef) -> NifResult<(usize, usize, usize, usize, usize)> {
     guard("program_info", || {
         let loaded = program.loaded.lock().unwrap_or_else(|e| e.into_inner());
         Ok(loaded.1.info())

@@ -35,12 +35,12 @@ pub struct Segment {
 #[derive(Clone, Debug)]
 pub enum Unit {
     Segment(Segment),
-    /// A cond, a while or a runtime call: instruction `n` of the block.
+    /// A cond, a while, a repeat or a runtime call: instruction `n` of the block.
     Control(usize),
 }
 
 fn is_control(i: &Instr) -> bool {
-    matches!(i, Instr::Cond { .. } | Instr::While { .. } | Instr::Call { .. })
+    matches!(i, Instr::Cond { .. } | Instr::While { .. } | Instr::Repeat { .. } | Instr::Call { .. })
 }
 
 /// The units of `block`.

@@ -20,12 +20,20 @@ pub fn run<B: Extension>(op: &str, inputs: Vec<Prim<B>>, out: &Out, opts: &Opts)
     if out.shape.contains(&0) {
         return Ok(any::full::<B>(&out.shape, out.dtype, 0.0, &a.device()));
     }
-    match op {
+    // A compiled program's precision for f32 products (`precision: "exact" | "tf32"`).
+    let precision = match opts.get("precision") {
+        None => None,
+        Some(crate::opts::OptVal::Str(p) | crate::opts::OptVal::Atom(p)) if p == "exact" => Some(ex_cubecl::MatmulPrecision::Exact),
+        Some(crate::opts::OptVal::Str(p) | crate::opts::OptVal::Atom(p)) if p == "tf32" => Some(ex_cubecl::MatmulPrecision::Tf32),
+        Some(other) => return Err(NifError::new(op, "option precision must be \"exact\" or \"tf32\"", format!("{other:?}"))),
+    };
+    let run = || match op {
         "dot" => dot::<B>(op, a, b, out, opts),
         "conv" => conv::<B>(op, a, b, out, opts),
         "triangular_solve" => triangular_solve::<B>(op, a, b, out, opts),
         _ => Err(NifError::new(op, "complex tensors are not supported by ExBurn yet", out.describe())),
-    }
+    };
+    ex_cubecl::with_matmul_precision(precision, run)
 }
 
 pub fn matmul<B: Extension>(a: Prim<B>, b: Prim<B>) -> Prim<B> {

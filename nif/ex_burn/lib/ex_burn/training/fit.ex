@@ -1,0 +1,172 @@
+if Code.ensure_loaded?(Axon) do
+  defmodule ExBurn.Training.Fit do
+    @moduledoc false
+    # ExBurn.Training.fit/3 and fit_with_progress/3: an Axon.Loop whose step is the model's
+    # (ExBurn.Training.Step, one compiled call), whose :epoch_started handler sets the epoch's
+    # learning rate (the multiplier in the optimizer state), and whose :epoch_completed
+    # handler builds the metrics map (running averages of the loss and metrics, the validation
+    # pass), prints the progress line, runs the callbacks over the map in order, keeps the
+    # history, and stops the loop on stop_training: true.
+
+    alias ExBurn.Model
+    alias ExBurn.Training.{Callbacks, Checks, Data, Evaluate, LRSchedule, Optimizer, Step}
+
+    # {trained model, history (a list of metrics maps without :model)}.
+    def run(%Model{} = model, data, opts, fun) do
+      {loop_opts, optimizer_opts} = Checks.split!(opts, fun)
+      Checks.require_loss!(model, fun)
+      epochs = Checks.positive!(Keyword.get(loop_opts, :epochs, 10), :epochs, fun)
+      warmup = Checks.non_negative!(Keyword.get(loop_opts, :warmup, 0), :warmup, fun)
+      spec = Checks.optimizer_spec(model, loop_opts, optimizer_opts, fun)
+      grad = Checks.grad!(loop_opts, fun)
+      {functions, handlers} = Callbacks.split!(Keyword.get(loop_opts, :callbacks, []), fun)
+      verbose = verbose!(Keyword.get(loop_opts, :verbose, true), fun)
+      backend = Model.backend(model)
+
+      train =
+        Data.new(
+          data,
+          Keyword.take(loop_opts, [:batch_size, :shuffle, :drop_last]) ++ [seed: loop_opts[:seed] || model.seed],
+          backend,
+          fun
+        )
+
+      validation = validation(loop_opts[:validation_data], train, backend, fun)
+      metrics = Checks.metrics!(model, loop_opts, fun)
+      {x, y} = first = Data.first(train, fun)
+      Checks.check_batch!(model, x, y, fun)
+
+      if validation do
+        {vx, vy} = Data.first(validation, fun)
+        Checks.check_batch!(model, vx, vy, fun)
+      end
+
+      built = Step.build(model, spec, grad)
+      {state, steps} = Step.initial_state(model, built, first)
+
+      ctx = %{
+        model: model,
+        built: built,
+        epochs: epochs,
+        steps: steps,
+        validation: validation,
+        eval: Evaluate.eval_fn(model, metrics),
+        metrics: metrics,
+        fun: fun,
+        verbose: verbose,
+        callbacks: functions,
+        lr: %{
+          schedule: LRSchedule.validate!(loop_opts[:lr_schedule], fun),
+          warmup: warmup,
+          base: spec.opts[:learning_rate]
+        }
+      }
+
+      run_opts = [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)
+      final = built |> loop(metrics, handlers, ctx) |> Axon.Loop.run(train.batches, state, run_opts)
+      meta = Map.get(final.handler_metadata, :exburn, %{history: []})
+      {Step.model_after(model, built, final.step_state, steps(final, ctx)), Enum.reverse(meta.history)}
+    end
+
+    defp verbose!(v, _fun) when is_boolean(v), do: v
+    defp verbose!(device, _fun) when is_pid(device) or (is_atom(device) and not is_nil(device)), do: device
+
+    defp verbose!(other, fun),
+      do: raise(ArgumentError, "#{fun}: :verbose must be a boolean or an IO device, got #{inspect(other)}")
+
+    defp validation(nil, _train, _backend, _fun), do: nil
+
+    defp validation({_x, _y} = data, train, backend, fun),
+      do: Data.new(data, [batch_size: train.batch_size || 32, shuffle: false], backend, fun)
+
+    defp validation(batches, _train, backend, fun), do: Data.new(batches, [], backend, fun)
+
+    # The Axon loop: the train step as given (its state starts as built by Step), the loss and
+    # the metrics as Axon's running averages, the samples counted, the epoch's learning rate
+    # set, the epoch summarized and the callbacks run, then the Axon handlers of on/2.
+    defp loop(built, metrics, handlers, ctx) do
+      Axon.Loop.loop(built.step, fn _batch, state -> state end, & &1)
+      |> Axon.Loop.metric(built.loss_fn, "exburn_loss")
+      |> add_metrics(metrics)
+      |> Axon.Loop.handle_event(:epoch_started, &epoch_started(&1, ctx))
+      |> Axon.Loop.handle_event(:iteration_completed, &{:continue, count_samples(&1)})
+      |> Axon.Loop.handle_event(:epoch_completed, &epoch_completed(&1, ctx))
+      |> Callbacks.attach(handlers, ctx)
+    end
+
+    defp add_metrics(loop, metrics) do
+      Enum.reduce(metrics, loop, fn
+        {_name, nil}, loop -> loop
+        {name, metric}, loop -> Axon.Loop.metric(loop, metric, "exburn_#{name}")
+      end)
+    end
+
+    defp count_samples(state) do
+      n = [state.step_state.y_true] |> Nx.Defn.Composite.flatten_list() |> hd() |> Nx.axis_size(0)
+      update_in(state.handler_metadata[:exburn_samples], &((&1 || 0) + n))
+    end
+
+    defp steps(state, ctx), do: ctx.steps + (get_in(state.event_counts, [:iteration_completed, :total]) || 0)
+
+    defp meta(state), do: Map.get(state.handler_metadata, :exburn, %{history: [], factor: 1.0})
+
+    # The epoch's learning rate: the schedule's (with warm-up), times the factor the callbacks
+    # set, as the multiplier of the optimizer's learning rate.
+    defp epoch_started(state, ctx) do
+      %{schedule: schedule, warmup: warmup, base: base} = ctx.lr
+      factor = meta(state).factor
+      lr = LRSchedule.at(schedule, state.epoch, ctx.epochs, warmup, base) * factor
+      multiplier = if base > 0, do: lr / base, else: 1.0
+      state = put_in(state.handler_metadata[:exburn_samples], 0)
+      {:continue, update_in(state.step_state.optimizer_state, &Step.put_multiplier(&1, multiplier))}
+    end
+
+    defp epoch_completed(state, ctx) do
+      train =
+        Map.new(state.metrics, fn {"exburn_" <> name, v} -> {String.to_existing_atom(name), Nx.to_number(v)} end)
+
+      train = Enum.reduce(ctx.metrics, train, fn {name, _}, acc -> Map.put_new(acc, name, nil) end)
+
+      val =
+        if ctx.validation,
+          do:
+            %{ctx.model | state: state.step_state.model_state}
+            |> Evaluate.batches(ctx.validation, ctx.eval, ctx.metrics)
+            |> Map.new(fn {k, v} -> {:"val_#{k}", v} end),
+          else: %{}
+
+      multiplier = state.step_state.optimizer_state |> Step.multiplier() |> Nx.to_number()
+      updates = div(steps(state, ctx), ctx.built.spec.training[:accumulate_gradients])
+      lr = Optimizer.learning_rate(ctx.built.spec, updates) * multiplier
+
+      entry = %{epoch: state.epoch + 1, learning_rate: lr} |> Map.merge(train) |> Map.merge(val)
+      log(entry, state, ctx)
+
+      metrics = Map.put(entry, :model, current_model(state, ctx))
+      returned = Callbacks.run(ctx.callbacks, metrics, ctx.fun)
+
+      factor =
+        case returned do
+          %{learning_rate: new} when is_number(new) and new != lr and lr > 0 -> meta(state).factor * new / lr
+          _ -> meta(state).factor
+        end
+
+      meta = %{meta(state) | history: [entry | meta(state).history]} |> Map.merge(%{epoch: entry, factor: factor})
+      state = put_in(state.handler_metadata[:exburn], meta)
+      if returned[:stop_training] == true, do: {:halt_loop, state}, else: {:continue, state}
+    end
+
+    defp log(_entry, _state, %{verbose: false}), do: :ok
+
+    defp log(entry, state, ctx) do
+      device = if ctx.verbose == true, do: :stdio, else: ctx.verbose
+      samples = state.handler_metadata[:exburn_samples] || 0
+      time_ms = Map.get(state.times, state.epoch, 0) / 1000
+      speed = if time_ms > 0, do: samples / (time_ms / 1000)
+      IO.puts(device, Callbacks.line(entry, ctx.epochs, time_ms, speed))
+    end
+
+    @doc false
+    def current_model(state, ctx), do: Step.model_after(ctx.model, ctx.built, state.step_state, steps(state, ctx))
+  end
+end
