@@ -41,7 +41,7 @@ Nx.global_default_backend(ExBurn.Backend)
 d = ExBurn.Record.load!(opts[:data] || raise("digits_epoch.exs: --data DIGITS.mpk is required"))
 x = d["train.images"]
 y = ExBurn.Dataset.one_hot(d["train.labels"], 10)
-IO.puts("device: #{ExBurn.default_device()}; #{elem(Nx.shape(x), 0)} training images, batch 32, ms per epoch\n")
+IO.puts("device: #{ExBurn.default_device_spec()}; #{elem(Nx.shape(x), 0)} training images, batch 32, ms per epoch\n")
 
 fit = fn model -> ExBurn.Training.fit(model, {x, y}, epochs: 1, batch_size: 32, verbose: false) end
 xb = Nx.slice_along_axis(x, 0, 32)

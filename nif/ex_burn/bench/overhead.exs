@@ -16,7 +16,7 @@ defmodule Bench do
 end
 
 Nx.default_backend(ExBurn.Backend)
-device = ExBurn.default_device()
+device = ExBurn.default_device_spec()
 IO.puts("device: #{device} (#{inspect(ExBurn.device_name())})")
 sync = fn -> :ok = ExCubecl.synchronize(device: device) end
 

@@ -80,7 +80,7 @@ iters = opts[:iters] || 100
 warmup = opts[:warmup] || 10
 
 Nx.global_default_backend(ExBurn.Backend)
-device = ExBurn.default_device()
+device = ExBurn.default_device_spec()
 IO.puts("device: #{device} (#{ExBurn.device_name()}); medians of #{iters} steps after #{warmup}, ms per step (step + loss read back)\n")
 IO.puts("| batch | step | ms/step | NIF calls/step | launches replayed |")
 IO.puts("|---|---|---|---|---|")

@@ -91,7 +91,7 @@ opts = Keyword.merge([model: "all", batch: 32, lr: 3.0e-3, seed: 42, out: System
 data = Digits.load(opts[:data] || raise("digits.exs: --data DIGITS.mpk is required (digits --export-data writes it)"))
 Nx.default_backend(ExBurn.Backend)
 Logger.configure(level: :info)
-IO.puts("device: #{ExBurn.default_device()}; #{elem(Nx.shape(data.x_train), 0)} training and #{elem(Nx.shape(data.x_test), 0)} test images")
+IO.puts("device: #{ExBurn.default_device_spec()}; #{elem(Nx.shape(data.x_train), 0)} training and #{elem(Nx.shape(data.x_test), 0)} test images")
 
 accuracies =
   for {name, axon, epochs} <- [{"mlp", Digits.Models.mlp(), 10}, {"cnn", Digits.Models.cnn(), 8}], opts[:model] in [name, "all"] do

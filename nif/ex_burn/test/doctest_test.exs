@@ -103,7 +103,7 @@ defmodule ExBurn.DoctestTest do
   ]
 
   computes? = fn type -> type in ExCubecl.supported_dtypes() end
-  cuda? = String.starts_with?(ExBurn.default_device(), "cuda")
+  cuda? = String.starts_with?(ExBurn.default_device_spec(), "cuda")
 
   # (each list read once here, so that none is "set but never used" on any device)
   {f64, precision_f64, precision_cuda} = {@f64, @precision_f64, @precision_cuda}

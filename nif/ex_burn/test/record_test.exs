@@ -73,7 +73,7 @@ defmodule ExBurn.RecordTest do
     end
 
     test "save then load is bit-exact in every type the device holds", %{tmp_dir: dir} do
-      device = ExBurn.default_device()
+      device = ExBurn.default_device_spec()
       {:ok, supported} = ExCubecl.Native.supported_dtypes(device)
       key = Nx.Random.key(7)
 
@@ -153,7 +153,7 @@ defmodule ExBurn.RecordTest do
 
       # "F16" becomes "BF16" (the same size): it loads where the device computes in bf16.
       File.write!(path, String.replace(bytes, <<0xA3, "F16">>, <<0xA4, "BF16">>))
-      {:ok, supported} = ExCubecl.Native.supported_dtypes(ExBurn.default_device())
+      {:ok, supported} = ExCubecl.Native.supported_dtypes(ExBurn.default_device_spec())
 
       if "bf16" in supported do
         assert {:ok, %{"layer.w" => %Nx.Tensor{type: {:bf, 16}}}} = Record.load(path)

@@ -87,7 +87,7 @@ defmodule ExBurn.ServingTest do
   end
 
   describe "started" do
-    def handle_event(_event, _measurements, %{module: ExBurn.Serving, metadata: metadata}, pid),
+    def handle_event(_event, _measurements, %{module: ExBurn.Serving.Server, metadata: metadata}, pid),
       do: send(pid, {:executed, metadata.size})
 
     def handle_event(_event, _measurements, _metadata, _pid), do: :ok
@@ -108,7 +108,9 @@ defmodule ExBurn.ServingTest do
 
     test "32 concurrent callers each get their own result, in batches of at most batch_size" do
       model_state = axon_model()
-      start_supervised!(Serving.supervise(model_state, name: ExBurn.ServingTest.Axon, batch_size: 8, batch_timeout: 50))
+      start_supervised!(
+        Serving.supervise(model_state, name: ExBurn.ServingTest.Axon, batch_size: 8, batch_timeout: 50, padding: true, partitions: 1)
+      )
       inputs = for i <- 1..32, do: rand({1, 3}, 100 + i)
 
       results =
@@ -131,7 +133,7 @@ defmodule ExBurn.ServingTest do
 
     test "callers with batches of several examples, and an input larger than batch_size" do
       start_supervised!(
-        Serving.supervise(&fun_model/1, name: ExBurn.ServingTest.Fun, shape: {2}, batch_size: 4, batch_timeout: 20)
+        Serving.supervise(&fun_model/1, name: ExBurn.ServingTest.Fun, shape: {2}, batch_size: 4, batch_timeout: 20, partitions: 1)
       )
 
       inputs = for n <- [1, 2, 3, 9], do: rand({n, 2}, n)
@@ -147,7 +149,7 @@ defmodule ExBurn.ServingTest do
 
     test "under a given supervisor, from a built serving; a bad input fails in its caller alone" do
       {:ok, sup} = Supervisor.start_link([], strategy: :one_for_one)
-      serving = Serving.build(&fun_model/1, shape: {2}, batch_size: 4)
+      serving = Serving.build(&fun_model/1, shape: {2}, batch_size: 4, partitions: 1)
       assert {:ok, pid} = Serving.supervise(serving, name: ExBurn.ServingTest.Sup, supervisor: sup, batch_timeout: 5)
       assert is_pid(pid)
 
@@ -161,6 +163,117 @@ defmodule ExBurn.ServingTest do
       assert_close(Serving.run(ExBurn.ServingTest.Sup, x), reference(&fun_model/1, x))
       assert Process.alive?(pid)
       Supervisor.stop(sup)
+    end
+  end
+
+  describe "the documented struct, options and examples" do
+    test "new/2's defaults and status/1, with_batch_size/2, with_timeout/2" do
+      serving = Serving.new(&fun_model/1)
+      assert %Serving{model: model, batch_size: 32, batch_timeout: 50, padding: false} = serving
+      assert is_function(model, 1)
+      assert Serving.status(serving) == %{batch_size: 32, batch_timeout: 50, partitions: System.schedulers_online(), padding: false}
+      changed = serving |> Serving.with_batch_size(4) |> Serving.with_timeout(7)
+      assert Serving.status(changed) == %{batch_size: 4, batch_timeout: 7, partitions: System.schedulers_online(), padding: false}
+      assert Serving.status(Serving.new(&fun_model/1, partitions: true)).partitions == 1
+      assert Serving.status(Serving.build(changed)) == Serving.status(changed)
+      assert_raise ExBurn.Error, ~r/with_batch_size: :batch_size must be a positive integer, got 0/, fn -> Serving.with_batch_size(serving, 0) end
+      assert_raise ExBurn.Error, ~r/with_timeout: :batch_timeout must be a non-negative integer/, fn -> Serving.with_timeout(serving, :soon) end
+      assert_raise ExBurn.Error, ~r/new: :partitions must be a positive integer or true, got 0/, fn -> Serving.new(&fun_model/1, partitions: 0) end
+      assert_raise ExBurn.Error, ~r/new: :padding must be true or false, got :yes/, fn -> Serving.new(&fun_model/1, padding: :yes) end
+      assert_raise ExBurn.Error, ~r/new: the model must be/, fn -> Serving.new(:model) end
+      assert_raise ExBurn.Error, ~r/supervise: :partitions is an option of build\/2/, fn -> Serving.supervise(Serving.build(changed), name: X, partitions: 2) end
+    end
+
+    test "004's Usage: new/2 with partitions, run inline (run/2, and Nx.Serving.run on its build/2)" do
+      {model, state} = model_state = axon_model()
+      # an %ExBurn.Model{}'s fields, as a compiled model carries them
+      model = %{__struct__: ExBurn.Model, model: model, state: state}
+      input_tensor = rand({5, 3}, 9)
+
+      serving =
+        ExBurn.Serving.new(model,
+          batch_size: 32,
+          batch_timeout: 50,
+          partitions: System.schedulers_online()
+        )
+
+      want = axon_reference(model_state, input_tensor)
+      assert_close(ExBurn.Serving.run(serving, input_tensor), want)
+      assert_close(Nx.Serving.run(ExBurn.Serving.build(serving), input_tensor), want)
+    end
+
+    test "004's build/2 example and 003's calls: build, run, a child of a supervisor, supervise under a DynamicSupervisor" do
+      trained_model = axon_model()
+      input = rand({2, 3}, 11)
+      want = axon_reference(trained_model, input)
+
+      serving = ExBurn.Serving.build(trained_model, batch_size: 16, batch_timeout: 100)
+      output = Nx.Serving.run(serving, input)
+      assert_close(output, want)
+      assert_close(ExBurn.Serving.run(serving, input), want)
+
+      children = [
+        {Nx.Serving, serving: ExBurn.Serving.build(trained_model, batch_size: 32, partitions: 1), name: :my_model_serving}
+      ]
+
+      {:ok, sup} = Supervisor.start_link(children, strategy: :one_for_one)
+      assert_close(Nx.Serving.batched_run(:my_model_serving, input), want)
+      assert_close(ExBurn.Serving.run(:my_model_serving, input), want)
+      Supervisor.stop(sup)
+
+      {:ok, dyn} = DynamicSupervisor.start_link(strategy: :one_for_one, name: ExBurn.ServingTest.Dynamic)
+      {:ok, _pid} = ExBurn.Serving.supervise(trained_model, name: :my_model_serving, supervisor: ExBurn.ServingTest.Dynamic, partitions: 1)
+      assert_close(ExBurn.Serving.run(:my_model_serving, input), want)
+      DynamicSupervisor.stop(dyn)
+    end
+
+    test "padding: true pads every batch to batch_size; padding: false runs each at its size" do
+      # The model adds the number of rows of the batch it is given.
+      rows = fn x -> Nx.add(x, Nx.axis_size(x, 0)) end
+      x = Nx.tensor([[0.0], [0.0], [0.0]])
+
+      padded = Serving.build(rows, batch_size: 4, padding: true)
+      assert Nx.to_flat_list(Serving.run(padded, x)) == [4.0, 4.0, 4.0]
+      unpadded = Serving.build(rows, batch_size: 4, padding: false)
+      assert Nx.to_flat_list(Serving.run(unpadded, x)) == [3.0, 3.0, 3.0]
+      # Larger than batch_size: split into 4 + 1.
+      assert Nx.to_flat_list(Serving.run(padded, Nx.broadcast(0.0, {5, 1}))) == [4.0, 4.0, 4.0, 4.0, 4.0]
+      assert Nx.to_flat_list(Serving.run(unpadded, Nx.broadcast(0.0, {5, 1}))) == [4.0, 4.0, 4.0, 4.0, 1.0]
+    end
+
+    def partition_event(_event, _measurements, %{module: ExBurn.Serving.Server, metadata: metadata}, pid),
+      do: send(pid, {:partition, metadata.partition, metadata.device})
+
+    def partition_event(_event, _measurements, _metadata, _pid), do: :ok
+
+    test "partitions: 2 starts two partitions on the device, both running batches" do
+      id = "serving-partitions-#{System.unique_integer()}"
+      me = self()
+
+      :telemetry.attach(id, [:nx, :serving, :execute, :stop], &__MODULE__.partition_event/4, me)
+
+      try do
+        start_supervised!(
+          Serving.supervise(&fun_model/1, name: ExBurn.ServingTest.Parts, shape: {2}, batch_size: 2, batch_timeout: 1, partitions: 2, padding: true)
+        )
+
+        inputs = for i <- 1..6, do: rand({2, 2}, 200 + i)
+
+        for x <- inputs do
+          assert_close(Serving.run(ExBurn.ServingTest.Parts, x), reference(&fun_model/1, x))
+        end
+
+        seen =
+          for _ <- 1..6 do
+            assert_receive {:partition, p, dev}, 5_000
+            {p, dev}
+          end
+
+        assert seen |> Enum.map(&elem(&1, 0)) |> Enum.uniq() |> Enum.sort() == [0, 1]
+        assert seen |> Enum.map(&elem(&1, 1)) |> Enum.uniq() == [ExBurn.default_device_spec()]
+      after
+        :telemetry.detach(id)
+      end
     end
   end
 

@@ -7,6 +7,10 @@ defmodule ExCubecl do
   `pipeline_free/1`, `capture/2`), asynchronous commands (`submit/3`, `poll/1`, `wait/2`),
   devices.
 
+  Kernels also write into given output buffers, as ExBurn's documents call them:
+  `run_kernel/4` (`name, inputs, output, params`), pipelines of such commands
+  (`pipeline_add/5`, then `pipeline_run/1`), and `submit/1` of an `ExCubecl.Command`.
+
   Every function returns `{:ok, value}` or `{:error, %ExCubecl.Error{}}`; the bang forms
   return the value or raise `ExCubecl.Error`, whose message starts with the operation. Bad
   input never crashes the VM: it is checked here and in the NIF, and a panic in Rust is
@@ -26,7 +30,7 @@ defmodule ExCubecl do
   application env (`config :ex_cubecl, device: "wgpu"`) or the environment variable
   `EX_CUBECL_DEVICE`. Functions that make tensors from nothing take a `:device` option.
   """
-  alias ExCubecl.{Buffer, Error, Host, Native, Pipeline, Slot}
+  alias ExCubecl.{Buffer, Error, Host, Native, Pipeline, Registry, Slot}
 
   @typedoc "Element types: Nx's names, `:bool`, and `:q8` (8-bit quantized, made by the `:quantize` kernel)."
   @type dtype :: :f32 | :f16 | :bf16 | :f64 | :s8 | :s16 | :s32 | :s64 | :u8 | :u16 | :u32 | :u64 | :bool | :q8
@@ -44,7 +48,7 @@ defmodule ExCubecl do
 
       iex> {:ok, b} = ExCubecl.buffer(<<1::32-native, 2::32-native>>, [2], :s32)
       iex> ExCubecl.shape(b)
-      [2]
+      {:ok, [2]}
   """
   @spec buffer(binary() | list(), [non_neg_integer()], dtype(), keyword()) :: result(Buffer.t())
   def buffer(data, shape, dtype, opts \\ []) do
@@ -99,17 +103,33 @@ defmodule ExCubecl do
   @spec to_list!(Buffer.t()) :: list()
   def to_list!(buffer), do: bang(to_list(buffer))
 
-  @doc "The shape. `ExCubecl.shape(ExCubecl.buffer!([1, 2, 3, 4], [2, 2], :s32)) #=> [2, 2]`"
-  @spec shape(Buffer.t()) :: [non_neg_integer()]
-  def shape(%Buffer{shape: shape}), do: shape
+  @doc """
+  The shape.
+
+      iex> ExCubecl.shape(ExCubecl.buffer!([1, 2, 3, 4], [2, 2], :s32))
+      {:ok, [2, 2]}
+  """
+  @spec shape(Buffer.t()) :: result([non_neg_integer()])
+  def shape(%Buffer{shape: shape}), do: {:ok, shape}
+  def shape(other), do: not_a_buffer("shape", other)
 
   @doc "The dtype. `ExCubecl.dtype(ExCubecl.buffer!([1], [1], :f16)) #=> :f16`"
   @spec dtype(Buffer.t()) :: dtype()
   def dtype(%Buffer{dtype: dtype}), do: dtype
 
-  @doc "The number of elements. `ExCubecl.size(ExCubecl.buffer!([1, 2, 3, 4], [2, 2], :s32)) #=> 4`"
-  @spec size(Buffer.t()) :: non_neg_integer()
-  def size(%Buffer{shape: shape}), do: Enum.reduce(shape, 1, &(&1 * &2))
+  @doc """
+  The size in bytes (of the dtype's native layout; bools one byte each).
+
+      iex> {:ok, a} = ExCubecl.buffer([1.0, 2.0, 3.0], [3], :f32)
+      iex> ExCubecl.size(a)
+      {:ok, 12}
+  """
+  @spec size(Buffer.t()) :: result(non_neg_integer())
+  def size(%Buffer{dtype: :q8} = buffer), do: with({:ok, bin} <- read(buffer), do: {:ok, byte_size(bin)})
+  def size(%Buffer{shape: shape, dtype: dtype}), do: {:ok, numel(shape) * Host.size(dtype)}
+  def size(other), do: not_a_buffer("size", other)
+
+  defp numel(shape), do: Enum.reduce(shape, 1, &(&1 * &2))
 
   @doc """
   Frees the buffer's device memory now (the garbage collector does it otherwise). Later use
@@ -136,8 +156,12 @@ defmodule ExCubecl do
       iex> ExCubecl.to_list!(sorted)
       [1.0, 2.0, 3.0]
   """
-  @spec run_kernel(atom() | String.t(), [Buffer.t()], keyword()) :: result([Buffer.t()])
-  def run_kernel(name, inputs, opts \\ []) do
+  @spec run_kernel(atom() | String.t(), [Buffer.t()], keyword() | Buffer.t()) :: result([Buffer.t()]) | result(Buffer.t())
+  def run_kernel(name, inputs, opts \\ [])
+
+  def run_kernel(name, inputs, %Buffer{} = output), do: run_kernel(name, inputs, output, %{})
+
+  def run_kernel(name, inputs, opts) do
     case Process.get({__MODULE__, :capture}) do
       ref when is_reference(ref) and is_list(inputs) ->
         if Enum.all?(inputs, &match?(%Slot{pipeline: ^ref}, &1)),
@@ -148,6 +172,54 @@ defmodule ExCubecl do
         run_now(name, inputs, opts)
     end
   end
+
+  @doc """
+  Runs the kernel `name` on `inputs` and writes its result into the buffer `output`, which
+  must have the result's shape, dtype and device; `params` are the kernel's options (a map or
+  keyword list). Gives `{:ok, output}`; every holder of `output` sees the new values.
+
+      iex> a = ExCubecl.buffer!([1.0, 2.0], [2], :f32)
+      iex> out = ExCubecl.buffer!([0.0, 0.0], [2], :f32)
+      iex> {:ok, ^out} = ExCubecl.run_kernel(:add, [a, a], out, %{})
+      iex> ExCubecl.to_list!(out)
+      [2.0, 4.0]
+  """
+  @spec run_kernel(atom() | String.t(), [Buffer.t()], Buffer.t(), map() | keyword()) :: result(Buffer.t())
+  def run_kernel(name, inputs, %Buffer{} = output, params) do
+    op = if is_atom(name) or is_binary(name), do: to_string(name), else: "run_kernel"
+
+    with {:ok, opts} <- params(op, params),
+         {:ok, outs} <- run_now(name, inputs, opts),
+         {:ok, result} <- single(op, outs),
+         :ok <- assign(op, output, result) do
+      {:ok, output}
+    end
+  end
+
+  def run_kernel(name, _inputs, output, _params),
+    do: {:error, Error.new(to_string(name), "the output must be an ExCubecl buffer", inspect(output, limit: 5))}
+
+  defp single(_op, [result]), do: {:ok, result}
+  defp single(op, outs), do: {:error, Error.new(op, "the kernel gives #{length(outs)} outputs; one output buffer takes one", "use run_kernel/3")}
+
+  # Writes `result`'s value into `output`.
+  defp assign(op, %Buffer{ref: out}, %Buffer{ref: value}) do
+    case Native.assign(out, value) do
+      {:ok, true} -> :ok
+      {:error, e} -> {:error, %{Error.from(e) | op: op}}
+    end
+  end
+
+  # Kernel options from a map (atom or string keys) or a keyword list.
+  defp params(_op, params) when is_list(params), do: {:ok, params}
+
+  defp params(op, params) when is_map(params) do
+    {:ok, Enum.map(params, fn {k, v} -> {if(is_binary(k), do: String.to_atom(k), else: k), v} end)}
+  rescue
+    _ -> {:error, Error.new(op, "kernel params are a map or keyword list with atom or string keys", inspect(params, limit: 5))}
+  end
+
+  defp params(op, params), do: {:error, Error.new(op, "kernel params are a map or keyword list", inspect(params, limit: 5))}
 
   # Inside `capture/2`: the kernel becomes a step of the pipeline.
   defp record(ref, name, inputs, opts) do
@@ -211,8 +283,10 @@ defmodule ExCubecl do
   Adds kernel `name` over `inputs` (slots: `{:input, i}` or an earlier step's slot) with
   `opts`; gives the slot of its output. `{:ok, s} = ExCubecl.pipeline_add(p, :exp, [{:input, 0}])`
   """
-  @spec pipeline_add(Pipeline.t(), atom() | String.t(), [Pipeline.slot()], keyword()) :: result(Pipeline.slot())
+  @spec pipeline_add(Pipeline.t(), atom() | String.t(), [Pipeline.slot()], keyword() | Buffer.t()) :: result(Pipeline.slot()) | :ok
   def pipeline_add(pipeline, name, inputs, opts \\ [])
+
+  def pipeline_add(pipeline, name, inputs, %Buffer{} = output), do: pipeline_add(pipeline, name, inputs, output, %{})
 
   def pipeline_add(%Pipeline{ref: ref}, name, inputs, opts) when is_list(inputs) do
     op = if is_atom(name) or is_binary(name), do: to_string(name), else: "pipeline_add"
@@ -230,6 +304,146 @@ defmodule ExCubecl do
 
   def pipeline_add(other, _name, _inputs, _opts),
     do: {:error, Error.new("pipeline_add", "expects a pipeline and a list of slots", inspect(other, limit: 5))}
+
+  @doc """
+  Adds a command to the pipeline: kernel `name` over the buffers `inputs`, its result written
+  into the buffer `output` (of the result's shape, dtype and device), with the kernel's
+  options `params` (a map or keyword list). `pipeline_run/1` runs the commands in the order
+  added; a command reads its inputs as the commands before it left them, so
+  `pipeline_add(p, :add, [buf, buf], buf)` then `pipeline_add(p, :relu, [buf], buf)` leaves
+  `relu(buf + buf)` in `buf`.
+
+      iex> {:ok, p} = ExCubecl.pipeline()
+      iex> buf = ExCubecl.buffer!([-1.0, 2.0], [2], :f32)
+      iex> :ok = ExCubecl.pipeline_add(p, :add, [buf, buf], buf)
+      iex> :ok = ExCubecl.pipeline_add(p, :relu, [buf], buf)
+      iex> {:ok, [_, _]} = ExCubecl.pipeline_run(p)
+      iex> ExCubecl.to_list!(buf)
+      [0.0, 4.0]
+  """
+  @spec pipeline_add(Pipeline.t(), atom() | String.t(), [Buffer.t()], Buffer.t(), map() | keyword()) :: :ok | {:error, Error.t()}
+  def pipeline_add(%Pipeline{ref: ref}, name, inputs, %Buffer{} = output, params) do
+    op = "pipeline_add"
+
+    with :ok <- check_name(op, name),
+         :ok <- kernel_known(op, name),
+         {:ok, _refs} <- refs(op, inputs),
+         {:ok, opts} <- params(op, params) do
+      %{commands: commands} = Registry.get({:pipeline, ref}) || %{commands: []}
+      Registry.put({:pipeline, ref}, %{commands: commands ++ [{to_string(name), inputs, output, opts}], compiled: nil})
+      :ok
+    end
+  end
+
+  def pipeline_add(%Pipeline{}, _name, _inputs, output, _params),
+    do: {:error, Error.new("pipeline_add", "the output must be an ExCubecl buffer", inspect(output, limit: 5))}
+
+  def pipeline_add(other, _name, _inputs, _output, _params),
+    do: {:error, Error.new("pipeline_add", "expects a pipeline", inspect(other, limit: 5))}
+
+  @doc "Adds an `ExCubecl.Command` to a pipeline (as `pipeline_add/5`)."
+  @spec pipeline_add_struct(Pipeline.t(), ExCubecl.Command.t()) :: :ok | {:error, Error.t()}
+  def pipeline_add_struct(pipeline, %ExCubecl.Command{kernel: k, inputs: i, output: o, params: p}), do: pipeline_add(pipeline, k, i, o, p)
+
+  def pipeline_add_struct(_pipeline, other),
+    do: {:error, Error.new("pipeline_add", "expects an %ExCubecl.Command{}", inspect(other, limit: 5))}
+
+  defp kernel_known(op, name) do
+    name = to_string(name)
+
+    if Enum.any?(Native.kernels(), &(elem(&1, 0) == name)),
+      do: :ok,
+      else: {:error, Error.new(op, "unknown kernel #{inspect(name)}", "see ExCubecl.kernels/0")}
+  end
+
+  @doc """
+  Runs the commands of `pipeline_add/5` in the order added, writing each result into its
+  output buffer, and gives their command ids (one a command, in order): `poll/1` answers
+  `:completed` for each, and `wait/1` gives the command's result `[buffer]`. The commands run
+  as one pipeline of the backend: the first run captures their launches, later runs replay
+  them on the buffers' current values. Like every kernel, they are queued on the device and
+  this returns without waiting for them; reading a buffer waits.
+  """
+  @spec pipeline_run(Pipeline.t()) :: result([pos_integer()])
+  def pipeline_run(%Pipeline{ref: ref}) do
+    case Registry.get({:pipeline, ref}) do
+      %{commands: [_ | _] = commands} = entry -> run_commands(ref, entry, commands)
+      _ -> {:error, Error.new("pipeline_run", "the pipeline has no commands", "add them with pipeline_add/5, or run a pipeline of slots with pipeline_run/3")}
+    end
+  end
+
+  def pipeline_run(other), do: {:error, Error.new("pipeline_run", "expects a pipeline", inspect(other, limit: 5))}
+
+  # The commands as one pipeline of slots: each buffer a command reads is the pipeline input
+  # of its value at the start, or the step of the last command before that wrote it. Compiled
+  # once per command list (pipeline_add/5 starts a new list).
+  defp run_commands(ref, entry, commands) do
+    with {:ok, {native, inputs}} <- compiled(ref, entry, commands),
+         {:ok, outs} <- safe(fn -> Native.pipeline_run(native, Enum.map(inputs, & &1.ref), steps(length(commands))) end, "pipeline_run") |> ok_or_error(),
+         {:ok, results} <- wrap_all(outs),
+         :ok <- assign_last(commands, results) do
+      {:ok, for(result <- results, do: register([result]))}
+    end
+  end
+
+  defp compiled(_ref, %{compiled: {native, inputs}}, _commands), do: {:ok, {native, inputs}}
+
+  defp compiled(ref, _entry, commands) do
+    native = Native.pipeline_new()
+
+    {steps, {inputs, _written}} =
+      commands
+      |> Enum.with_index()
+      |> Enum.map_reduce({[], %{}}, fn {{name, ins, out, opts}, k}, {inputs, written} ->
+        {slots, inputs} =
+          Enum.map_reduce(ins, inputs, fn %Buffer{ref: r} = b, inputs ->
+            case {written[r], Enum.find_index(inputs, &(&1.ref == r))} do
+              {step, _} when is_integer(step) -> {{:step, step, 0}, inputs}
+              {nil, nil} -> {{:input, length(inputs)}, inputs ++ [b]}
+              {nil, i} -> {{:input, i}, inputs}
+            end
+          end)
+
+        {{name, slots, opts}, {inputs, Map.put(written, out.ref, k)}}
+      end)
+
+    with :ok <- add_steps(native, steps) do
+      Registry.put({:pipeline, ref}, %{commands: commands, compiled: {native, inputs}})
+      {:ok, {native, inputs}}
+    end
+  end
+
+  defp add_steps(native, steps) do
+    Enum.reduce_while(steps, :ok, fn {name, slots, opts}, :ok ->
+      case Native.pipeline_add(native, name, slots, opts) do
+        {:ok, _} -> {:cont, :ok}
+        error -> {:halt, error(error)}
+      end
+    end)
+  end
+
+  defp steps(n), do: for(k <- 0..(n - 1), do: {:step, k, 0})
+
+  # Each output buffer gets the value of the last command that wrote it.
+  defp assign_last(commands, results) do
+    commands
+    |> Enum.zip(results)
+    |> Enum.reverse()
+    |> Enum.uniq_by(fn {{_name, _ins, out, _opts}, _result} -> out.ref end)
+    |> Enum.reduce_while(:ok, fn {{name, _ins, out, _opts}, result}, :ok ->
+      case assign(name, out, result) do
+        :ok -> {:cont, :ok}
+        error -> {:halt, error}
+      end
+    end)
+  end
+
+  # A finished command's outcome, for poll/1 and wait/1; gives its id.
+  defp register(buffers) do
+    id = Registry.next_id()
+    Registry.put({:command, id}, buffers)
+    id
+  end
 
   @doc """
   Runs the pipeline on `inputs` (buffers), giving the buffers at `outputs` (default: those
@@ -251,9 +465,20 @@ defmodule ExCubecl do
 
   def pipeline_run(other, _inputs, _outputs), do: {:error, Error.new("pipeline_run", "expects a pipeline", inspect(other, limit: 5))}
 
-  @doc "Frees the pipeline's captured launches and buffers. `{:ok, true} = ExCubecl.pipeline_free(p)`"
+  @doc """
+  Frees the pipeline's captured launches and buffers, and the commands of `pipeline_add/5`.
+  `{:ok, true} = ExCubecl.pipeline_free(p)`
+  """
   @spec pipeline_free(Pipeline.t()) :: result(boolean())
-  def pipeline_free(%Pipeline{ref: ref}), do: Native.pipeline_free(ref) |> ok_or_error()
+  def pipeline_free(%Pipeline{ref: ref}) do
+    case Registry.take({:pipeline, ref}) do
+      %{compiled: {native, _inputs}} -> Native.pipeline_free(native)
+      _ -> :ok
+    end
+
+    Native.pipeline_free(ref) |> ok_or_error()
+  end
+
   def pipeline_free(other), do: {:error, Error.new("pipeline_free", "expects a pipeline", inspect(other, limit: 5))}
 
   @doc """
@@ -327,10 +552,31 @@ defmodule ExCubecl do
   def submit(other, _inputs, _opts),
     do: {:error, Error.new("submit", "expects a pipeline or a non-empty list of {kernel, slots, opts}", inspect(other, limit: 5))}
 
+  @doc """
+  Submits an `ExCubecl.Command`: its kernel runs on its inputs and writes its output buffer
+  (as `run_kernel/4`); gives the command's id for `poll/1` and `wait/1` (whose outcome is
+  `[output]`). The kernel is queued on the device, as every kernel: this returns without
+  waiting for it, and a read of the output waits.
+
+      iex> x = ExCubecl.buffer!([1.0, 4.0], [2], :f32)
+      iex> {:ok, id} = ExCubecl.submit(ExCubecl.Command.run_kernel(:sqrt, [x], x))
+      iex> {:ok, :completed} = ExCubecl.poll(id)
+      iex> {:ok, [^x]} = ExCubecl.wait(id)
+      iex> ExCubecl.to_list!(x)
+      [1.0, 2.0]
+  """
+  @spec submit(ExCubecl.Command.t()) :: result(pos_integer())
+  def submit(%ExCubecl.Command{kernel: kernel, inputs: inputs, output: output, params: params}) do
+    with {:ok, out} <- run_kernel(kernel, inputs, output, params), do: {:ok, register([out])}
+  end
+
+  def submit(other), do: {:error, Error.new("submit", "expects an %ExCubecl.Command{} (or a pipeline or kernel list with its inputs: submit/2)", inspect(other, limit: 5))}
+
   @doc "Where command `id` stands: `{:ok, :pending | :running | :completed | :failed}`. `ExCubecl.poll(id)`"
   @spec poll(pos_integer()) :: result(:pending | :running | :completed | :failed)
   def poll(id) when is_integer(id) and id > 0 do
-    case Native.poll(id) do
+    case Registry.get({:command, id}) || Native.poll(id) do
+      [_ | _] -> {:ok, :completed}
       {:ok, status} -> {:ok, String.to_existing_atom(status)}
       error -> error(error)
     end
@@ -348,8 +594,10 @@ defmodule ExCubecl do
   def wait(id, timeout) when is_integer(id) and id > 0 and (timeout == :infinity or (is_integer(timeout) and timeout >= 0)) do
     ms = if timeout == :infinity, do: -1, else: timeout
 
-    case Native.wait(id, ms) do
+    case Registry.take({:command, id}) || Native.wait(id, ms) do
+      [%Buffer{} | _] = buffers -> {:ok, buffers}
       {:ok, refs} -> wrap_all(refs)
+      {:error, %{op: _} = e} -> {:error, %{Error.from(e) | op: "wait"}}
       error -> error(error)
     end
   end

@@ -10,7 +10,7 @@ defmodule ExBurn.Backend do
   ## Options
 
     * `:device` - a device string of `ExCubecl.devices/0` (`"cuda:0"`, `"wgpu"`,
-      `"wgpu:cpu"`, ...) or `:cuda` / `:wgpu` / `:cpu`. The default is `ExBurn.default_device/0`.
+      `"wgpu:cpu"`, ...) or `:gpu` / `:cpu` / `:cuda` / `:wgpu`. The default is `ExBurn.default_device_spec/0`.
 
   ## Where it differs from `Nx.BinaryBackend`
 
@@ -458,12 +458,12 @@ defmodule ExBurn.Backend do
   defp ref!(other, _dev, op), do: raise(ExBurn.Error.new(op, "expects tensors", Kernel.inspect(other, limit: 5)))
 
   defp input_device(inputs) do
-    Enum.find_value(inputs, &match?(%T{data: %__MODULE__{}}, &1) && &1.data.device) || ExBurn.default_device()
+    Enum.find_value(inputs, &match?(%T{data: %__MODULE__{}}, &1) && &1.data.device) || ExBurn.default_device_spec()
   end
 
   defp device(opts) do
     case opts[:device] do
-      nil -> ExBurn.default_device()
+      nil -> ExBurn.default_device_spec()
       dev -> ExBurn.device_spec(dev)
     end
   end

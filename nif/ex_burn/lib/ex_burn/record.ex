@@ -121,7 +121,7 @@ defmodule ExBurn.Record do
   end
 
   defp ref(%Nx.Tensor{data: %ExBurn.Backend{ref: ref}}), do: ref
-  defp ref(%Nx.Tensor{} = t), do: ExBurn.Tensor.from_nx(t).data.ref
+  defp ref(%Nx.Tensor{} = t), do: Nx.backend_copy(t, ExBurn.Backend).data.ref
 
   defp tensor(ref, shape, dtype, device) do
     type = Nx.Type.normalize!(String.to_existing_atom(dtype))
@@ -137,7 +137,7 @@ defmodule ExBurn.Record do
 
   defp device(opts) do
     case opts[:device] do
-      nil -> ExBurn.default_device()
+      nil -> ExBurn.default_device_spec()
       dev -> ExBurn.device_spec(dev)
     end
   end

@@ -1,20 +1,48 @@
 defmodule ExBurn.Serving do
   @moduledoc """
-  Batched inference of a model on the device: an `Nx.Serving` whose batches run through
-  `ExBurn.Defn.Compiler` (one NIF call per batch).
+  Batched, concurrent inference of a model on the device through `Nx.Serving` (so ExBurn
+  fits Bumblebee-style production pipelines): each batch is one call of a program compiled
+  by `ExBurn.Defn.Compiler`.
 
-      serving = ExBurn.Serving.build({model, model_state}, batch_size: 8)
-      ExBurn.Serving.run(serving, Nx.tensor([[0.1, 0.2, 0.3]]))        # inline, in the caller
+      serving = ExBurn.Serving.build(model, batch_size: 16, batch_timeout: 100)
+      output = Nx.Serving.run(serving, input)                          # inline, in the caller
 
-      children = [ExBurn.Serving.supervise(serving, name: MyModel, batch_timeout: 5)]
+      children = [
+        {Nx.Serving, serving: ExBurn.Serving.build(model, batch_size: 32), name: :my_model_serving}
+      ]
       Supervisor.start_link(children, strategy: :one_for_one)
-      ExBurn.Serving.run(MyModel, Nx.tensor([[0.1, 0.2, 0.3]]))        # batched with other callers
+      output = Nx.Serving.batched_run(:my_model_serving, input)        # batched with other callers
+
+  or as a value: `ExBurn.Serving.new/2` gives an `%ExBurn.Serving{}` (its options, checked),
+  which `with_batch_size/2`, `with_timeout/2` and `status/1` read and change, `run/2` runs,
+  and `build/2` and `supervise/2` take in place of a model.
+
+  ## Options
+
+    * `:batch_size` - the most inputs batched together (default `32`).
+    * `:batch_timeout` - the most milliseconds a started serving waits for a full batch
+      (default `50`).
+    * `:partitions` - the number of serving partitions, each running batches concurrently
+      with its own compiled program (default: `System.schedulers_online()`); `true` lets the
+      compiler choose (one per device). Today every partition runs on the serving's one
+      device. A partition applies to a started serving; an inline run uses one.
+    * `:padding` - whether to pad every batch to `:batch_size` (default `false`). Padded, a
+      serving runs one program of one shape (compiled when it starts, where the example's
+      shape is known) and drops the padding rows' results; unpadded, each batch runs at its
+      size (a program compiled, then cached, per size).
+    * `:shape` - the shape of one example, without the batch axis (`{784}` for a batch
+      `{n, 784}`). Default: the Axon model's input shape less its batch axis, where the model
+      has a single input with a known shape; none for a function. Needed by `supervise/2`.
+    * `:type` - the type of the examples (default `:f32`): inputs are cast to it. Only with a
+      known shape.
+    * `:device` - `:gpu`, `:cpu`, or a device string (default
+      `ExBurn.default_device_spec/0`).
 
   ## Models
 
+    * `%ExBurn.Model{}` - its `model` (an Axon graph) and `state`, as the tuple.
     * `{axon_model, model_state}` - an `Axon` graph and its `Axon.ModelState` (or parameter
       map); predictions come from `Axon.build/2`'s predict function in `:inference` mode.
-    * `%ExBurn.Model{}` - its `model` (an Axon graph) and `state`, as the tuple.
     * a function of one argument - called with a batch tensor (first axis: the examples), it
       returns a tensor or container of tensors whose first axis runs over the same examples.
       It is compiled as a `defn` would be, so it must be made of `Nx` calls.
@@ -36,72 +64,148 @@ defmodule ExBurn.Serving do
 
   ## Batching
 
-  A started serving (`supervise/2`) gathers the inputs of concurrent callers until
-  `:batch_size` examples are waiting or `:batch_timeout` milliseconds have passed since the
-  first, runs them as one batch, and gives each caller its own rows (`Nx.Serving` does the
+  A started serving gathers the inputs of concurrent callers until `:batch_size` examples are
+  waiting or `:batch_timeout` milliseconds have passed since the first, runs them as one
+  batch on a free partition, and gives each caller its own rows (`Nx.Serving` does the
   gathering and the splitting). An input larger than `:batch_size` is split over several
-  batches; `run/2` on a serving struct splits the same way. Every batch is padded to
-  `:batch_size` (the padding rows' results are dropped), so a serving runs one compiled
-  program, of one shape, for every batch; with the example's shape known, that program is
-  compiled when the serving starts.
-
-  The model runs on one partition: concurrent batches queue for it.
+  batches; an inline run splits the same way. `ExBurn.Serving.Server` holds the
+  `Nx.Serving` callbacks.
   """
 
-  @behaviour Nx.Serving
+  @enforce_keys [:model]
+  defstruct model: nil, batch_size: 32, batch_timeout: 50, partitions: 1, padding: false, options: []
+
+  @typedoc "A model: an `%ExBurn.Model{}` (or `{axon_model, model_state}`, or a function of a batch)."
+  @type model :: ExBurn.Model.t() | {struct(), term()} | (Nx.Tensor.t() -> term())
+
+  @typedoc """
+  A serving's settings. `options` holds the other options of `new/2` (`:shape`, `:type`,
+  `:device`).
+  """
+  @type t :: %__MODULE__{
+          batch_size: pos_integer(),
+          batch_timeout: pos_integer(),
+          model: model(),
+          padding: boolean(),
+          partitions: pos_integer(),
+          options: keyword()
+        }
 
   alias Nx.Defn.Composite
 
-  @build_defaults [batch_size: 16, batch_timeout: 10, shape: nil, type: nil, device: nil]
+  @serving_defaults [batch_size: 32, batch_timeout: 50, partitions: nil, padding: false]
+  @model_defaults [shape: nil, type: nil, device: nil]
+  @build_defaults @serving_defaults ++ @model_defaults
   @process_keys [:name, :supervisor, :shutdown, :hibernate_after, :spawn_opt]
 
   ## Building
 
   @doc """
-  A serving of `model` (see the module documentation for models, inputs and outputs).
+  Creates an ExBurn serving for a compiled model: an `%ExBurn.Serving{}` holding the model
+  and the options (see the module documentation), checked here. Pass it to `run/2`,
+  `build/2` or `supervise/2`.
 
-  ## Options
-
-    * `:batch_size` - the examples of one batch (default `16`).
-    * `:batch_timeout` - milliseconds a started serving waits for more callers before it runs
-      a batch that isn't full (default `10`).
-    * `:shape` - the shape of one example, without the batch axis (`{784}` for a batch
-      `{n, 784}`). Default: the Axon model's input shape less its batch axis, where the model
-      has a single input with a known shape; none for a function. Needed by `supervise/2`.
-    * `:type` - the type of the examples (default `:f32`): inputs are cast to it. Only with a
-      known shape.
-    * `:device` - the device string, or `:cuda` / `:wgpu` / `:cpu` (default
-      `ExBurn.default_device/0`).
+      iex> serving = ExBurn.Serving.new(&Nx.multiply(&1, 2), batch_size: 8, partitions: 2)
+      iex> ExBurn.Serving.status(serving)
+      %{batch_size: 8, batch_timeout: 50, partitions: 2, padding: false}
   """
-  @spec build(term(), keyword()) :: Nx.Serving.t()
-  def build(model, opts \\ []) do
+  @spec new(model(), keyword()) :: t()
+  def new(model, opts \\ []) do
+    op = "ExBurn.Serving.new"
+    opts = options!(op, opts, @build_defaults)
+    _ = model!(op, model)
+
+    %__MODULE__{
+      model: model,
+      batch_size: batch_size!(op, opts[:batch_size]),
+      batch_timeout: timeout!(op, opts[:batch_timeout]),
+      partitions: partitions!(op, opts[:partitions]),
+      padding: padding!(op, opts[:padding]),
+      options: for({key, _} <- @model_defaults, opts[key] != nil, do: {key, opts[key]})
+    }
+  end
+
+  @doc """
+  Builds an `Nx.Serving` for `model` (or an `%ExBurn.Serving{}`, whose settings `opts`
+  override) and the options: the primary entry point for production use. The serving runs
+  with `Nx.Serving.run/2` (or `run/2`), or supervised in an application tree.
+
+      serving = ExBurn.Serving.build(model, batch_size: 16, batch_timeout: 100)
+      output = Nx.Serving.run(serving, input)
+  """
+  @spec build(model() | t(), keyword()) :: Nx.Serving.t()
+  def build(model, opts \\ [])
+
+  def build(%__MODULE__{} = serving, opts), do: build(serving.model, Keyword.merge(settings(serving), opts))
+
+  def build(model, opts) do
     op = "ExBurn.Serving.build"
     opts = options!(op, opts, @build_defaults)
-    batch_size = opts[:batch_size]
-    timeout = opts[:batch_timeout]
+    batch_size = batch_size!(op, opts[:batch_size])
+    timeout = timeout!(op, opts[:batch_timeout])
+    partitions = partitions!(op, opts[:partitions])
+    padding = padding!(op, opts[:padding])
 
-    unless is_integer(batch_size) and batch_size > 0,
-      do: raise(ExBurn.Error.new(op, ":batch_size must be a positive integer, got #{inspect(batch_size)}"))
-
-    unless is_integer(timeout) and timeout >= 0,
-      do:
-        raise(
-          ExBurn.Error.new(op, ":batch_timeout must be a non-negative integer of milliseconds, got #{inspect(timeout)}")
-        )
-
-    dev = ExBurn.device_spec(opts[:device] || ExBurn.default_device())
+    dev = ExBurn.device_spec(opts[:device] || ExBurn.default_device_spec())
     {fun, params, model_shape} = model!(op, model)
     example = example!(op, opts[:shape] || model_shape, opts[:type])
     params = if params, do: on_device(params, dev)
 
-    arg = %{fun: fun, params: params, example: example, batch_size: batch_size, device: dev}
+    arg = %{fun: fun, params: params, example: example, batch_size: batch_size, padding: padding, device: dev}
 
-    Nx.Serving.new(__MODULE__, arg, compiler: ExBurn.Defn.Compiler, device: dev)
+    Nx.Serving.new(ExBurn.Serving.Server, arg, compiler: ExBurn.Defn.Compiler, device: dev, max_concurrency: partitions)
     |> Nx.Serving.batch_size(batch_size)
-    |> Nx.Serving.process_options(batch_timeout: timeout)
+    |> Nx.Serving.process_options(batch_timeout: timeout, partitions: true)
     |> Nx.Serving.client_preprocessing(&preprocess(&1, example, dev))
     |> Nx.Serving.client_postprocessing(&postprocess/2)
   end
+
+  @doc """
+  The settings of a serving (an `%ExBurn.Serving{}`, or an `Nx.Serving` of `build/2`) as a
+  map: `%{batch_size:, batch_timeout:, partitions:, padding:}`.
+  """
+  @spec status(t() | Nx.Serving.t()) :: map()
+  def status(%__MODULE__{} = s), do: Map.take(s, [:batch_size, :batch_timeout, :partitions, :padding])
+
+  def status(%Nx.Serving{module: ExBurn.Serving.Server, arg: arg, defn_options: defn, process_options: process}) do
+    %{batch_size: arg.batch_size, batch_timeout: process[:batch_timeout], partitions: defn[:max_concurrency], padding: arg.padding}
+  end
+
+  def status(other), do: raise(ExBurn.Error.new("ExBurn.Serving.status", "expects an %ExBurn.Serving{} or a serving of build/2", inspect(other, limit: 3)))
+
+  @doc """
+  The serving with batch size `batch_size`.
+
+      iex> ExBurn.Serving.new(&Nx.negate/1) |> ExBurn.Serving.with_batch_size(4) |> ExBurn.Serving.status()
+      %{batch_size: 4, batch_timeout: 50, partitions: System.schedulers_online(), padding: false}
+  """
+  @spec with_batch_size(t(), pos_integer()) :: t()
+  def with_batch_size(%__MODULE__{} = s, batch_size), do: %{s | batch_size: batch_size!("ExBurn.Serving.with_batch_size", batch_size)}
+
+  @doc "The serving with batch timeout `timeout` (milliseconds)."
+  @spec with_timeout(t(), pos_integer()) :: t()
+  def with_timeout(%__MODULE__{} = s, timeout), do: %{s | batch_timeout: timeout!("ExBurn.Serving.with_timeout", timeout)}
+
+  defp settings(%__MODULE__{} = s) do
+    [batch_size: s.batch_size, batch_timeout: s.batch_timeout, partitions: s.partitions, padding: s.padding] ++ s.options
+  end
+
+  defp batch_size!(_op, n) when is_integer(n) and n > 0, do: n
+  defp batch_size!(op, n), do: raise(ExBurn.Error.new(op, ":batch_size must be a positive integer, got #{inspect(n)}"))
+
+  defp timeout!(_op, n) when is_integer(n) and n >= 0, do: n
+
+  defp timeout!(op, n),
+    do: raise(ExBurn.Error.new(op, ":batch_timeout must be a non-negative integer of milliseconds, got #{inspect(n)}"))
+
+  # nil: the default (one per scheduler); true: the compiler's count (one per device).
+  defp partitions!(_op, nil), do: System.schedulers_online()
+  defp partitions!(_op, true), do: length(ExBurn.Defn.Compiler.__partitions_options__([]))
+  defp partitions!(_op, n) when is_integer(n) and n > 0, do: n
+  defp partitions!(op, n), do: raise(ExBurn.Error.new(op, ":partitions must be a positive integer or true, got #{inspect(n)}"))
+
+  defp padding!(_op, p) when is_boolean(p), do: p
+  defp padding!(op, p), do: raise(ExBurn.Error.new(op, ":padding must be true or false, got #{inspect(p)}"))
 
   # {function, params or nil, example shape from the model or nil}
   defp model!(op, %{__struct__: ExBurn.Model, model: model, state: state}), do: model!(op, {model, state})
@@ -181,12 +285,18 @@ defmodule ExBurn.Serving do
   ## Running
 
   @doc """
-  Runs `input` (a batch tensor, a list of example tensors, or an `Nx.Batch`) on a serving:
-  inline in this process for a `%Nx.Serving{}`, through the started serving for a name
+  Runs inference on `input` (a batch tensor, a list of example tensors, or an `Nx.Batch`)
+  with a serving: inline in this process for an `%ExBurn.Serving{}` or an `Nx.Serving`
+  (a convenience wrapper around `Nx.Serving.run/2`), through the started serving for a name
   (`Nx.Serving.batched_run/2`, batched with other callers). See the module documentation
   for what comes back.
+
+      iex> serving = ExBurn.Serving.new(&Nx.multiply(&1, 2), batch_size: 4)
+      iex> ExBurn.Serving.run(serving, Nx.tensor([[1.0, 2.0]])) |> Nx.to_list()
+      [[2.0, 4.0]]
   """
-  @spec run(Nx.Serving.t() | atom() | {:local | :distributed, atom()}, term()) :: term()
+  @spec run(t() | Nx.Serving.t() | atom() | {:local | :distributed, atom()}, term()) :: term()
+  def run(%__MODULE__{} = serving, input), do: Nx.Serving.run(build(serving), input)
   def run(%Nx.Serving{} = serving, input), do: Nx.Serving.run(serving, input)
 
   def run(name, input) when is_atom(name) or (is_tuple(name) and elem(name, 0) in [:local, :distributed]),
@@ -204,22 +314,24 @@ defmodule ExBurn.Serving do
 
   @doc """
   A child spec of a serving process named `:name`, for a supervision tree; or, with
-  `:supervisor`, the serving started under that supervisor (`Supervisor.start_child/2`'s
-  answer). `serving_or_model` is a serving of `build/2` or a model, built here with the
-  options of `build/2`.
+  `:supervisor` (a `Supervisor` or a `DynamicSupervisor`), the serving started under that
+  supervisor (`Supervisor.start_child/2`'s or `DynamicSupervisor.start_child/2`'s
+  answer). `serving_or_model` is a serving of `build/2`, an `%ExBurn.Serving{}`, or a model,
+  built here with the options of `build/2`.
 
   ## Options
 
     * `:name` - an atom, the name to `run/2` with (required).
     * `:supervisor` - a supervisor to start the serving under now.
-    * `:batch_size`, `:batch_timeout`, `:shape`, `:type`, `:device` - as `build/2` (for a
-      serving struct, `:batch_timeout` overrides its own, and `:batch_size` must agree with it).
+    * `:batch_size`, `:batch_timeout`, `:partitions`, `:padding`, `:shape`, `:type`,
+      `:device` - as `build/2` (for an `Nx.Serving`, `:batch_timeout` overrides its own, and
+      `:batch_size` must agree with it).
     * `:shutdown`, `:hibernate_after`, `:spawn_opt` - as `Nx.Serving.start_link/1`.
 
   The example's shape must be known (so that a caller's bad input fails in the caller, not in
   the batch it would share with others).
   """
-  @spec supervise(Nx.Serving.t() | term(), keyword()) :: Supervisor.child_spec() | Supervisor.on_start_child()
+  @spec supervise(Nx.Serving.t() | t() | model(), keyword()) :: Supervisor.child_spec() | Supervisor.on_start_child()
   def supervise(serving_or_model, opts) do
     op = "ExBurn.Serving.supervise"
     opts = options!(op, opts, Enum.map(Keyword.keys(@build_defaults) ++ @process_keys, &{&1, nil}))
@@ -231,10 +343,10 @@ defmodule ExBurn.Serving do
     serving =
       case serving_or_model do
         %Nx.Serving{} = serving -> serving!(op, serving, opts)
-        model -> build(model, for({key, _} <- @build_defaults, opts[key] != nil, do: {key, opts[key]}))
+        model_or_struct -> build(model_or_struct, for({key, _} <- @build_defaults, opts[key] != nil, do: {key, opts[key]}))
       end
 
-    if serving.module == __MODULE__ and serving.arg.example == nil do
+    if serving.module == ExBurn.Serving.Server and serving.arg.example == nil do
       raise ExBurn.Error.new(
               op,
               "a started serving needs the example's shape: give :shape to build/2 or supervise/2",
@@ -249,12 +361,21 @@ defmodule ExBurn.Serving do
 
     case opts[:supervisor] do
       nil -> spec
-      sup -> Supervisor.start_child(sup, spec)
+      sup -> start_child(sup, spec)
     end
   end
 
+  defp start_child(sup, spec) do
+    pid = GenServer.whereis(sup)
+
+    # A DynamicSupervisor's state is its struct (its initial call reads as a supervisor's).
+    if pid && match?(%DynamicSupervisor{}, :sys.get_state(pid)),
+      do: DynamicSupervisor.start_child(sup, spec),
+      else: Supervisor.start_child(sup, spec)
+  end
+
   defp serving!(op, serving, opts) do
-    for key <- [:shape, :type, :device], opts[key] != nil do
+    for key <- [:shape, :type, :device, :partitions, :padding], opts[key] != nil do
       raise ExBurn.Error.new(op, "#{inspect(key)} is an option of build/2; the serving given is built already")
     end
 
@@ -272,54 +393,6 @@ defmodule ExBurn.Serving do
                 "build the serving with the batch size"
               )
     end
-  end
-
-  ## Nx.Serving callbacks
-
-  @impl true
-  def init(_inline_or_process, arg, partitions) do
-    funs = for defn_options <- partitions, do: batch_fun(arg, Keyword.delete(defn_options, :batch_keys))
-    {:ok, Map.put(arg, :funs, List.to_tuple(funs))}
-  end
-
-  # A function of a padded batch. With the example known, the model is compiled here for
-  # batches of :batch_size (a serving process compiles when it starts); without, it is
-  # jitted and compiled on the first batch.
-  defp batch_fun(%{fun: fun, params: params, example: example, batch_size: size}, defn_options) do
-    args = if params, do: [params], else: []
-
-    compiled =
-      case example do
-        nil ->
-          Nx.Defn.jit(fun, defn_options)
-
-        %Nx.Tensor{shape: shape, type: type} ->
-          templates = Enum.map(args, &Nx.to_template/1) ++ [Nx.template(Tuple.insert_at(shape, 0, size), type)]
-          Nx.Defn.compile(fun, templates, defn_options)
-      end
-
-    fn batch -> apply(compiled, args ++ [batch]) end
-  end
-
-  @impl true
-  def handle_batch(%Nx.Batch{size: size} = batch, partition, state) do
-    padded = Nx.Batch.pad(batch, max(state.batch_size - size, 0))
-    fun = elem(state.funs, partition)
-    {:execute, fn -> {check_output!(fun.(padded), state.batch_size), %{size: size, device: state.device}} end, state}
-  end
-
-  defp check_output!(output, rows) do
-    Composite.traverse(output, fn
-      %Nx.Tensor{shape: shape} = t when tuple_size(shape) > 0 and elem(shape, 0) == rows ->
-        t
-
-      t ->
-        raise ExBurn.Error.new(
-                "ExBurn.Serving",
-                "the model's outputs must keep the batch axis first: a batch of #{rows} gave #{inspect(Nx.shape(t))}",
-                "output #{inspect(output)}"
-              )
-    end)
   end
 
   ## Client side

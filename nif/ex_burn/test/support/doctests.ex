@@ -25,7 +25,7 @@ defmodule ExBurn.Doctests do
         assert @doctest_except -- @doctest_names == []
         total = length(@doctest_names)
         run = total - length(@doctest_except)
-        IO.puts("\n#{inspect(unquote(module))} doctests: #{run} of #{total} run on #{ExBurn.default_device()}, #{total - run} excepted by cause")
+        IO.puts("\n#{inspect(unquote(module))} doctests: #{run} of #{total} run on #{ExBurn.default_device_spec()}, #{total - run} excepted by cause")
       end
     end
   end

@@ -13,7 +13,7 @@ defmodule ExCubecl.Native do
   `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`,
   `program_abort/1`, and `record_load/2` and `record_save/3`, which read and write Burn's
   record files) on dirty IO
-  schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`,
+  schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`, `assign/2`,
   `kernels/0`, `runtimes/0`, `launch_count/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
   `program_info/1`)
   and the submissions (`submit_*`, which queue and return) stay on normal schedulers:
@@ -40,6 +40,7 @@ defmodule ExCubecl.Native do
   def dtype(_tensor), do: err()
   def device(_tensor), do: err()
   def free(_tensor), do: err()
+  def assign(_dst, _src), do: err()
   def kernels, do: err()
   def run_kernel(_name, _inputs, _opts, _device), do: err()
   def synchronize(_device), do: err()

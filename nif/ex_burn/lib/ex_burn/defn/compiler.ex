@@ -323,7 +323,7 @@ defmodule ExBurn.Defn.Compiler do
       opts[:client] == :cuda -> "cuda:#{opts[:device_id] || 0}"
       opts[:client] == :host -> "wgpu:cpu"
       client = opts[:client] -> raise ExBurn.Error.new("ExBurn.Defn.Compiler", "unknown client #{inspect(client)}", "clients: :cuda, :host; or give :device")
-      true -> ExBurn.default_device()
+      true -> ExBurn.default_device_spec()
     end
   end
 end

@@ -93,6 +93,25 @@ fn free(tensor: TensorRef) -> NifResult<bool> {
     guard("free", || Ok(tensor.free()))
 }
 
+/// Writes `src`'s value into `dst` (a kernel's result into a given output buffer): both must
+/// have one shape, dtype and device; `dst`'s holders see the new value from then on.
+#[rustler::nif]
+fn assign(dst: TensorRef, src: TensorRef) -> NifResult<bool> {
+    let op = "assign";
+    guard(op, || {
+        let (out, value) = (dst.get(op)?, src.get(op)?);
+        if out.shape() != value.shape() || out.dtype() != value.dtype() || out.device() != value.device() {
+            return Err(NifError::new(
+                op,
+                "the output buffer must have the result's shape, dtype and device",
+                format!("output {} on {}, result {} on {}", out.describe(), out.device().spec(), value.describe(), value.device().spec()),
+            ));
+        }
+        dst.set(op, value)?;
+        Ok(true)
+    })
+}
+
 /// `[{name, inputs, options}]` of every kernel.
 #[rustler::nif]
 fn kernels() -> Vec<(&'static str, &'static str, &'static str)> {

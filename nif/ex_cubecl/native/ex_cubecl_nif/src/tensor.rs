@@ -203,6 +203,19 @@ impl TensorRes {
         })
     }
 
+    /// Replaces the primitive with `prim` (a later `get` gives it), as a write into this
+    /// tensor; an error of `op` when the tensor was freed.
+    pub fn set(&self, op: &str, prim: AnyPrim) -> NifResult<()> {
+        let mut guard = self.value.write().unwrap_or_else(|e| e.into_inner());
+        match guard.as_mut() {
+            Some(value) => {
+                *value = prim;
+                Ok(())
+            }
+            None => Err(NifError::new(op, "the output tensor was freed", "free/1 was called on it before")),
+        }
+    }
+
     /// Drops the primitive; `false` when it was freed before.
     pub fn free(&self) -> bool {
         self.value

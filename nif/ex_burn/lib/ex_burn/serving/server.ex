@@ -1,0 +1,67 @@
+defmodule ExBurn.Serving.Server do
+  @moduledoc """
+  The `Nx.Serving` callbacks of `ExBurn.Serving`: one compiled model function per partition
+  (`init/3`), and each batch dispatched to its partition's function on the device
+  (`handle_batch/3`), padded to the batch size when the serving pads.
+
+  Build servings with `ExBurn.Serving.build/2`; this module is the `Nx.Serving` module they
+  name.
+  """
+  @behaviour Nx.Serving
+
+  alias Nx.Defn.Composite
+
+  @impl true
+  def init(_inline_or_process, arg, partitions) do
+    funs = for defn_options <- partitions, do: batch_fun(arg, Keyword.delete(defn_options, :batch_keys))
+    {:ok, Map.put(arg, :funs, List.to_tuple(funs))}
+  end
+
+  # A function of a batch. Padded batches all have :batch_size rows: with the example known,
+  # the model is compiled here for that shape (a serving process compiles when it starts).
+  # Otherwise the model is jitted, compiled on the first batch of each size (and cached by
+  # ExBurn.Defn.Compiler).
+  defp batch_fun(%{fun: fun, params: params, example: example, batch_size: size, padding: padding}, defn_options) do
+    args = if params, do: [params], else: []
+
+    compiled =
+      case {example, padding} do
+        {%Nx.Tensor{shape: shape, type: type}, true} ->
+          templates = Enum.map(args, &Nx.to_template/1) ++ [Nx.template(Tuple.insert_at(shape, 0, size), type)]
+          Nx.Defn.compile(fun, templates, defn_options)
+
+        _ ->
+          Nx.Defn.jit(fun, defn_options)
+      end
+
+    fn batch -> apply(compiled, args ++ [batch]) end
+  end
+
+  @impl true
+  def handle_batch(%Nx.Batch{size: size} = batch, partition, state) do
+    {batch, rows} =
+      if state.padding,
+        do: {Nx.Batch.pad(batch, max(state.batch_size - size, 0)), max(state.batch_size, size)},
+        else: {batch, size}
+
+    fun = elem(state.funs, partition)
+
+    {:execute,
+     fn -> {check_output!(fun.(batch), rows), %{size: size, device: state.device, partition: partition}} end,
+     state}
+  end
+
+  defp check_output!(output, rows) do
+    Composite.traverse(output, fn
+      %Nx.Tensor{shape: shape} = t when tuple_size(shape) > 0 and elem(shape, 0) == rows ->
+        t
+
+      t ->
+        raise ExBurn.Error.new(
+                "ExBurn.Serving",
+                "the model's outputs must keep the batch axis first: a batch of #{rows} gave #{inspect(Nx.shape(t))}",
+                "output #{inspect(output)}"
+              )
+    end)
+  end
+end

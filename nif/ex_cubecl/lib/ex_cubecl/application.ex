@@ -1,0 +1,52 @@
+defmodule ExCubecl.Application do
+  @moduledoc false
+  # Starts the owner of ExCubecl's registry table (`ExCubecl.Registry`).
+  use Application
+
+  @impl true
+  def start(_type, _args) do
+    Supervisor.start_link([ExCubecl.Registry], strategy: :one_for_one, name: ExCubecl.Supervisor)
+  end
+end
+
+defmodule ExCubecl.Registry do
+  @moduledoc false
+  # A public ETS table, owned by this process, for what ExCubecl's documented forms keep
+  # between calls: the commands added to a pipeline with `ExCubecl.pipeline_add/5` (key
+  # `{:pipeline, ref}`, until `pipeline_free/1`) and the outcomes of commands run by
+  # `ExCubecl.submit/1` and `pipeline_run/1` (key `{:command, id}`, until `wait/1` takes them).
+  use GenServer
+
+  @table :ex_cubecl_registry
+
+  # Ids of these commands start above any id of the NIF's command queues (which count from 1).
+  @id_base Bitwise.bsl(1, 52)
+
+  def start_link(_), do: GenServer.start_link(__MODULE__, [], name: __MODULE__)
+
+  @impl true
+  def init([]) do
+    :ets.new(@table, [:named_table, :public, :set, read_concurrency: true])
+    {:ok, nil}
+  end
+
+  def put(key, value), do: :ets.insert(@table, {key, value})
+  def delete(key), do: :ets.delete(@table, key)
+
+  def get(key) do
+    case :ets.lookup(@table, key) do
+      [{^key, value}] -> value
+      [] -> nil
+    end
+  end
+
+  def take(key) do
+    case :ets.take(@table, key) do
+      [{^key, value}] -> value
+      [] -> nil
+    end
+  end
+
+  @doc "A new command id (never one of the NIF's queues)."
+  def next_id, do: @id_base + System.unique_integer([:positive, :monotonic])
+end
