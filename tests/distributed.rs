@@ -188,6 +188,7 @@ where
     B::seed(&reference_device, 11);
     let initial = Mlp::<B>::new(&reference_device);
     let probe = batch::<B>(99, 0..BATCH, &reference_device).0;
+    // burn-nn initialises parameters lazily: this makes them once, before the replicas copy them.
     let before = host(initial.valid().forward(probe.clone().inner()));
 
     let mut model = initial.clone();
@@ -301,6 +302,8 @@ where
     B::seed(&reference_device, 13);
     let initial = Mlp::<B>::new(&reference_device);
     let probe = batch::<B>(98, 0..BATCH, &reference_device).0.inner();
+    // burn-nn initialises parameters lazily: this makes them once, before the replicas copy them.
+    let before = host(initial.valid().forward(probe.clone()));
 
     let mut model = initial.clone();
     let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
@@ -338,6 +341,8 @@ where
     for (k, out) in outputs.iter().enumerate() {
         assert_eq!(out, &outputs[0], "replica {k} differs from replica 0");
     }
+    let moved = before.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(moved > 1e-3, "training moved the outputs by only {moved}");
     for (i, (got, want)) in outputs[0].iter().zip(&expected).enumerate() {
         assert!((got - want).abs() <= 2e-5 * (1.0 + want.abs()), "{n} devices: output {i} is {got}, one device gives {want}");
     }
