@@ -7,7 +7,7 @@
 //! up to the order of f32 sums.
 use std::time::Instant;
 
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn_backend::distributed::DistributedBackend;
 use burn_nn::loss::CrossEntropyLossConfig;
 use burn_optim::{GradientsParams, Optimizer};
