@@ -10,6 +10,10 @@ log="$(mktemp)"
 digits="$(mktemp -d)"
 trap 'rm -rf "$log" "$digits"' EXIT
 cargo test --locked -- --nocapture --test-threads 2 2>&1 | grep -v "XDG_RUNTIME_DIR" | tee "$log"
+# Scale-out (feature `distributed`, which can't join the run above: burn-autodiff's
+# `distributed` feature breaks the conformance oracle, Autodiff<NdArray>): all-reduces, and
+# data-parallel training equal to one device, on several logical wgpu devices of one process.
+cargo test --locked -p ex_cubecl --features distributed --test distributed 2>&1 | grep -v "XDG_RUNTIME_DIR"
 sed -n 's/^conformance\[.*\]: \([0-9]*\) op x dtype x case combinations checked, \([0-9]*\) failed$/\1 \2/p' "$log" |
     awk '{ total += $1; failed += $2 }
          END { printf "conformance: %d op x dtype x case combinations checked in all, %d failed\n", total, failed }'

@@ -61,6 +61,8 @@
 #![warn(missing_docs)]
 
 mod backend;
+#[cfg(feature = "distributed")]
+pub mod distributed;
 #[cfg(feature = "fusion")]
 pub mod fusion;
 pub mod launch;

@@ -12,7 +12,7 @@ use burn_tensor::backend::Backend;
 use crate::data::{Digits, Split};
 use crate::export::export_data;
 use crate::model::{Classifier, Cnn, Mlp, ModelKind};
-use crate::train::{AdamBackend, EpochStats, TrainConfig, accuracy, load, predict, save, train};
+use crate::train::{AdamBackend, EpochStats, TrainConfig, TrainError, accuracy, load, predict, save, train};
 
 /// `digits --help`.
 pub const USAGE: &str = "\
@@ -22,7 +22,7 @@ and reloads them for inference.
 
 usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N] [--lr X]
               [--seed N] [--test-fraction X] [--out DIR] [--backend ex-cubecl|burn-cubecl]
-              [--fusion] [--no-progress] [--export-data PATH]
+              [--fusion] [--devices N] [--no-progress] [--export-data PATH]
 
   --device    the runtime (default: wgpu, or cuda in a build without wgpu; wgpu runs on
               Mesa's lavapipe where there is no GPU)
@@ -38,6 +38,9 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
               CubeCL backend (builds with the `peer` feature only)
   --fusion    ex-cubecl with kernel fusion (Fusion<ExCubeclBackend>: Burn's fusion engine
               with our fusers; Adam is burn-optim's, whose tensor ops fuse)
+  --devices   data-parallel training on N devices (default: 1; builds with the
+              `distributed` feature): N CUDA GPUs, or N logical devices of one wgpu adapter;
+              each step's batch is split between them and their gradients all-reduced
   --no-progress  no progress bar (it is only drawn on a terminal anyway)
   --export-data  write the split that --seed and --test-fraction give (standardised images,
               labels, per-pixel mean and std) to PATH as a Burn record (.mpk), for the
@@ -116,6 +119,8 @@ pub struct Options {
     pub test_fraction: f64,
     /// Folder for the saved models.
     pub out: PathBuf,
+    /// `--devices`: devices to train on, data-parallel when more than one.
+    pub devices: usize,
     /// Draw progress bars.
     pub progress: bool,
     /// `--export-data`: write the split here ([`crate::export`]) instead of training.
@@ -135,6 +140,7 @@ impl Default for Options {
             seed: 42,
             test_fraction: 0.2,
             out: std::env::temp_dir(),
+            devices: 1,
             progress: true,
             export_data: None,
         }
@@ -221,6 +227,7 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, 
             "--seed" => opts.seed = number(&flag, value()?)?,
             "--test-fraction" => opts.test_fraction = number(&flag, value()?)?,
             "--out" => opts.out = PathBuf::from(value()?),
+            "--devices" => opts.devices = number(&flag, value()?)?,
             "--no-progress" => opts.progress = false,
             "--export-data" => opts.export_data = Some(PathBuf::from(value()?)),
             other => return Err(Failure::usage(format!("unknown argument `{other}`\n\n{USAGE}"))),
@@ -228,6 +235,22 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, 
     }
     if opts.batch_size == 0 || opts.epochs == Some(0) {
         return Err(Failure::usage("--batch and --epochs must be at least 1".into()));
+    }
+    if opts.devices == 0 || opts.devices > opts.batch_size {
+        return Err(Failure::usage(format!(
+            "--devices must be between 1 and the batch size ({}), not {}",
+            opts.batch_size, opts.devices
+        )));
+    }
+    if opts.devices > 1 && !cfg!(feature = "distributed") {
+        return Err(Failure::usage(
+            "--devices N needs a build with the `distributed` feature \
+             (cargo run -p ex_cubecl_examples --features distributed --bin digits -- --devices 2)"
+                .into(),
+        ));
+    }
+    if opts.devices > 1 && opts.backend == BackendName::BurnCubecl {
+        return Err(Failure::usage("--devices N runs on ex-cubecl only".into()));
     }
     if !(opts.lr > 0.0 && opts.lr.is_finite()) {
         return Err(Failure::usage(format!("--lr must be a positive number, not {}", opts.lr)));
@@ -349,22 +372,105 @@ type Peer<R> = burn_autodiff::Autodiff<burn_cubecl::CubeBackend<R, f32, i32, u8>
 fn run_backend(opts: &Options) -> Result<Vec<ModelReport>, Failure> {
     match (opts.device, opts.backend, opts.fusion) {
         #[cfg(feature = "wgpu")]
-        (DeviceName::Wgpu, BackendName::ExCubecl, false) => run::<ex_cubecl::ExWgpuAutodiff>(opts, &Default::default()),
+        (DeviceName::Wgpu, BackendName::ExCubecl, false) => run_on::<ex_cubecl::ExWgpuAutodiff>(opts, &wgpu_devices(opts.devices)),
         #[cfg(feature = "wgpu")]
-        (DeviceName::Wgpu, BackendName::ExCubecl, true) => run::<ex_cubecl::ExWgpuFusionAutodiff>(opts, &Default::default()),
+        (DeviceName::Wgpu, BackendName::ExCubecl, true) => run_on::<ex_cubecl::ExWgpuFusionAutodiff>(opts, &wgpu_devices(opts.devices)),
         #[cfg(feature = "cuda")]
-        (DeviceName::Cuda, BackendName::ExCubecl, false) => run::<ex_cubecl::ExCudaAutodiff>(opts, &Default::default()),
+        (DeviceName::Cuda, BackendName::ExCubecl, false) => run_on::<ex_cubecl::ExCudaAutodiff>(opts, &cuda_devices(opts.devices)),
         #[cfg(feature = "cuda")]
-        (DeviceName::Cuda, BackendName::ExCubecl, true) => run::<ex_cubecl::ExCudaFusionAutodiff>(opts, &Default::default()),
+        (DeviceName::Cuda, BackendName::ExCubecl, true) => run_on::<ex_cubecl::ExCudaFusionAutodiff>(opts, &cuda_devices(opts.devices)),
         #[cfg(all(feature = "wgpu", feature = "peer"))]
-        (DeviceName::Wgpu, BackendName::BurnCubecl, false) => run::<Peer<WgpuRuntime>>(opts, &Default::default()),
+        (DeviceName::Wgpu, BackendName::BurnCubecl, false) => run::<Peer<WgpuRuntime>, OneDevice>(opts, &[Default::default()]),
         #[cfg(all(feature = "cuda", feature = "peer"))]
-        (DeviceName::Cuda, BackendName::BurnCubecl, false) => run::<Peer<CudaRuntime>>(opts, &Default::default()),
+        (DeviceName::Cuda, BackendName::BurnCubecl, false) => run::<Peer<CudaRuntime>, OneDevice>(opts, &[Default::default()]),
         #[allow(unreachable_patterns)]
         (device, backend, fusion) => {
             let fused = if fusion { " with --fusion" } else { "" };
             Err(Failure::usage(format!("this build can't run {}{fused} on {}", backend.name(), device.name())))
         }
+    }
+}
+
+/// The devices of `--devices n` on wgpu: the default adapter for one, else `n` logical
+/// devices of it (`ex_cubecl::distributed::wgpu_devices`).
+#[cfg(feature = "wgpu")]
+fn wgpu_devices(n: usize) -> Vec<cubecl::wgpu::WgpuDevice> {
+    #[cfg(feature = "distributed")]
+    if n > 1 {
+        return ex_cubecl::distributed::wgpu_devices(n);
+    }
+    let _ = n;
+    vec![Default::default()]
+}
+
+/// The devices of `--devices n` on CUDA: GPUs `0..n`.
+#[cfg(feature = "cuda")]
+fn cuda_devices(n: usize) -> Vec<cubecl::cuda::CudaDevice> {
+    (0..n).map(cubecl::cuda::CudaDevice::new).collect()
+}
+
+/// [`run`] on one device, or data-parallel on several.
+#[cfg(feature = "distributed")]
+fn run_on<B: AdamBackend>(opts: &Options, devices: &[B::Device]) -> Result<Vec<ModelReport>, Failure>
+where
+    B::InnerBackend: burn_backend::distributed::DistributedBackend,
+{
+    match devices.len() {
+        1 => run::<B, OneDevice>(opts, devices),
+        _ => run::<B, DataParallel>(opts, devices),
+    }
+}
+
+/// [`run`] on one device (this build has no `distributed` feature).
+#[cfg(not(feature = "distributed"))]
+fn run_on<B: AdamBackend>(opts: &Options, devices: &[B::Device]) -> Result<Vec<ModelReport>, Failure> {
+    run::<B, OneDevice>(opts, devices)
+}
+
+/// How a model is trained: on one device ([`OneDevice`]) or data-parallel on several
+/// (`DataParallel`, feature `distributed`).
+pub trait Trainer<B: AdamBackend> {
+    /// Trains `model` (on `devices[0]`) and returns it trained, on `devices[0]`.
+    fn train<M>(
+        model: M,
+        split: &Split,
+        config: &TrainConfig,
+        devices: &[B::Device],
+        on_epoch: impl FnMut(&EpochStats),
+    ) -> Result<M, TrainError>
+    where
+        M: AutodiffModule<B> + Classifier<B>,
+        M::InnerModule: Classifier<B::InnerBackend>;
+}
+
+/// [`train`] on the first device.
+pub struct OneDevice;
+
+impl<B: AdamBackend> Trainer<B> for OneDevice {
+    fn train<M>(model: M, split: &Split, config: &TrainConfig, devices: &[B::Device], on_epoch: impl FnMut(&EpochStats)) -> Result<M, TrainError>
+    where
+        M: AutodiffModule<B> + Classifier<B>,
+        M::InnerModule: Classifier<B::InnerBackend>,
+    {
+        train(model, split, config, &devices[0], on_epoch)
+    }
+}
+
+/// `crate::parallel::train_data_parallel` on every device.
+#[cfg(feature = "distributed")]
+pub struct DataParallel;
+
+#[cfg(feature = "distributed")]
+impl<B: AdamBackend> Trainer<B> for DataParallel
+where
+    B::InnerBackend: burn_backend::distributed::DistributedBackend,
+{
+    fn train<M>(model: M, split: &Split, config: &TrainConfig, devices: &[B::Device], on_epoch: impl FnMut(&EpochStats)) -> Result<M, TrainError>
+    where
+        M: AutodiffModule<B> + Classifier<B>,
+        M::InnerModule: Classifier<B::InnerBackend>,
+    {
+        crate::parallel::train_data_parallel(model, split, config, devices, on_epoch)
     }
 }
 
@@ -383,10 +489,11 @@ pub struct ModelReport {
     pub identical: bool,
 }
 
-/// Loads and splits the data, then trains, reports, saves and reloads every model of `opts`
-/// on backend `B`, printing as it goes; with `--export-data`, writes the split instead and
-/// trains nothing.
-pub fn run<B: AdamBackend>(opts: &Options, device: &B::Device) -> Result<Vec<ModelReport>, Failure> {
+/// Loads and splits the data, then trains (with `T`: on `devices[0]`, or data-parallel on
+/// every device), reports, saves and reloads every model of `opts` on backend `B`, printing as
+/// it goes; with `--export-data`, writes the split instead and trains nothing.
+pub fn run<B: AdamBackend, T: Trainer<B>>(opts: &Options, devices: &[B::Device]) -> Result<Vec<ModelReport>, Failure> {
+    let device = &devices[0];
     let split = Split::new(&Digits::load(), opts.test_fraction, opts.seed);
     if let Some(path) = &opts.export_data {
         let written = export_data::<B>(&split, path, device)
@@ -410,12 +517,15 @@ pub fn run<B: AdamBackend>(opts: &Options, device: &B::Device) -> Result<Vec<Mod
         B::name(device),
         opts.seed
     );
+    if devices.len() > 1 {
+        println!("digits: data-parallel on {} devices: {devices:?}", devices.len());
+    }
     let mut reports = Vec::new();
     for &model in &opts.models {
         B::seed(device, opts.seed);
         let report = match model {
-            ModelKind::Mlp => run_model::<B, Mlp<B>>(model, opts, &split, device)?,
-            ModelKind::Cnn => run_model::<B, Cnn<B>>(model, opts, &split, device)?,
+            ModelKind::Mlp => run_model::<B, Mlp<B>, T>(model, opts, &split, devices)?,
+            ModelKind::Cnn => run_model::<B, Cnn<B>, T>(model, opts, &split, devices)?,
         };
         reports.push(report);
     }
@@ -424,12 +534,14 @@ pub fn run<B: AdamBackend>(opts: &Options, device: &B::Device) -> Result<Vec<Mod
 
 /// Trains one model, prints each epoch and a summary, then saves it, reloads it into a fresh
 /// model and checks that the reloaded model predicts the test set identically.
-pub fn run_model<B, M>(kind: ModelKind, opts: &Options, split: &Split, device: &B::Device) -> Result<ModelReport, Failure>
+pub fn run_model<B, M, T>(kind: ModelKind, opts: &Options, split: &Split, devices: &[B::Device]) -> Result<ModelReport, Failure>
 where
     B: AdamBackend,
     M: AutodiffModule<B> + Classifier<B>,
     M::InnerModule: Classifier<B::InnerBackend>,
+    T: Trainer<B>,
 {
+    let device = &devices[0];
     let config = TrainConfig {
         epochs: opts.epochs.unwrap_or_else(|| default_epochs(kind)),
         batch_size: opts.batch_size,
@@ -447,7 +559,7 @@ where
         config.epochs
     );
     let mut epochs = Vec::new();
-    let model = train(model, split, &config, device, |e| {
+    let model = T::train(model, split, &config, devices, |e| {
         println!(
             "{} epoch {:2}/{}  loss {:.4}  train {:5.1}%  test {:5.1}%  {:7.0} samples/s  {:6.2} s (+{:.2} s test)",
             kind.name(),

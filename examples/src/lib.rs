@@ -11,6 +11,7 @@
 //! - [`data`]: loading, seeded shuffle and split, standardisation, batches.
 //! - [`model`]: [`model::Mlp`] and [`model::Cnn`].
 //! - [`train`]: the training loop, evaluation, save and load.
+//! - `parallel` (feature `distributed`): `--devices N`, data-parallel training.
 //! - [`export`]: `--export-data`, the split written as a record for the Elixir job.
 //! - [`cli`]: the command line, the device listing and the run.
 #![warn(missing_docs)]
@@ -22,4 +23,6 @@ pub mod cli;
 pub mod data;
 pub mod export;
 pub mod model;
+#[cfg(feature = "distributed")]
+pub mod parallel;
 pub mod train;

@@ -17,10 +17,14 @@ use cubecl::device::Device;
 use crate::launch::{copy, data, elementwise, sort, view};
 use crate::tensor::CubeTensor;
 
-/// The tensor on `device`: unchanged when it is there already, else read back and uploaded.
+/// The tensor on `device`: unchanged when it is there already, copied device to device where
+/// the runtime offers it (CUDA with NCCL), else read back and uploaded.
 pub(crate) fn to_device<R: Runtime>(tensor: CubeTensor<R>, device: &R::Device) -> CubeTensor<R> {
     if tensor.device.to_id() == device.to_id() {
         return tensor;
+    }
+    if let Some(copied) = crate::runtime::device_to_device(&tensor, device) {
+        return copied;
     }
     let dtype = tensor.dtype;
     let data = cubecl::future::block_on(data::into_data(tensor))

@@ -5,7 +5,7 @@ defmodule ExCubecl do
 
   Sections: buffers, kernels, pipelines (`pipeline/0`, `pipeline_add/4`, `pipeline_run/3`,
   `pipeline_free/1`, `capture/2`), asynchronous commands (`submit/3`, `poll/1`, `wait/2`),
-  devices.
+  devices, collectives (`all_reduce/2`).
 
   Kernels also write into given output buffers, as ExBurn's documents call them:
   `run_kernel/4` (`name, inputs, output, params`), pipelines of such commands
@@ -745,6 +745,38 @@ defmodule ExCubecl do
   @doc "The package version. `ExCubecl.version() #=> \"0.1.0\"`"
   @spec version() :: String.t()
   def version, do: to_string(Application.spec(:ex_cubecl, :vsn) || "0.1.0")
+
+  # ---------------------------------------------------------------------------------------
+  # Collectives
+
+  @doc """
+  The all-reduce of `buffers`, one per device (one shape and one float dtype: `:f32`, `:f16`,
+  `:bf16` or `:f64`): each result, on its buffer's device, holds the sum (`op`: `:sum`, the
+  default) or the mean (`:mean`) of all of them. On CUDA it is NCCL's where NCCL is
+  installed; on wgpu the values go through the host (sum in f64, identical on every device).
+  Within this process: several processes or hosts join through the Rust API
+  (`ex_cubecl::distributed::init`), not from Elixir.
+
+      ExCubecl.all_reduce([a, b], :mean)
+      #=> {:ok, [mean_on_a_device, mean_on_b_device]}
+  """
+  @spec all_reduce([Buffer.t()], :sum | :mean) :: result([Buffer.t()])
+  def all_reduce(buffers, op \\ :sum)
+
+  def all_reduce(buffers, op) when op in [:sum, :mean] do
+    with {:ok, refs} <- refs("all_reduce", buffers),
+         {:ok, out} <- Native.all_reduce(refs, Atom.to_string(op)) do
+      wrap_all(out)
+    else
+      error -> error(error)
+    end
+  end
+
+  def all_reduce(_buffers, op), do: {:error, Error.new("all_reduce", "op must be :sum or :mean", inspect(op))}
+
+  @doc "As `all_reduce/2`, raising `ExCubecl.Error`."
+  @spec all_reduce!([Buffer.t()], :sum | :mean) :: [Buffer.t()]
+  def all_reduce!(buffers, op \\ :sum), do: bang(all_reduce(buffers, op))
 
   # ---------------------------------------------------------------------------------------
   # Helpers

@@ -44,6 +44,7 @@ defmodule ExCubecl.Native do
   def kernels, do: err()
   def run_kernel(_name, _inputs, _opts, _device), do: err()
   def synchronize(_device), do: err()
+  def all_reduce(_tensors, _op), do: err()
   def memory_info(_device), do: err()
   def supported_dtypes(_device), do: err()
   def pipeline_new, do: err()

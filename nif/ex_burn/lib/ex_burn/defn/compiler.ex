@@ -100,7 +100,30 @@ defmodule ExBurn.Defn.Compiler do
   end
 
   @impl true
-  def __partitions_options__(opts), do: List.duplicate(opts, Keyword.get(opts, :max_concurrency, 1))
+  def __partitions_options__(opts) do
+    # One option list per device (`:max_concurrency` lists each, default 1), as EXLA gives one
+    # per device of its client: the devices of a `device: [...]` list, the one device that
+    # `:device` or `:client` names, or else every GPU of the default device's runtime (cuda:N,
+    # or wgpu's hardware adapters), else the default device alone (lavapipe).
+    devices =
+      case opts[:device] do
+        [_ | _] = named ->
+          Enum.map(named, &ExBurn.device_spec/1)
+
+        nil when opts[:client] == nil ->
+          default = ExBurn.default_device()
+          runtime = default |> String.split(":") |> hd()
+          gpus = for %{kind: :gpu, device: d} <- ExCubecl.devices(), hd(String.split(d, ":")) == runtime, do: d
+          if gpus == [], do: [default], else: gpus
+
+        _one ->
+          [device(opts)]
+      end
+
+    copies = Keyword.get(opts, :max_concurrency, 1)
+    base = Keyword.drop(opts, [:device, :client, :device_id, :max_concurrency])
+    for device <- devices, _copy <- 1..copies//1, do: Keyword.put(base, :device, device)
+  end
 
   @impl true
   def __to_backend__(opts), do: {ExBurn.Backend, device: device(options!(opts))}

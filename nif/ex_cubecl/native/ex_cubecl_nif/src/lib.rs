@@ -8,6 +8,7 @@
 //! `dtype`, `device`, `free`, `kernels`), which touch no device, stay on normal schedulers.
 mod autodiff;
 mod buffer;
+mod collective;
 mod command;
 mod device;
 mod dtype;
@@ -227,6 +228,17 @@ fn synchronize(device: String) -> NifResult<bool> {
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => sync(<tensor::AdCuda as burn_backend::Backend>::sync(&d)),
         }
+    })
+}
+
+/// The all-reduce of `tensors` (one per device, one shape and float type) with `op` (`"sum"`
+/// or `"mean"`): one result per tensor, on its device. Waits for the result (host-staged on
+/// wgpu), hence the IO scheduler.
+#[rustler::nif(schedule = "DirtyIo")]
+fn all_reduce(tensors: Vec<TensorRef>, op: String) -> NifResult<Vec<TensorRef>> {
+    guard("all_reduce", || {
+        let prims = tensors.iter().map(|t| t.get("all_reduce")).collect::<NifResult<Vec<_>>>()?;
+        Ok(collective::all_reduce(prims, &op)?.into_iter().map(wrap).collect())
     })
 }
 
