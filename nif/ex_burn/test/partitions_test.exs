@@ -25,7 +25,7 @@ defmodule ExBurn.PartitionsTest do
   end
 
   test "by default every GPU of the default device's runtime, else the default device" do
-    default = ExBurn.default_device()
+    default = ExBurn.default_device_spec()
     runtime = default |> String.split(":") |> hd()
     gpus = for %{kind: :gpu, device: d} <- ExCubecl.devices(), hd(String.split(d, ":")) == runtime, do: d
     assert devices(Compiler.__partitions_options__([])) == if(gpus == [], do: [default], else: gpus)

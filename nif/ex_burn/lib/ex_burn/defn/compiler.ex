@@ -106,12 +106,12 @@ defmodule ExBurn.Defn.Compiler do
     # `:device` or `:client` names, or else every GPU of the default device's runtime (cuda:N,
     # or wgpu's hardware adapters), else the default device alone (lavapipe).
     devices =
-      case opts[:device] do
-        [_ | _] = named ->
+      case {opts[:device], opts[:client]} do
+        {[_ | _] = named, _} ->
           Enum.map(named, &ExBurn.device_spec/1)
 
-        nil when opts[:client] == nil ->
-          default = ExBurn.default_device()
+        {nil, nil} ->
+          default = ExBurn.default_device_spec()
           runtime = default |> String.split(":") |> hd()
           gpus = for %{kind: :gpu, device: d} <- ExCubecl.devices(), hd(String.split(d, ":")) == runtime, do: d
           if gpus == [], do: [default], else: gpus
