@@ -98,6 +98,6 @@ defmodule ExCubecl.MixProject do
   end
 
   def application do
-    [extra_applications: [:logger]]
+    [mod: {ExCubecl.Application, []}, extra_applications: [:logger]]
   end
 end

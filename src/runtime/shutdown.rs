@@ -17,10 +17,15 @@
 //!
 //! After it the device threads are idle; reads, frees and syncs still work, launches don't.
 //!
-//! The same runs by itself when the process exits: the first client of each device registers
-//! a handler with the C library's `atexit`, after the device (and, on lavapipe, LLVM) is
-//! loaded, so that it runs before their destructors (`exit` runs handlers in the reverse
-//! order of their registration). There, launches asked for after it has started wait forever
+//! The same runs by itself when the process exits. A Rust program's main thread, once it has
+//! used a device, holds a thread-local whose destructor does it: `exit` runs the exiting
+//! thread's thread-local destructors before any `atexit` handler, so it comes before every
+//! library's destructors. As a fallback (another thread calling `exit`, the BEAM's `halt`), the
+//! first client of each device registers a handler with the C library's `atexit`, after the
+//! device is loaded; it runs before the destructors registered ahead of it, but not before
+//! those that LLVM registers lazily during its first compilations, which is why the Elixir
+//! side also winds down before the VM calls `exit` (`ExCubecl.Application`: at the end of a
+//! script or mix task, and when the application stops). There, launches asked for after it has started wait forever
 //! instead of failing (the process is ending; a thread that got an error could go on to other
 //! work), and last each device thread is parked in a task of ours, so that nothing runs on it
 //! while the libraries are torn down. The BEAM's `halt` (and `init:stop`, which ends in it)
@@ -179,6 +184,21 @@ static QUEUES: Mutex<Vec<Weak<dyn Drain>>> = Mutex::new(Vec::new());
 thread_local! {
     /// The devices this thread knows are tracked (keeps the common case off the lock).
     static SEEN: RefCell<Vec<Key>> = const { RefCell::new(Vec::new()) };
+    /// On the main thread, once it has used a device: its destructor winds the runtime down.
+    static MAIN_THREAD_GUARD: MainThreadGuard = const { MainThreadGuard };
+}
+
+/// Winds the runtime down when the main thread's thread-locals are destroyed: `exit` (which
+/// `main` returning calls) runs the exiting thread's thread-local destructors before any
+/// `atexit` handler. That matters because an `atexit` handler only runs before the handlers
+/// registered ahead of it, and LLVM registers some of its destructors lazily, during its
+/// first compilations, after the device (and our handler) exist.
+struct MainThreadGuard;
+
+impl Drop for MainThreadGuard {
+    fn drop(&mut self) {
+        at_exit();
+    }
 }
 
 /// Notes that this process uses `device` (with its client): the shutdown syncs it. The first
@@ -188,6 +208,9 @@ pub(crate) fn track<R: Runtime>(device: &R::Device, client: &ComputeClient<R>) {
     let key = (TypeId::of::<R>(), device.to_id());
     if SEEN.try_with(|seen| seen.borrow().contains(&key)).unwrap_or(false) {
         return;
+    }
+    if std::thread::current().name() == Some("main") && exit_handler_wanted() {
+        let _ = MAIN_THREAD_GUARD.try_with(|_| ());
     }
     let mut devices = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
     if !devices.iter().any(|(k, _)| *k == key) {
@@ -219,8 +242,12 @@ extern "C" fn at_exit() {
     }
 }
 
+fn exit_handler_wanted() -> bool {
+    !std::env::var_os("EX_CUBECL_EXIT_SHUTDOWN").is_some_and(|v| v == "0")
+}
+
 fn register_exit_handler() {
-    if std::env::var_os("EX_CUBECL_EXIT_SHUTDOWN").is_some_and(|v| v == "0") {
+    if !exit_handler_wanted() {
         return;
     }
     // SAFETY: `at_exit` is an `extern "C" fn()` that never unwinds (it catches panics), as
