@@ -10,7 +10,7 @@ use burn_tensor::backend::Backend;
 use ex_cubecl::ExWgpuAutodiff;
 use ex_cubecl_examples::checkpoint::Checkpointing;
 use ex_cubecl_examples::data::{Digits, Split};
-use ex_cubecl_examples::model::Mlp;
+use ex_cubecl_examples::model::{Classifier, Mlp};
 use ex_cubecl_examples::train::{EpochStats, TrainConfig, TrainError, save, train};
 
 type B = ExWgpuAutodiff;
