@@ -50,6 +50,10 @@ if [ -z "$EXBURN_NX_MISSING" ]; then
     # to at least 95% test accuracy (97% on lavapipe), saved and reloaded.
     (cd nif/ex_burn && MIX_ENV=test mix run examples/digits.exs --model cnn --epochs 4 --data "$digits/digits.mpk" \
         --out "$digits" 2>&1 | grep -v "XDG_RUNTIME_DIR")
+    # Exits with work in flight (scripts/exit_check.sh): 5 runs each of a Rust program and of
+    # an Elixir script that train, save, serve and end with commands and kernel launches
+    # still in flight; every run must exit with status 0.
+    bash scripts/exit_check.sh 5
     # ExUnit's summary stays the last lines of the run (CI counts them).
     (cd nif/ex_burn && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 else

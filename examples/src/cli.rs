@@ -9,6 +9,7 @@ use burn::module::AutodiffModule;
 use burn_tensor::Tensor;
 use burn_tensor::backend::Backend;
 
+use crate::checkpoint::Checkpointing;
 use crate::data::{Digits, Split};
 use crate::export::export_data;
 use crate::model::{Classifier, Cnn, Mlp, ModelKind};
@@ -23,6 +24,7 @@ and reloads them for inference.
 usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N] [--lr X]
               [--seed N] [--test-fraction X] [--out DIR] [--backend ex-cubecl|burn-cubecl]
               [--fusion] [--devices N] [--no-progress] [--export-data PATH]
+              [--checkpoint DIR [--resume] [--stop-after K]]
 
   --device    the runtime (default: wgpu, or cuda in a build without wgpu; wgpu runs on
               Mesa's lavapipe where there is no GPU)
@@ -44,7 +46,12 @@ usage: digits [--device wgpu|cuda] [--model mlp|cnn|all] [--epochs N] [--batch N
   --no-progress  no progress bar (it is only drawn on a terminal anyway)
   --export-data  write the split that --seed and --test-fraction give (standardised images,
               labels, per-pixel mean and std) to PATH as a Burn record (.mpk), for the
-              Elixir job's ExBurn.Record.load, and exit without training";
+              Elixir job's ExBurn.Record.load, and exit without training
+  --checkpoint  after each epoch, write a checkpoint of the model and Adam's state to DIR
+              (each file replaced atomically; see examples/src/checkpoint.rs)
+  --resume    start from DIR's checkpoint (same --epochs, --batch, --lr, --seed): the run
+              ends bit for bit where an uninterrupted one ends
+  --stop-after  stop after epoch K (its checkpoint written), as an interrupted run would";
 
 /// A runtime the command can train on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,6 +132,12 @@ pub struct Options {
     pub progress: bool,
     /// `--export-data`: write the split here ([`crate::export`]) instead of training.
     pub export_data: Option<PathBuf>,
+    /// `--checkpoint`: the folder of the checkpoints ([`crate::checkpoint`]).
+    pub checkpoint: Option<PathBuf>,
+    /// `--resume`: start from the checkpoint.
+    pub resume: bool,
+    /// `--stop-after`: the last epoch to run.
+    pub stop_after: Option<usize>,
 }
 
 impl Default for Options {
@@ -143,6 +156,9 @@ impl Default for Options {
             devices: 1,
             progress: true,
             export_data: None,
+            checkpoint: None,
+            resume: false,
+            stop_after: None,
         }
     }
 }
@@ -230,6 +246,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, 
             "--devices" => opts.devices = number(&flag, value()?)?,
             "--no-progress" => opts.progress = false,
             "--export-data" => opts.export_data = Some(PathBuf::from(value()?)),
+            "--checkpoint" => opts.checkpoint = Some(PathBuf::from(value()?)),
+            "--resume" => opts.resume = true,
+            "--stop-after" => opts.stop_after = Some(number(&flag, value()?)?),
             other => return Err(Failure::usage(format!("unknown argument `{other}`\n\n{USAGE}"))),
         }
     }
@@ -251,6 +270,12 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, 
     }
     if opts.devices > 1 && opts.backend == BackendName::BurnCubecl {
         return Err(Failure::usage("--devices N runs on ex-cubecl only".into()));
+    }
+    if (opts.resume || opts.stop_after.is_some()) && opts.checkpoint.is_none() {
+        return Err(Failure::usage("--resume and --stop-after need --checkpoint DIR".into()));
+    }
+    if opts.stop_after == Some(0) {
+        return Err(Failure::usage("--stop-after must be at least 1".into()));
     }
     if !(opts.lr > 0.0 && opts.lr.is_finite()) {
         return Err(Failure::usage(format!("--lr must be a positive number, not {}", opts.lr)));
@@ -548,6 +573,12 @@ where
         lr: opts.lr,
         seed: opts.seed,
         progress: opts.progress,
+        checkpoint: opts.checkpoint.as_ref().map(|dir| Checkpointing {
+            dir: dir.clone(),
+            name: kind.name().to_string(),
+            resume: opts.resume,
+            stop_after: opts.stop_after,
+        }),
     };
     let model = M::init(device);
     println!(
@@ -575,6 +606,9 @@ where
         epochs.push(e.clone());
     })
     .map_err(|e| Failure::run(format!("{}: {e}", kind.name())))?;
+    if let (Some(k), Some(dir)) = (opts.stop_after.filter(|&k| k < config.epochs), &opts.checkpoint) {
+        println!("{}: stopped after epoch {k} of {}; its checkpoint is in {} (--resume goes on)", kind.name(), config.epochs, dir.display());
+    }
 
     let trained = model.valid();
     let predictions = predict(&trained, &split.test, device);

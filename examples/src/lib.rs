@@ -19,6 +19,7 @@
 // burn-derive's `#[derive(Module)]` names its paths `burn::...`.
 extern crate burn_core as burn;
 
+pub mod checkpoint;
 pub mod cli;
 pub mod data;
 pub mod export;

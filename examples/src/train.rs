@@ -15,6 +15,7 @@ use burn_tensor::Tensor;
 use burn_tensor::backend::{AutodiffBackend, Backend};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::checkpoint::{self, Checkpointing};
 use crate::data::{Digits, Split, epoch_batches};
 use crate::model::Classifier;
 
@@ -75,6 +76,9 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Draw a progress bar per epoch (only drawn when stderr is a terminal).
     pub progress: bool,
+    /// Write a checkpoint after each epoch, resume from one, stop early
+    /// ([`crate::checkpoint`]); `None`: none of it.
+    pub checkpoint: Option<Checkpointing>,
 }
 
 /// What one epoch did.
@@ -110,6 +114,8 @@ pub enum TrainError {
         /// The loss read back.
         loss: f32,
     },
+    /// A checkpoint could not be written or resumed from.
+    Checkpoint(String),
 }
 
 impl fmt::Display for TrainError {
@@ -120,6 +126,7 @@ impl fmt::Display for TrainError {
                 "the loss is {loss} at epoch {epoch}, step {step} of {steps}; training stopped \
                  (try a smaller --lr)"
             ),
+            TrainError::Checkpoint(reason) => write!(f, "checkpoint: {reason}"),
         }
     }
 }
@@ -129,6 +136,8 @@ impl std::error::Error for TrainError {}
 /// Trains `model` on `split.train` with Adam ([`AdamBackend`]) and cross-entropy, evaluating on `split.test`
 /// after each epoch and handing each epoch's numbers to `on_epoch`. Every step reads its loss
 /// back (one device sync) and stops with [`TrainError::NonFiniteLoss`] if it is not finite.
+/// With `config.checkpoint`, each epoch ends with a checkpoint, a run can resume from one
+/// (starting at the epoch after it, bit for bit as if it had not stopped) and can stop early.
 pub fn train<B, M>(
     mut model: M,
     split: &Split,
@@ -142,10 +151,16 @@ where
     M::InnerModule: Classifier<B::InnerBackend>,
 {
     let mut optimizer = B::adam::<M>();
+    let mut first = 1;
+    if let Some(ck) = config.checkpoint.as_ref().filter(|ck| ck.resume) {
+        let (epoch, resumed, state) = checkpoint::load::<B, M>(ck, config, model, optimizer, device).map_err(TrainError::Checkpoint)?;
+        (model, optimizer, first) = (resumed, state, epoch + 1);
+    }
+    let last = config.checkpoint.as_ref().and_then(|ck| ck.stop_after).map_or(config.epochs, |k| k.min(config.epochs));
     let loss_fn = CrossEntropyLossConfig::new().init(device);
     let steps_per_epoch = split.train.len().div_ceil(config.batch_size);
     let total_steps = config.epochs * steps_per_epoch;
-    for epoch in 1..=config.epochs {
+    for epoch in first..=last {
         let batches = epoch_batches(split.train.len(), config.batch_size, config.seed.wrapping_add(epoch as u64));
         let bar = progress_bar(config.progress, epoch, config.epochs, batches.len());
         let start = Instant::now();
@@ -174,6 +189,10 @@ where
         bar.finish_and_clear();
         let start = Instant::now();
         let test_accuracy = accuracy(&predict(&model.valid(), &split.test, device), &split.test.labels);
+        let eval_time = start.elapsed();
+        if let Some(ck) = &config.checkpoint {
+            checkpoint::save::<B, M>(ck, epoch, config, &model, &optimizer).map_err(TrainError::Checkpoint)?;
+        }
         on_epoch(&EpochStats {
             epoch,
             loss: loss_sum / batches.len().max(1) as f64,
@@ -181,7 +200,7 @@ where
             test_accuracy,
             samples_per_sec: split.train.len() as f64 / train_time.as_secs_f64(),
             train_time,
-            eval_time: start.elapsed(),
+            eval_time,
         });
     }
     Ok(model)
@@ -233,10 +252,12 @@ pub fn accuracy(predictions: &[i64], labels: &[i64]) -> f64 {
 pub type Recorder = NamedMpkFileRecorder<FullPrecisionSettings>;
 
 /// Saves `model` with [`Recorder`] under `path` (the recorder sets the `.mpk` extension) and
-/// returns the file's path.
+/// returns the file's path. The file is replaced atomically (`ex_cubecl_record::replace_file`):
+/// a crash while saving leaves the previous file or the new one, never a torn one.
 pub fn save<B: Backend, M: Module<B>>(model: M, path: &Path) -> Result<PathBuf, RecorderError> {
-    model.save_file(path, &Recorder::new())?;
-    Ok(path.with_extension("mpk"))
+    let target = path.with_extension("mpk");
+    ex_cubecl_record::replace_file(&target, |tmp| model.save_file(tmp, &Recorder::new())).map_err(RecorderError::Unknown)?;
+    Ok(target)
 }
 
 /// Loads the weights saved by [`save`] at `path` into `fresh`, a model of the same kind.

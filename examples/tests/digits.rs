@@ -15,7 +15,7 @@ type B = ExWgpuAutodiff;
 type Inner = <B as burn_tensor::backend::AutodiffBackend>::InnerBackend;
 
 fn config(epochs: usize, lr: f64, seed: u64) -> TrainConfig {
-    TrainConfig { epochs, batch_size: 32, lr, seed, progress: false }
+    TrainConfig { epochs, batch_size: 32, lr, seed, progress: false, checkpoint: None }
 }
 
 #[test]
@@ -93,6 +93,7 @@ fn nan_loss_stops_at_its_step() {
             assert!(loss.is_nan(), "loss {loss}");
         }
         Ok(_) => panic!("training went on through a NaN loss"),
+        Err(other) => panic!("expected the NaN loss to stop training, got: {other}"),
     }
 }
 

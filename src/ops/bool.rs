@@ -31,7 +31,7 @@ where
     R::Device: DeviceOps,
 {
     fn bool_empty(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> T<R> {
-        T::<R>::empty(&R::client(device), device, shape, DType::Bool(dtype))
+        T::<R>::empty(&crate::runtime::DeviceContext::client::<R>(device), device, shape, DType::Bool(dtype))
     }
 
     fn bool_zeros(shape: Shape, device: &Device<Self>, dtype: BoolDType) -> T<R> {

@@ -60,7 +60,7 @@ where
     }
 
     fn float_empty(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> T<R> {
-        T::<R>::empty(&R::client(device), device, shape, dtype.into())
+        T::<R>::empty(&crate::runtime::DeviceContext::client::<R>(device), device, shape, dtype.into())
     }
 
     fn float_zeros(shape: Shape, device: &Device<Self>, dtype: FloatDType) -> T<R> {

@@ -39,7 +39,7 @@ where
     R::Device: DeviceOps,
 {
     fn int_empty(shape: Shape, device: &Device<Self>, dtype: IntDType) -> T<R> {
-        T::<R>::empty(&R::client(device), device, shape, dtype.into())
+        T::<R>::empty(&crate::runtime::DeviceContext::client::<R>(device), device, shape, dtype.into())
     }
 
     fn int_into_data(tensor: T<R>) -> impl Future<Output = Result<TensorData, ExecutionError>> + Send {

@@ -7,6 +7,12 @@
 //! takes (cubecl's `max_page_size`: the binding limit on wgpu, a quarter of the memory on
 //! CUDA) are refused at once, naming the size and the limit, and large allocations are
 //! confirmed with the device before the tensor is handed out.
+//!
+//! [`set_allocation_limit`] lowers the largest allocation further, for the whole process: a
+//! guard against runaway sizes in production, and the way tests refuse an allocation in the
+//! middle of an epoch.
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::ComputeClient;
@@ -16,22 +22,39 @@ use cubecl::server::Handle;
 /// to the device thread: 6-7 µs on an H100 or H200, small next to the cost of such a buffer).
 pub const CONFIRM_BYTES: usize = 32 << 20;
 
+/// The process's allocation limit in bytes (`u64::MAX`: none).
+static LIMIT: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Refuses from now on every allocation of more than `bytes` (on every device), as one larger
+/// than the device takes is refused: a panic naming the operation, the shape, the size and
+/// the limit. `None` lifts the limit.
+pub fn set_allocation_limit(bytes: Option<u64>) {
+    LIMIT.store(bytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+/// The limit of [`set_allocation_limit`], if one is set.
+pub fn allocation_limit() -> Option<u64> {
+    Some(LIMIT.load(Ordering::Relaxed)).filter(|&l| l != u64::MAX)
+}
+
 /// The bytes of `shape` elements of `dtype` (at least one word: zero-sized buffers are not
 /// allowed by every runtime).
 ///
 /// # Panics
-/// When the size overflows `usize`, or exceeds the largest buffer the device takes.
+/// When the size overflows `usize`, or exceeds the largest buffer the device takes or the
+/// process's [allocation limit](set_allocation_limit).
 pub fn checked_bytes<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Shape, dtype: DType) -> usize {
     let elem = super::elem_size(dtype);
-    let limit = client.properties().memory.max_page_size;
+    let device_limit = client.properties().memory.max_page_size;
+    let limit = device_limit.min(LIMIT.load(Ordering::Relaxed));
     let bytes = shape.iter().try_fold(elem, |acc, &d| acc.checked_mul(d));
     match bytes {
         Some(b) if (b as u64) <= limit => b.max(4),
         _ => panic!(
-            "ex_cubecl: {op}: a tensor of shape {:?} and dtype {dtype:?} needs {} bytes, more than the \
-             largest buffer the device takes ({limit} bytes)",
+            "ex_cubecl: {op}: a tensor of shape {:?} and dtype {dtype:?} needs {} bytes, more than {} ({limit} bytes)",
             shape.to_vec(),
             bytes.map_or_else(|| "over 2^64".to_string(), |b| b.to_string()),
+            if limit < device_limit { "the allocation limit (set_allocation_limit)" } else { "the largest buffer the device takes" },
         ),
     }
 }

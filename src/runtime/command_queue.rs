@@ -20,6 +20,9 @@
 //!   waiting on a dropped (or never issued) id gives [`CommandError::Unknown`].
 //! - Dropping a queue finishes its queued commands and joins its thread. The shared queues
 //!   of [`CommandQueue::for_device`] live as long as the process.
+//! - [`shutdown`](super::shutdown()) (and the process's exit) closes every queue: the commands
+//!   queued before it run to the end, and a command submitted after it fails at once with a
+//!   message saying so (its callback is still called, on the queue's thread).
 //! - A command must not `wait` for a later command of its own queue (that command cannot
 //!   start before this one ends).
 //!
@@ -179,11 +182,15 @@ pub struct CommandQueue<R: Runtime> {
 struct Shared<R: Runtime> {
     state: Mutex<State<R>>,
     finished: Condvar,
+    /// The device, as the shutdown names the queue.
+    device_name: String,
 }
 
 struct State<R: Runtime> {
     /// `None` once the queue is being dropped.
     sender: Option<Sender<Job<R>>>,
+    /// Set by the runtime's shutdown: later commands fail without running.
+    closed: bool,
     next_id: u64,
     entries: HashMap<u64, Entry<R>>,
     /// Finished commands whose outcome is kept, oldest first.
@@ -199,7 +206,8 @@ enum Entry<R: Runtime> {
 
 struct Job<R: Runtime> {
     id: CommandId,
-    work: Work<R>,
+    /// `None`: refused (submitted after the shutdown).
+    work: Option<Work<R>>,
     callback: Option<Callback<R>>,
 }
 
@@ -232,12 +240,14 @@ impl<R: Runtime> CommandQueue<R> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 sender: Some(sender),
+                closed: false,
                 next_id: 0,
                 entries: HashMap::new(),
                 done: VecDeque::new(),
                 retention: retention.max(1),
             }),
             finished: Condvar::new(),
+            device_name: format!("{device:?}"),
         });
         let worker = {
             let (shared, device) = (shared.clone(), device.clone());
@@ -246,6 +256,8 @@ impl<R: Runtime> CommandQueue<R> {
                 .spawn(move || work_loop(device, shared, receiver))
                 .expect("ex_cubecl: command queue: cannot spawn the worker thread")
         };
+        let drain: Arc<dyn super::shutdown::Drain> = shared.clone();
+        super::shutdown::track_queue(Arc::downgrade(&drain));
         Self { device: device.clone(), shared, worker: Some(worker) }
     }
 
@@ -292,6 +304,7 @@ impl<R: Runtime> CommandQueue<R> {
         let id = CommandId(state.next_id);
         state.next_id += 1;
         state.entries.insert(id.0, Entry::Pending);
+        let work = (!state.closed).then_some(work);
         // Sending under the lock keeps the run order equal to the id order.
         let sent = state.sender.as_ref().map(|s| s.send(Job { id, work, callback }));
         assert!(matches!(sent, Some(Ok(()))), "ex_cubecl: command queue: the worker thread is gone");
@@ -366,6 +379,30 @@ impl<R: Runtime> CommandQueue<R> {
     }
 }
 
+impl<R: Runtime> super::shutdown::Drain for Shared<R> {
+    fn close(&self) -> u64 {
+        let mut state = self.lock();
+        state.closed = true;
+        state.next_id
+    }
+
+    fn finish_before(&self, n: u64, deadline: std::time::Instant) -> bool {
+        let mut state = self.lock();
+        while state.entries.iter().any(|(&id, e)| id < n && !matches!(e, Entry::Done(_))) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self.finished.wait_timeout(state, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        true
+    }
+
+    fn name(&self) -> String {
+        format!("the command queue of {}", self.device_name)
+    }
+}
+
 impl<R: Runtime> Drop for CommandQueue<R> {
     fn drop(&mut self) {
         // Closing the channel lets the worker finish the queued commands and stop.
@@ -392,7 +429,11 @@ fn work_loop<R: Runtime>(device: R::Device, shared: Arc<Shared<R>>, receiver: Re
         // The command and the device sync that completes it; a panic in either fails the
         // command, never the worker.
         let result = catch_unwind(AssertUnwindSafe(|| {
-            let outputs = work.run()?;
+            let outputs = work
+                .ok_or_else(|| {
+                    format!("ex_cubecl: command {id} was submitted after the runtime was shut down (ex_cubecl::runtime::shutdown)")
+                })?
+                .run()?;
             match super::wait::sync(&client) {
                 Ok(()) => Ok(outputs),
                 Err(e) => Err(format!("ex_cubecl: command {id}: syncing device {device:?}: {e:?}")),

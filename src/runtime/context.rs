@@ -10,10 +10,13 @@ use cubecl::device::{Device, DeviceId};
 pub struct DeviceContext;
 
 impl DeviceContext {
-    /// The cubecl client of `device` (cubecl caches one per device).
+    /// The cubecl client of `device` (cubecl caches one per device). The device is noted for
+    /// [`shutdown`](super::shutdown()), which syncs it before the process exits.
     pub fn client<R: Runtime>(device: &R::Device) -> ComputeClient<R> {
         super::device_failure::install_panic_hook();
-        R::client(device)
+        let client = R::client(device);
+        super::shutdown::track::<R>(device, &client);
+        client
     }
 
     /// Seeds the random number generation of `device`.

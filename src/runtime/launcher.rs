@@ -51,7 +51,8 @@ impl<T: Debug + ?Sized> Display for OpName<'_, T> {
 /// during a pipeline capture it is recorded and called again on every replay.
 ///
 /// # Panics
-/// When the work needs more cubes than the device can run in one launch.
+/// When the work needs more cubes than the device can run in one launch, or after
+/// [`shutdown`](super::shutdown()).
 pub fn launch<R: Runtime>(
     client: &ComputeClient<R>,
     op: impl Display,
@@ -70,6 +71,7 @@ pub fn launch<R: Runtime>(
         "ex_cubecl: {op}: the work needs {cubes} cubes, more than the device's {capacity}"
     );
     let count = spread(cubes as u32, max);
+    let _launching = super::shutdown::launching(&op);
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
     if capture::is_capturing() {
         kernel(client, count.clone(), dim);
@@ -87,6 +89,7 @@ pub fn launch<R: Runtime>(
 
 /// Launches a recorded kernel again (pipeline replays).
 pub(crate) fn replay(launch: &RecordedLaunch) {
+    let _launching = super::shutdown::launching(&launch.op);
     LAUNCHES.fetch_add(1, Ordering::Relaxed);
     (launch.kernel)(launch.count.clone(), launch.dim);
 }

@@ -1,7 +1,7 @@
 //! The ExCubecl runtime: device buffers with a dtype, allocations and device-thread failures
 //! that reach the caller, layouts that make views free, a context per device, the single launcher through which every kernel launch goes, pipelines that
-//! capture and replay those launches ([`Pipeline`]), and queues of asynchronous commands
-//! ([`CommandQueue`]).
+//! capture and replay those launches ([`Pipeline`]), queues of asynchronous commands
+//! ([`CommandQueue`]), and the [`shutdown`] that winds it all down before the process exits.
 
 pub mod alloc;
 mod bindings;
@@ -21,6 +21,7 @@ pub mod pipeline;
 mod pipeline_error;
 mod pipeline_io;
 pub(crate) mod pipeline_record;
+pub mod shutdown;
 pub mod wait;
 
 pub(crate) use bindings::bound;
@@ -41,3 +42,4 @@ pub(crate) use pipeline::donated_state;
 pub use convert::{CubeKind, from_cube, to_cube};
 pub use pipeline::{Pipeline, StepResults};
 pub use pipeline_error::PipelineError;
+pub use shutdown::{ShutdownError, is_shut_down, shutdown};

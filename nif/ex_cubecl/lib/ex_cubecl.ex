@@ -742,6 +742,40 @@ defmodule ExCubecl do
     end
   end
 
+  @doc """
+  Caps every allocation of this node at `bytes` (`nil` lifts the cap): a tensor larger than
+  that is refused as one larger than the device takes is, with an `ExCubecl.Error` naming the
+  operation, the shape and the limit. A guard against runaway sizes, and the way to refuse an
+  allocation on purpose (in the middle of a training epoch, say) in a test. The cap holds for
+  every process of the node: `ExCubecl.put_allocation_limit(1_000_000)`.
+  """
+  @spec put_allocation_limit(pos_integer() | nil) :: :ok
+  def put_allocation_limit(bytes) when (is_integer(bytes) and bytes > 0) or is_nil(bytes) do
+    true = Native.put_allocation_limit(bytes)
+    :ok
+  end
+
+  @doc """
+  Winds the runtime down, as the VM does by itself when it stops: the asynchronous command
+  queues take no more commands and finish those queued, kernel launches stop (a later one is
+  an `ExCubecl.Error` saying so), and every device used finishes its queued work. Each step
+  waits at most a minute; `{:error, _}` names what did not end in time. Reads, frees and
+  `synchronize/1` still work afterwards. There is no way back: call it when the work of the
+  node is done.
+
+  The same runs at exit: the NIF registers it with the C library's `atexit`, which
+  `System.halt/1`, `System.stop/1` and the end of a script reach (the BEAM does not unload
+  NIF libraries when it stops), so that no device thread is still compiling or running a
+  kernel while the process tears down its libraries.
+  """
+  @spec shutdown() :: :ok | {:error, Error.t()}
+  def shutdown do
+    case Native.shutdown() do
+      {:ok, true} -> :ok
+      error -> error(error)
+    end
+  end
+
   @doc "The package version. `ExCubecl.version() #=> \"0.1.0\"`"
   @spec version() :: String.t()
   def version, do: to_string(Application.spec(:ex_cubecl, :vsn) || "0.1.0")

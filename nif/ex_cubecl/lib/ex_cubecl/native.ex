@@ -11,10 +11,10 @@ defmodule ExCubecl.Native do
   `backward/2`) run
   on dirty CPU schedulers, those that wait for the device (`read/1`, `synchronize/1`,
   `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`,
-  `program_abort/1`, and `record_load/2` and `record_save/3`, which read and write Burn's
-  record files) on dirty IO
+  `program_abort/1`, `shutdown/0`, and `record_load/2`, `record_save/3` and `file_replace/2`, which read and write
+  files) on dirty IO
   schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`, `assign/2`,
-  `kernels/0`, `runtimes/0`, `launch_count/0`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
+  `kernels/0`, `runtimes/0`, `launch_count/0`, `put_allocation_limit/1`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
   `program_info/1`)
   and the submissions (`submit_*`, which queue and return) stay on normal schedulers:
   `bench/call_overhead.exs` measures them in microseconds (8 µs for `shape/1` in a debug
@@ -65,4 +65,7 @@ defmodule ExCubecl.Native do
   def program_info(_program), do: err()
   def record_load(_path, _device), do: err()
   def record_save(_path, _metadata, _params), do: err()
+  def shutdown, do: err()
+  def file_replace(_path, _data), do: err()
+  def put_allocation_limit(_bytes), do: err()
 end

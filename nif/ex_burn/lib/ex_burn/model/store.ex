@@ -1,24 +1,17 @@
 if Code.ensure_loaded?(Axon) do
   defmodule ExBurn.Model.Store do
     @moduledoc false
-    # ExBurn.Model.save/2 and load/2 (load(model, path)): a model's parameters and metadata in the format of
-    # ExBurn.Model.File, written atomically (a temporary file renamed), and read back into the
+    # ExBurn.Model.save/2 and load/2 (load(model, path)): a model's parameters and metadata in the
+    # format of ExBurn.Model.File, written atomically (ExBurn.AtomicFile), and read back into the
     # Axon graph the file was saved from or into a compiled model, checked name by name.
 
     alias ExBurn.Model
 
     def save(%Model{} = model, path) do
       binary = ExBurn.Model.File.encode(Model.parameters(model), meta(model), :model)
-      tmp = "#{path}.tmp#{System.unique_integer([:positive])}"
-
-      with :ok <- File.mkdir_p(Path.dirname(path)),
-           :ok <- File.write(tmp, binary),
-           :ok <- File.rename(tmp, path) do
-        :ok
-      else
-        {:error, reason} ->
-          File.rm(tmp)
-          {:error, "ExBurn.Model.save: cannot write #{path} (#{:file.format_error(reason)})"}
+      case ExBurn.AtomicFile.write(path, binary) do
+        :ok -> :ok
+        {:error, reason} -> {:error, "ExBurn.Model.save: cannot write #{path} (#{reason})"}
       end
     end
 

@@ -262,6 +262,25 @@ fn memory_info(device: String) -> NifResult<(u64, u64, u64)> {
     })
 }
 
+/// Winds the runtime down (`ExCubecl.shutdown/0`; the same runs at exit): command queues
+/// drained, launches stopped, every device's queued work finished.
+#[rustler::nif(schedule = "DirtyIo")]
+fn shutdown() -> NifResult<bool> {
+    guard("shutdown", || {
+        ex_cubecl::runtime::shutdown()
+            .map(|()| true)
+            .map_err(|e| NifError::new("shutdown", e.to_string(), "the steps that did not end in time"))
+    })
+}
+
+/// Sets the process's allocation limit in bytes (`nil` lifts it): larger allocations are
+/// refused, naming the op (`ExCubecl.put_allocation_limit/1`).
+#[rustler::nif]
+fn put_allocation_limit(bytes: Option<u64>) -> bool {
+    ex_cubecl::runtime::alloc::set_allocation_limit(bytes);
+    true
+}
+
 /// The dtypes `device` stores and computes in.
 #[rustler::nif(schedule = "DirtyIo")]
 fn supported_dtypes(device: String) -> NifResult<Vec<&'static str>> {

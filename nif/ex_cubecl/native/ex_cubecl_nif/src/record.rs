@@ -9,13 +9,18 @@
 //!   strings.
 //! - `record_save(path, metadata | nil, [{name, tensor}])`: `{:ok, path}`; the file Burn's
 //!   recorder writes for a module with these parameters (`nil`: Burn's own metadata; a map
-//!   overrides some of its fields). It is written to a temporary file beside `path` and
-//!   renamed over it, so a failed save leaves nothing half-written.
+//!   overrides some of its fields). It replaces `path` atomically
+//!   (`ex_cubecl_record::replace_file`: a temporary file in the same folder, flushed, renamed
+//!   over `path`, the folder flushed), so a failed save or a crash leaves the old file or the
+//!   new one, never a half-written one.
+//! - `file_replace(path, data)`: `{:ok, true}`; any file replaced atomically the same way
+//!   (`ExBurn.AtomicFile`: the BEAM's own file functions can't flush a folder).
 use std::collections::HashMap;
 use std::path::Path;
 
 use burn_backend::{BoolStore, DType, Shape, TensorData};
-use ex_cubecl_record::{Metadata, Record, format, read_file, write_file};
+use ex_cubecl_record::{Metadata, Record, format, read_file, replace_file, write_file};
+use rustler::Binary;
 
 use crate::buffer;
 use crate::device::Dev;
@@ -85,5 +90,17 @@ fn record_save(
         write_file(Path::new(&path), &Record { metadata: meta, params })
             .map_err(|e| NifError::new(op, e, path.clone()))?;
         Ok(path)
+    })
+}
+
+/// Replaces the file at `path` with `data` atomically (`replace_file`: a temporary file in
+/// the same folder, flushed, renamed over `path`, the folder flushed).
+#[rustler::nif(schedule = "DirtyIo")]
+fn file_replace(path: String, data: Binary) -> NifResult<bool> {
+    let op = "file_replace";
+    guard(op, || {
+        replace_file(Path::new(&path), |tmp| std::fs::write(tmp, data.as_slice()))
+            .map(|()| true)
+            .map_err(|e| NifError::new(op, e, format!("{} bytes", data.len())))
     })
 }

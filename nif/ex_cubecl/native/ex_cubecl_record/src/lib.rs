@@ -7,18 +7,21 @@
 //!   what Burn writes for modules without parameters; `decode.rs` reads it, `encode.rs`
 //!   writes it.
 //! - [`mpk`]: the MessagePack underneath.
-//! - here: the files, read whole and written through a temporary file renamed into place.
+//! - [`replace_file`]: a file replaced atomically (temporary file in the same folder, `fsync`,
+//!   rename, folder `fsync`): the one way the NIF and the Rust job write records.
+//! - here: the files, read whole and written with [`replace_file`].
 #![warn(missing_docs)]
 
 mod decode;
 mod encode;
 pub mod format;
 pub mod mpk;
+mod replace;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub use format::{Metadata, Record};
+pub use replace::replace_file;
 
 /// The record in the file at `path`; an error says what is wrong with it, path first.
 pub fn read_file(path: &Path) -> Result<Record, String> {
@@ -26,30 +29,11 @@ pub fn read_file(path: &Path) -> Result<Record, String> {
     format::decode(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Writes `record` to `path` through a temporary file beside it, renamed over `path` once
-/// complete and flushed to disk: a failed write leaves nothing half-written at `path`.
+/// Writes `record` to `path` atomically ([`replace_file`]): a crash or a failed write leaves
+/// the old file or the new one, never a half-written one.
 pub fn write_file(path: &Path, record: &Record) -> Result<(), String> {
     let bytes = format::encode(record).map_err(|e| format!("{}: {e}", path.display()))?;
-    let tmp = temp_path(path);
-    let written = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("{}: {}", path.display(), io_reason(&e))
-    })
-}
-
-/// `path` with `.<pid>.<n>.tmp` appended: unique per process and call.
-fn temp_path(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let mut name = path.as_os_str().to_owned();
-    name.push(format!(".{}.{}.tmp", std::process::id(), N.fetch_add(1, Ordering::Relaxed)));
-    PathBuf::from(name)
+    replace_file(path, |tmp| std::fs::write(tmp, &bytes).map_err(|e| io_reason(&e)))
 }
 
 fn io_reason(e: &std::io::Error) -> String {
