@@ -18,6 +18,10 @@ sed -n 's/^conformance\[.*\]: \([0-9]*\) op x dtype x case combinations checked,
     awk '{ total += $1; failed += $2 }
          END { printf "conformance: %d op x dtype x case combinations checked in all, %d failed\n", total, failed }'
 
+# The crates as crates.io would get them: metadata and file lists (scripts/package_crates.sh;
+# scripts/package_verify.sh, run by hand, builds them from their tarballs).
+bash scripts/package_crates.sh
+
 # The Elixir side, under one Elixir: Debian's OTP (and its elixir), then Elixir >= 1.17, Hex
 # and Nx's dependencies from the offline sources where they are beside the clone
 # (scripts/setup_nx.sh), else from Hex. Each package's Mix compiler builds the NIF crate in
@@ -54,6 +58,10 @@ if [ -z "$EXBURN_NX_MISSING" ]; then
     # an Elixir script that train, save, serve and end with commands and kernel launches
     # still in flight; every run must exit with status 0.
     bash scripts/exit_check.sh 5
+    # ExBurn installed as a user installs it: the two Hex tarballs in a fresh Mix project, the
+    # NIF built above served as a precompiled release on the loopback, no cargo on PATH, a
+    # smoke test, and a corrupted artifact refused (scripts/install_test.sh).
+    bash scripts/install_test.sh
     # ExUnit's summary stays the last lines of the run (CI counts them).
     (cd nif/ex_burn && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 else

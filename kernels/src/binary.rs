@@ -3,7 +3,7 @@
 //! Both operands are strided views over the output's shape (broadcast dimensions have stride
 //! 0), given as their buffers (`Array`s), offsets, and strides over the iteration shape
 //! `shape` (comptime-length sequences, empty when both operands are contiguous: see
-//! [`seq_offset`](crate::strided::seq_offset)). When `rhs_scalar` is set, the right operand is
+//! [`seq_offset`](fn@crate::strided::seq_offset)). When `rhs_scalar` is set, the right operand is
 //! the scalar argument and `rhs` is unused.
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;

@@ -34,7 +34,7 @@ pub struct Tap {
     pub inside: bool,
 }
 
-/// The unsigned base of output coordinate `o` along one axis for [`axis_tap`]: `o · stride`
+/// The unsigned base of output coordinate `o` along one axis for [`axis_tap`](fn@axis_tap): `o · stride`
 /// for a convolution (tap `k` reads `o · stride + k · dil - pad`), `o + pad` for a transposed
 /// one (tap `k` reads `(o + pad - k · dil) / stride` where the division is exact).
 #[cube]
@@ -42,7 +42,7 @@ pub fn axis_base(o: usize, stride: usize, pad: usize, #[comptime] transposed: bo
     if transposed { o + pad } else { o * stride }
 }
 
-/// The input coordinate kernel tap `k` reads from an output coordinate whose [`axis_base`] is
+/// The input coordinate kernel tap `k` reads from an output coordinate whose [`axis_base`](fn@axis_base) is
 /// `base`.
 #[cube]
 pub fn axis_tap(base: usize, k: usize, stride: usize, dil: usize, pad: usize, size: usize, #[comptime] transposed: bool) -> Tap {

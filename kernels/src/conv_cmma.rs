@@ -1,5 +1,5 @@
 //! The convolution and the transposed convolution as an implicit GEMM on tensor cores
-//! (cubecl's `cmma`; the two kinds differ only in the gather, [`axis_tap`]): per group,
+//! (cubecl's `cmma`; the two kinds differ only in the gather, [`axis_tap`](fn@axis_tap)): per group,
 //! `out[co, p] = Σ_k w[co, k] · cols[k, p]`, where `p` runs over the output pixels of every
 //! batch entry (`b, od, oh, ow`) and `k` over the group's kernel taps and input channels in
 //! the order `k = tap · cin_g + ci`. The launcher hands the weight over in that order, as a
@@ -9,7 +9,7 @@
 //!
 //! A cube computes a `block_co` (output channels) × `block_pix` (pixels) tile with
 //! `warps_co × warps_pix` planes of 32 units; each plane owns a part of the tile as 16 × 16
-//! f32 accumulator fragments and multiplies with [`multiply_slice`], the matmul's tensor-core
+//! f32 accumulator fragments and multiplies with [`multiply_slice`](fn@multiply_slice), the matmul's tensor-core
 //! step. K is walked in slices of `block_k`, double-buffered through registers as in
 //! `matmul_cmma`: the units load slice `t + 1` (weight rows in vectors, one gathered pixel
 //! column per unit) while the planes multiply slice `t`, then store it converted to the
@@ -171,7 +171,7 @@ pub fn conv_cmma<T: Float, M: Float, NA: Size, NO: Size>(
 }
 
 /// Where one unit's pixel column reads `x`: the batch entry's and group's first element, and
-/// the pixel's [`axis_base`] along each axis.
+/// the pixel's [`axis_base`](fn@axis_base) along each axis.
 #[derive(CubeType, Clone, Copy)]
 pub struct Gather {
     pub pixel_ok: bool,

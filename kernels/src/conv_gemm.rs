@@ -2,7 +2,7 @@
 //! `out[co, m] = Σ_k w[co, k] · cols[k, m]` where `m` runs over the output pixels of every
 //! batch entry (`b, od, oh, ow`) and `k` over the group's input channels and kernel taps
 //! (`ci, kd, kh, kw`). The column matrix is never stored: each cube gathers its slice from
-//! `x` straight into shared memory, through [`axis_tap`] (which is where the two kinds
+//! `x` straight into shared memory, through [`axis_tap`](fn@axis_tap) (which is where the two kinds
 //! differ; a transposed convolution's weight comes as the convolution weight it acts as).
 //!
 //! A cube computes a `block_n` (output channels) × `block_m` (pixels) tile with

@@ -10,8 +10,8 @@
 //! staged slice (zero-filled in the padding, past the pixels and past K).
 //!
 //! The staging, the `cp.async` pipeline (`stages` slices in flight, one barrier per stage) and
-//! the products are the matrix product's ([`multiply_staged`]); the gather
-//! ([`ColumnSlices`]) and the epilogue (bias, `[b, c_out, d, h, w]` output) are this file's. A unit
+//! the products are the matrix product's ([`multiply_staged`](fn@multiply_staged)); the gather
+//! (`ColumnSlices`) and the epilogue (bias, `[b, c_out, d, h, w]` output) are this file's. A unit
 //! copies the same chunk column of every row it stages, so it decodes its pixels once and
 //! its slice's kernel tap once per slice.
 use cubecl::prelude::barrier::copy_async_checked;
@@ -142,7 +142,7 @@ pub struct TapDivisors {
 }
 
 /// One output pixel's place in the gather: whether it exists, its batch entry's and group's
-/// first input element, and its [`axis_base`] along each axis.
+/// first input element, and its [`axis_base`](fn@axis_base) along each axis.
 #[derive(CubeType, Clone, Copy)]
 pub struct PixelAt {
     pub ok: bool,

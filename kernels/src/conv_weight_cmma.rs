@@ -1,7 +1,7 @@
 //! The weight gradient of both convolutions on tensor cores (cubecl's `cmma`): the GEMM of
 //! `conv_weight_gemm` (same tiles, splits, loads and `partial` rows), with `warps_r ×
 //! warps_c` planes of 32 units holding the cube's `block_r` × `block_c` tile as 16 × 16 f32
-//! accumulator fragments, multiplied by the matmul's [`multiply_slice`]. Pixel slices are
+//! accumulator fragments, multiplied by the matmul's [`multiply_slice`](fn@multiply_slice). Pixel slices are
 //! double-buffered through registers as in `conv_cmma`: the units load slice `t + 1` while the
 //! planes multiply slice `t`, then store it into the other buffer converted to the matrix
 //! units' operand type `M`. Shared rows are padded by 16 bytes.

@@ -22,7 +22,7 @@ pub enum CopyConvert {
 }
 
 /// `output[view pos] = convert(input[view pos])`, `pos` running over the iteration shape
-/// `shape`, which both views share (their buffers, offsets and strides: see [`seq_offset`]).
+/// `shape`, which both views share (their buffers, offsets and strides: see [`seq_offset`](fn@seq_offset)).
 /// The input coordinate of every dimension whose `in_last` entry is not 0 is mirrored
 /// (`in_last` holds its size minus one there).
 #[cube(launch_unchecked)]
@@ -94,9 +94,9 @@ pub fn cat_rows<T: Numeric, N: Size>(
     }
 }
 
-/// Rows and columns of a [`copy_tiles`] tile.
+/// Rows and columns of a [`copy_tiles`](fn@copy_tiles) tile.
 pub const TILE: usize = 32;
-/// Rows of a tile each pass of a [`copy_tiles`] cube covers (its units are `TILE` × `PASS`).
+/// Rows of a tile each pass of a [`copy_tiles`](fn@copy_tiles) cube covers (its units are `TILE` × `PASS`).
 pub const PASS: usize = 8;
 
 /// A same-dtype copy between two views over `[batch, p, q]` where the input is contiguous

@@ -13,9 +13,9 @@
 //!
 //! Two strategies: when a line fits a cube's shared memory, one cube per line loads it
 //! (bit-reversed), runs an in-place radix-2 Cooley-Tukey FFT and writes the bins
-//! ([`rfft_shared`], [`irfft_shared`]); longer lines go through global work buffers of
+//! ([`rfft_shared`](fn@rfft_shared), [`irfft_shared`](fn@irfft_shared)); longer lines go through global work buffers of
 //! `lines × M` complex values: a pack kernel, one radix-2 Stockham launch per stage
-//! ([`fft_stage`]) and an unpack kernel. Computation runs in `A` (f32 for half-precision
+//! ([`fft_stage`](fn@fft_stage)) and an unpack kernel. Computation runs in `A` (f32 for half-precision
 //! tensors); twiddles are computed with sin / cos from `pi`, passed in `A`'s precision.
 use cubecl::prelude::*;
 
@@ -227,7 +227,7 @@ pub fn rfft_shared<T: Float, A: Float>(
     }
 }
 
-/// irfft with one cube per line (see [`rfft_shared`]): `avail` bins of the spectrum views are
+/// irfft with one cube per line (see [`rfft_shared`](fn@rfft_shared)): `avail` bins of the spectrum views are
 /// used (the input's bin count capped at `n/2 + 1`); the output is contiguous with `n`
 /// samples along `dim`.
 #[cube(launch_unchecked)]

@@ -13,7 +13,7 @@
 //! 1. `S = Q·Kᵀ` into m16n8 f32 accumulators (keys read by `ldmatrix` as B fragments, or
 //!    for TF32 by 16-byte shared loads, as the TF32 matmul reads a K-major operand);
 //! 2. each score becomes a logit in place (scale, soft cap, additive bias, boolean mask,
-//!    causal mask aligned bottom-right, keys past the sequence), masked logits [`MASKED`];
+//!    causal mask aligned bottom-right, keys past the sequence), masked logits `MASKED`;
 //!    a unit holds two rows (`g` and `g + 8`, lane = 4g + t) and the four units of a row
 //!    agree on its running maximum by two shuffles;
 //! 3. the logits become probabilities `exp(logit - max)` in place, the unit's part of each
@@ -36,7 +36,7 @@ use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at,
 /// until the row keeps a score, and probabilities are then taken against 0 (giving 0).
 const MASKED: f32 = f32::MIN;
 
-/// The comptime shape and options of a [`flash_attention_mma`] launch.
+/// The comptime shape and options of a [`flash_attention_mma`](fn@flash_attention_mma) launch.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct FlashTile {
     /// Planes per cube (16 query rows each).

@@ -1,7 +1,7 @@
 //! The fused elementwise kernel of [`crate::fused`], `N` elements per unit: each input is
 //! loaded as one vector (or one value for all `N` lanes), the program runs once per lane, and
 //! each output is stored as one vector. The ops are the same, lane by lane, so the bits are
-//! those of [`fused_float`](crate::fused::fused_float).
+//! those of [`fused_float`](fn@crate::fused::fused_float).
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
@@ -32,7 +32,7 @@ impl VectorRead {
     }
 }
 
-/// The program of [`fused_float`](crate::fused::fused_float) on `vectors_len` vectors of `N`
+/// The program of [`fused_float`](fn@crate::fused::fused_float) on `vectors_len` vectors of `N`
 /// elements: float input `k` is `vectors[..]` or `splats[..]` as `program.reads[k]` says (in
 /// the order of the inputs of each kind), likewise bool input `k`; every output is contiguous.
 /// Offsets of `Linear` inputs count vectors, the others' elements.

@@ -58,7 +58,7 @@ pub fn gather<T: Numeric, I: Int>(
     output[ABSOLUTE_POS] = value;
 }
 
-/// [`gather`] along the last dimension with contiguous indices, `N` outputs per unit: one
+/// [`gather`](fn@gather) along the last dimension with contiguous indices, `N` outputs per unit: one
 /// vector of indices read, `N` gathered elements written as one vector. Row `r` of the indices
 /// (`cols` vectors each) reads the tensor's row at `tensor_offset + seq_offset(r, rows,
 /// row_strides)`, its elements `dim_stride` apart. `indices_offset` counts vectors.
@@ -212,13 +212,13 @@ pub fn scatter<T: Numeric, I: Int>(
     }
 }
 
-/// [`scatter`] with one plane of `width` units per line, `planes` lines per cube, for devices
+/// [`scatter`](fn@scatter) with one plane of `width` units per line, `planes` lines per cube, for devices
 /// with plane operations: the plane reads the line's indices `width` at a time (coalesced)
 /// and broadcasts them; the unit that owns an output position (position modulo `width`)
 /// combines the entries that land there, in the line's order. Every output position is
 /// updated by one unit in that order, so the result is the sequential one, deterministic,
 /// without atomics, and the units of a plane combine their entries at the same time. For
-/// lines of fewer entries than a cube's units; longer ones go to [`scatter_line`].
+/// lines of fewer entries than a cube's units; longer ones go to [`scatter_line`](fn@scatter_line).
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
 pub fn scatter_plane<T: Numeric, I: Int>(
@@ -277,7 +277,7 @@ pub fn scatter_plane<T: Numeric, I: Int>(
 /// No bid yet for a position of [`scatter_line`].
 const NO_BID: u32 = u32::MAX;
 
-/// [`scatter`] with one cube per line, the output line staged in `span` elements of shared
+/// [`scatter`](fn@scatter) with one cube per line, the output line staged in `span` elements of shared
 /// memory (at least the line's size), for lines of many entries. The cube takes the entries
 /// `CUBE_DIM` at a time (coalesced) and combines those that land on one position in the line's
 /// order: in each round, every pending entry bids its place in the batch for its position

@@ -257,7 +257,7 @@ pub fn interpolate<T: Float, A: Float>(
     output[ABSOLUTE_POS] = T::cast_from(sum / norm);
 }
 
-/// Gradient of [`interpolate`]: `output` is the input gradient.
+/// Gradient of [`interpolate`](fn@interpolate): `output` is the input gradient.
 #[cube(launch_unchecked)]
 pub fn interpolate_backward<T: Float, A: Float>(
     grad: &Tensor<T>,

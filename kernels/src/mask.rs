@@ -5,7 +5,7 @@ use cubecl::std::FastDivmod;
 use crate::strided::seq_offset;
 
 /// `out = mask != 0 ? value : tensor`; all three operands are views over the output shape
-/// `shape` (their buffers, offsets and strides: see [`seq_offset`]).
+/// `shape` (their buffers, offsets and strides: see [`seq_offset`](fn@seq_offset)).
 /// With `value_scalar`, the value is the scalar argument and `value` is unused.
 #[cube(launch_unchecked)]
 pub fn mask_where<T: Numeric, B: Numeric>(

@@ -43,7 +43,7 @@ pub struct SgdArgs {
 /// The scalars of an Adam or AdamW update, of the compute type. The update is
 /// `p' = decay(p) - step * m / (sqrt(v * v_scale) + eps)`, which folds both bias corrections
 /// into `step`, `v_scale` and `eps` (computed on the host per step). The kernels that read
-/// the step count on the device ([`adam_step_at`]) take the learning rate as `step` and
+/// the step count on the device ([`adam_step_at`](fn@adam_step_at)) take the learning rate as `step` and
 /// epsilon as `eps` and fold the corrections themselves.
 #[derive(CubeLaunch, CubeType)]
 pub struct AdamArgs {
@@ -151,7 +151,7 @@ pub fn adam_step<F: Float, A: Float, N: Size>(
     adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, folded, decay, first);
 }
 
-/// [`adam_step`] at the step count held by `time` (one element, this update included): the
+/// [`adam_step`](fn@adam_step) at the step count held by `time` (one element, this update included): the
 /// kernel computes the bias corrections `1 - beta^t` itself, in `A`, so that a replayed
 /// launch applies each step's own. `args.step` is the learning rate and `args.eps` epsilon;
 /// `decoupled` picks AdamW's form of the corrections (see [`AdamArgs`]). The moments are
@@ -176,7 +176,7 @@ pub fn adam_step_at<F: Float, A: Float, T: Numeric, N: Size>(
     adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, corrected, decay, false);
 }
 
-/// [`adam_step`] with AMSGrad: the root takes the running maximum of the second moment
+/// [`adam_step`](fn@adam_step) with AMSGrad: the root takes the running maximum of the second moment
 /// (`max_moment_2`, which starts as the first step's second moment).
 #[cube(launch_unchecked)]
 pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
@@ -198,7 +198,7 @@ pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
     adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, folded, decay, first);
 }
 
-/// [`adam_amsgrad_step`] at the step count held by `time`, as [`adam_step_at`].
+/// [`adam_amsgrad_step`](fn@adam_amsgrad_step) at the step count held by `time`, as [`adam_step_at`](fn@adam_step_at).
 #[cube(launch_unchecked)]
 pub fn adam_amsgrad_step_at<F: Float, A: Float, T: Numeric, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
@@ -220,7 +220,7 @@ pub fn adam_amsgrad_step_at<F: Float, A: Float, T: Numeric, N: Size>(
     adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, corrected, decay, false);
 }
 
-/// `count += 1` on a one-element tensor: the step count that [`adam_step_at`] reads.
+/// `count += 1` on a one-element tensor: the step count that [`adam_step_at`](fn@adam_step_at) reads.
 #[cube(launch_unchecked)]
 pub fn next_step_count<T: Numeric>(count: &mut Tensor<T>, #[define(T)] _dtype: StorageType) {
     if ABSOLUTE_POS == 0 {

@@ -95,7 +95,7 @@ pub fn avg_pool2d<T: Float, A: Float>(
     output[ABSOLUTE_POS] = T::cast_from(sum / A::cast_from(count));
 }
 
-/// Gradient of [`avg_pool2d`]: `output` is the input gradient `[b, c, in_h, in_w]`.
+/// Gradient of [`avg_pool2d`](fn@avg_pool2d): `output` is the input gradient `[b, c, in_h, in_w]`.
 #[cube(launch_unchecked)]
 pub fn avg_pool2d_backward<T: Float, A: Float>(
     grad: &Tensor<T>,
@@ -184,7 +184,7 @@ pub fn max_pool2d<T: Float, I: Int>(
     }
 }
 
-/// Gradient of [`max_pool2d`]: each input element sums the gradients of the windows that
+/// Gradient of [`max_pool2d`](fn@max_pool2d): each input element sums the gradients of the windows that
 /// cover it and whose recorded index is this element. A window with no maximum records index
 /// 0 whether or not it covers element 0, so element 0 scans every window of its plane.
 #[cube(launch_unchecked)]
@@ -277,7 +277,7 @@ pub fn adaptive_avg_pool2d<T: Float, A: Float>(
     output[ABSOLUTE_POS] = T::cast_from(sum / A::cast_from((h1 - h0) * (w1 - w0)));
 }
 
-/// Gradient of [`adaptive_avg_pool2d`]: input row `i` is in windows
+/// Gradient of [`adaptive_avg_pool2d`](fn@adaptive_avg_pool2d): input row `i` is in windows
 /// `[⌊i·O/I⌋, ⌈(i+1)·O/I⌉)`.
 #[cube(launch_unchecked)]
 pub fn adaptive_avg_pool2d_backward<T: Float, A: Float>(

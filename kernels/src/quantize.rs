@@ -19,7 +19,7 @@ pub enum QuantRange {
     Symmetric,
 }
 
-/// How [`requantize_blocks`] finds the source of each output element.
+/// How [`requantize_blocks`](fn@requantize_blocks) finds the source of each output element.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum Gather {
     /// Through the values' view (its shape is the output's), mirrored on `flip_mask`.

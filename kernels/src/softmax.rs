@@ -101,7 +101,7 @@ pub fn softmax_per_cube<T: Float, A: Float>(
 
 /// One cube per contiguous row of `len` vectors of `N` (`CUBE_POS`; the input's rows start at
 /// `offset + seq_offset(row)` of the leading dimensions `rows`, `row_strides`, the output's at
-/// `row * len`), for long rows along the last dimension: like [`softmax_per_cube`], each unit
+/// `row * len`), for long rows along the last dimension: like [`softmax_per_cube`](fn@softmax_per_cube), each unit
 /// reading whole vectors (one 16-byte load for four f32) and the buffers taken as arrays
 /// (no shapes or strides uploaded at launch). With `held` > 0 (rows of at most `held` vectors
 /// per unit) each unit loads its vectors into registers at once, all loads in flight together,

@@ -69,7 +69,7 @@ pub fn seq_offset(pos: usize, shape: &Sequence<FastDivmod<usize>>, strides: &Seq
     offset
 }
 
-/// Like [`seq_offset`], mirroring the coordinate of every dimension whose `last` entry (its
+/// Like [`seq_offset`](fn@seq_offset), mirroring the coordinate of every dimension whose `last` entry (its
 /// size minus one) is not 0.
 #[cube]
 pub fn seq_offset_flipped(
@@ -111,7 +111,7 @@ pub fn read_at<T: CubePrimitive>(
     }
 }
 
-/// Like [`strided_offset`] but mirrors the coordinate of every dimension whose bit is set in
+/// Like [`strided_offset`](fn@strided_offset) but mirrors the coordinate of every dimension whose bit is set in
 /// `flip_mask` (used by `flip` and by slices with negative steps).
 #[cube]
 pub fn strided_offset_flipped<T: CubePrimitive>(

@@ -5,11 +5,11 @@
 //!
 //! Operands are staged in shared memory as they lie in global memory, in 16-byte chunks
 //! ([`CHUNK`] elements of f16 / bf16, [`CHUNK_F32`] of f32) along their contiguous dimension,
-//! by asynchronous copies ([`copy_tile`]); a row's chunks are permuted ([`swizzle`]) so that
+//! by asynchronous copies ([`copy_tile`](fn@copy_tile)); a row's chunks are permuted ([`swizzle`](fn@swizzle)) so that
 //! the reads of `ldmatrix` or of TF32 fragments, and a plane's copies, fall in distinct banks.
-//! `ldmatrix` hands each unit its fragment registers ([`fragment_chunk`] says which chunk a
+//! `ldmatrix` hands each unit its fragment registers ([`fragment_chunk`](fn@fragment_chunk) says which chunk a
 //! lane points it at), and the m16n8 f32 accumulators live in registers
-//! ([`zero_accumulators`]). Register layouts follow PTX's (lane = 4g + t): an m16n8 f32
+//! ([`zero_accumulators`](fn@zero_accumulators)). Register layouts follow PTX's (lane = 4g + t): an m16n8 f32
 //! accumulator holds row `g` (vector 0) and row `g + 8` (vector 1), columns `2t, 2t + 1`; an
 //! m16n8k16 A fragment of f16 / bf16 holds rows `g`, `g + 8`, `g`, `g + 8` at columns
 //! `2t, 2t + 1` (registers 0, 1) and `2t + 8, 2t + 9` (registers 2, 3); an m16n8k8 TF32 A

@@ -271,7 +271,7 @@ pub fn round_half_even<F: Float>(x: F) -> F {
 /// `x^y` with C's `pow` semantics for a negative base: `±|x|^y` when `y` is an integer
 /// (negative for odd `y`), NaN otherwise. cubecl's SPIR-V `powf` tests oddness with `OpFRem`,
 /// whose result takes the sign of `y`, so it gives NaN for negative odd exponents (`(-2)^-3`).
-/// Small integer exponents ([`math::squaring_limit`]) multiply by squaring, as a CPU's `pow`
+/// Small integer exponents ([`math::squaring_limit`](fn@math::squaring_limit)) multiply by squaring, as a CPU's `pow`
 /// is exact where the product is (`1.5^2` is 2.25, where `exp(2 ln 1.5)` on Vulkan gives
 /// 2.2500002, and `x^2` is `x * x` rounded once); `y = 0.5` is a correctly rounded square root.
 #[cube]

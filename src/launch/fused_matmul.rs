@@ -18,7 +18,7 @@ use crate::tensor::CubeTensor;
 /// and the bool outputs, each bit for bit what [`matmul`] then
 /// [`fused_chain`](super::fused::fused_chain) give. Float output `j` is written over
 /// `floats[into[j]]` where one is given, as
-/// [`fused_chain_into`](super::fused::fused_chain_into) does (each unit reads the epilogue's
+/// [`fused_chain_into`] does (each unit reads the epilogue's
 /// inputs at an output position, then writes there).
 ///
 /// One launch where our tiled kernel runs the product (f32 and f64 under the exact matmul

@@ -3,12 +3,12 @@
 //! f64 goes to our software functions ([`double`]): SPIR-V has no f64 `exp`, `log`, `sin`,
 //! ..., and using them on CUDA too gives the same f64 results on every device. f32 (and f16
 //! and bf16, which compute in f32) goes to the device's own functions where they are accurate
-//! ([`device_math`]: CUDA's, within 4 ULP by NVIDIA's bounds and by our measure), and to our
+//! ([`device_math`](fn@device_math): CUDA's, within 4 ULP by NVIDIA's bounds and by our measure), and to our
 //! f32 functions ([`single`]) everywhere else: Vulkan's built-ins are loosely bounded,
 //! lavapipe's lose digits near zero and its `sin` is wrong past 10^5; ours are within 4 ULP
 //! over each whole domain. `expm1`, `erfc`, `cbrt` and `erf_inv`, which cubecl lacks, are
 //! ours on every device. The branches are
-//! taken when the kernel is expanded ([`is_f64`], [`device_math`]), so a kernel carries only
+//! taken when the kernel is expanded ([`is_f64`](fn@is_f64), [`device_math`](fn@device_math)), so a kernel carries only
 //! one of them.
 use cubecl::prelude::*;
 
@@ -92,10 +92,10 @@ float_function!(expm1);
 float_function!(cbrt);
 float_function!(erf_inv);
 
-/// The largest `|y|` for which [`crate::unary::pow`] multiplies out an integer exponent (a
+/// The largest `|y|` for which [`crate::unary::pow`](fn@crate::unary::pow) multiplies out an integer exponent (a
 /// CPU's `pow` is exact where the product is: `1.5^2` is 2.25, `x^2` is `x * x` rounded once):
 /// 127 in f64; 4 in f32, within 2 ULP that way (the roundings of repeated squaring add up past
-/// it, where [`powf`] stays within 1.4).
+/// it, where [`powf`](fn@powf) stays within 1.4).
 #[cube]
 pub fn squaring_limit<F: Float>() -> F {
     if is_f64::<F>() {
@@ -105,8 +105,8 @@ pub fn squaring_limit<F: Float>() -> F {
     }
 }
 
-/// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`] for negative bases and C's
-/// special cases): ours in f64; in f32 CUDA's where [`device_math`] holds (within 4 ULP),
+/// `x^y` for `x >= 0` (NaN for `x < 0`; see [`crate::unary::pow`](fn@crate::unary::pow) for negative bases and C's
+/// special cases): ours in f64; in f32 CUDA's where [`device_math`](fn@device_math) holds (within 4 ULP),
 /// else ours (`single::powf`, from f32 arithmetic alone: Vulkan's is `exp2(y log2 x)`, 38 ULP
 /// off on lavapipe even for results within [2^-8, 2^8]).
 #[cube]
@@ -124,7 +124,7 @@ pub fn powf<F: Float>(x: F, y: F) -> F {
 
 /// `sin x` for `|x| <= 10` by the device's own f32 `sin` (ours in f64), which is within 2 ULP
 /// there on lavapipe too: for the kernels' own weights (Lanczos), without compiling the full-range
-/// reduction of [`sin`] into each tap.
+/// reduction of [`sin`](fn@sin) into each tap.
 #[cube]
 pub fn sin_bounded<F: Float>(x: F) -> F {
     if is_f64::<F>() {

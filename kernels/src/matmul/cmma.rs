@@ -1,5 +1,5 @@
 //! The tiled matmul on tensor cores (cubecl's `cmma`: WMMA fragments on CUDA), in two
-//! kernels that share the matrix work ([`multiply_slice`]) and the epilogue ([`write_tile`]).
+//! kernels that share the matrix work ([`multiply_slice`](fn@multiply_slice)) and the epilogue ([`write_tile`](fn@write_tile)).
 //!
 //! Each cube computes a `block_m` × `block_n` output tile with `warps_m × warps_n` planes
 //! (warps of 32 units); each plane owns a `(block_m / warps_m)` × `(block_n / warps_n)` part
@@ -8,10 +8,10 @@
 //! distinct banks. Out-of-range rows, columns and K entries are staged as zeros, so any shape
 //! works.
 //!
-//! - [`matmul_cmma_async`], for inputs whose rows are read in 16-byte vectors: `stages` slices
+//! - [`matmul_cmma_async`](fn@matmul_cmma_async), for inputs whose rows are read in 16-byte vectors: `stages` slices
 //!   in flight through asynchronous global-to-shared copies (`cp.async`), one shared barrier
 //!   per stage.
-//! - [`matmul_cmma`], for any strides: slices staged through registers in the matrix units'
+//! - [`matmul_cmma`](fn@matmul_cmma), for any strides: slices staged through registers in the matrix units'
 //!   operand type `M` (the input type for f16 and bf16; TF32 for f32, rounded on the way in),
 //!   double-buffered: while the planes multiply slice `t` out of one buffer, the units have
 //!   already loaded slice `t + 1` into registers and store it into the other buffer
@@ -153,7 +153,7 @@ pub fn matmul_cmma<T: Float, M: Float, NA: Size, NB: Size, NO: Size>(
 /// 16-byte vectors (`NA` and `NB` elements of `T`), contiguous along K (`lhs`) and N (`rhs`),
 /// with the vector size dividing K, N, every stride and offset; out-of-range vectors are
 /// zero-filled by the copy itself. Shared memory holds `T` (f32 bits for TF32, which the matrix
-/// units truncate). Other preconditions as for [`matmul_cmma`], plus `stages >= 2`.
+/// units truncate). Other preconditions as for [`matmul_cmma`](fn@matmul_cmma), plus `stages >= 2`.
 #[cube(launch_unchecked)]
 pub fn matmul_cmma_async<T: Float, M: Float, NA: Size, NB: Size, NO: Size>(
     lhs: &Tensor<Vector<T, NA>>,

@@ -13,7 +13,7 @@
 //! Shared memory holds each operand's slice as it lies in global memory: rows along the
 //! operand's strided dimension, 16-byte chunks along its contiguous one (`lhs` K-major or
 //! M-major, `rhs` N-major or K-major, comptime). Rows are not padded: the chunks of a row are
-//! permuted ([`swizzle`]) so that the eight rows one `ldmatrix` reads, the elements one TF32
+//! permuted ([`swizzle`](fn@swizzle)) so that the eight rows one `ldmatrix` reads, the elements one TF32
 //! fragment load reads, and the chunks one plane's copies write, fall in distinct banks.
 //! `ldmatrix` (transposing where the layout needs it) then hands each unit its operand
 //! registers directly; TF32 fragments are gathered at the positions `MmaDefinition` gives.
@@ -25,7 +25,7 @@ use super::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_ori
 use super::tile_pos;
 use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, swizzle};
 
-/// The comptime shape of a [`matmul_mma`] launch.
+/// The comptime shape of a [`matmul_mma`](fn@matmul_mma) launch.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct MmaTile {
     /// Output rows per cube.
@@ -271,7 +271,7 @@ pub fn multiply_slice<T: Float, NV: Size>(
     }
 }
 
-/// [`multiply_slice`] for f32 operands on m16n8k8 TF32, two K steps of 8 at a time.
+/// [`multiply_slice`](fn@multiply_slice) for f32 operands on m16n8k8 TF32, two K steps of 8 at a time.
 ///
 /// The fragments follow PTX's m16n8k8 TF32 layout (lane = 4g + t): A register v holds row
 /// `g + 8 (v % 2)`, column `t + 4 (v / 2)`; B register v holds row `t + 4 v`, column g. The

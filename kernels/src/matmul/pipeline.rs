@@ -2,8 +2,8 @@
 //! convolutions of [`crate::conv_mma`] and their weight gradient in
 //! [`crate::conv_weight_mma`]): K is walked in slices of `block_k`, `stages` slices in flight
 //! through asynchronous global-to-shared copies with one shared barrier per stage, each
-//! landed slice multiplied into the plane's accumulators by [`multiply_slice`] (f16 / bf16)
-//! or [`multiply_slice_tf32`]. What differs between the kernels is only where a slice's
+//! landed slice multiplied into the plane's accumulators by [`multiply_slice`](fn@multiply_slice) (f16 / bf16)
+//! or [`multiply_slice_tf32`](fn@multiply_slice_tf32). What differs between the kernels is only where a slice's
 //! chunks come from: a [`StageSlices`] starts those copies.
 use cubecl::prelude::barrier::Barrier;
 use cubecl::prelude::*;
@@ -34,7 +34,7 @@ pub trait StageSlices<T: Float, NV: Size> {
 }
 
 /// Multiplies `num_k` K slices staged by `slices` into the accumulators of this unit's plane
-/// (its `warp_row`, `warp_col` part of the cube's tile, as [`multiply_slice`] lays them out)
+/// (its `warp_row`, `warp_col` part of the cube's tile, as [`multiply_slice`](fn@multiply_slice) lays them out)
 /// and returns them. Every unit of the cube must call it (it waits on shared barriers).
 ///
 /// Slice `t` lives in stage `t % stages`; the loop is unrolled by `stages` so that stages and

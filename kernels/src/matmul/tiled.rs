@@ -8,7 +8,7 @@
 //! `A` (f32 for f16/bf16), then every unit runs `block_k` rank-1 updates of its registers.
 //! A unit owns rows `ty + i * (block_m / unit_m)` and columns `tx + j * (block_n / unit_n)`,
 //! so that neighbouring units read neighbouring shared-memory words (no bank conflicts) and
-//! write neighbouring output elements. [`tiled_product`] is the product itself, which
+//! write neighbouring output elements. [`tiled_product`](fn@tiled_product) is the product itself, which
 //! `fused_matmul` shares.
 use cubecl::prelude::*;
 

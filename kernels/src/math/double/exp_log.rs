@@ -56,7 +56,7 @@ pub fn exp(x: f64) -> f64 {
     select(is_nan(x), x, y)
 }
 
-/// `e^x - 1 = 2^k (m + (1 - 2^-k))` from [`exp_parts`], `1 - 2^-k` exact: full relative
+/// `e^x - 1 = 2^k (m + (1 - 2^-k))` from [`exp_parts`](fn@exp_parts), `1 - 2^-k` exact: full relative
 /// precision near zero.
 #[cube]
 pub fn expm1(x: f64) -> f64 {

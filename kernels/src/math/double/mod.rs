@@ -53,7 +53,7 @@ pub fn infinity() -> f64 {
     f64::reinterpret(0x7ff0_0000_0000_0000u64 | dd::runtime_zero())
 }
 
-/// NaN, as [`infinity`].
+/// NaN, as [`infinity`](fn@infinity).
 #[cube]
 pub fn nan() -> f64 {
     f64::reinterpret(0x7ff8_0000_0000_0000u64 | dd::runtime_zero())

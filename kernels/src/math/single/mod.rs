@@ -1,6 +1,6 @@
 //! Software f32 functions, from f32 `+ - * /`, `sqrt`, `floor`, bit casts and 32-bit integer
 //! products alone, used for f32 (and f16 and bf16, which compute in f32) on every device whose
-//! own functions are not accurate (all but CUDA's; see [`super::device_math`]).
+//! own functions are not accurate (all but CUDA's; see [`super::device_math`](fn@super::device_math)).
 //!
 //! Vulkan bounds its built-in functions loosely (`exp` within 3 + 2|x| ULP, `log` within 2^-21
 //! absolute near 1, `atanh`, `erf` and the inverse trigonometric functions unbounded), and
@@ -13,7 +13,7 @@
 //! Each function reduces its argument exactly (or with its error carried along), evaluates a
 //! polynomial fitted on Chebyshev nodes to the reduced range (coefficients from 50-digit fits,
 //! rounded to f32) and rounds once or twice at the end. Where a division or a square root is
-//! a main term, its rounding error is corrected ([`quotient`], the truncated square roots of
+//! a main term, its rounding error is corrected ([`quotient`](fn@quotient), the truncated square roots of
 //! `asin` / `acos`): Vulkan allows 2.5 ULP for both, and lavapipe's are that far off. Branches
 //! that cost more than a select are taken with `if`, so a thread computes only its own.
 //!

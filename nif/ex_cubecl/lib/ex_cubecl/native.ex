@@ -20,13 +20,9 @@ defmodule ExCubecl.Native do
   `bench/call_overhead.exs` measures them in microseconds (8 µs for `shape/1` in a debug
   build on lavapipe), far under the ~1 ms a normal scheduler may be held.
   """
-  @on_load :load_nif
-
-  @doc false
-  def load_nif do
-    path = :filename.join(:code.priv_dir(:ex_cubecl), ~c"libex_cubecl_nif")
-    :erlang.load_nif(path, 0)
-  end
+  # The library: built from source (`priv/libex_cubecl_nif.so`) or precompiled
+  # (rustler_precompiled); see ExCubecl.Native.Loader.
+  use ExCubecl.Native.Loader
 
   defp err, do: :erlang.nif_error(:nif_not_loaded)
 

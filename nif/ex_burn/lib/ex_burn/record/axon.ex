@@ -52,7 +52,7 @@ if Code.ensure_loaded?(Axon) do
     from `burn_params` (converted to Axon's layouts and checked against Axon's shapes; cast
     to Axon's type where it differs). Layers not paired keep their values.
     """
-    @spec to_model_state(burn_params(), ModelState.t(), mapping()) :: ModelState.t()
+    @spec to_model_state(burn_params(), %ModelState{}, mapping()) :: %ModelState{}
     def to_model_state(burn_params, %ModelState{data: data} = state, mapping \\ :auto) do
       op = "ExBurn.Record.Axon.to_model_state"
       burn = burn_layers(burn_params)
@@ -78,7 +78,7 @@ if Code.ensure_loaded?(Axon) do
     The Burn parameters (`%{"hidden1.weight" => tensor, ...}`, for `ExBurn.Record.save/3`) of
     the Axon layers that `mapping` names, converted to Burn's layouts.
     """
-    @spec from_model_state(ModelState.t(), mapping()) :: %{String.t() => Nx.Tensor.t()}
+    @spec from_model_state(%ModelState{}, mapping()) :: %{String.t() => Nx.Tensor.t()}
     def from_model_state(%ModelState{data: data}, mapping \\ :auto) do
       op = "ExBurn.Record.Axon.from_model_state"
 

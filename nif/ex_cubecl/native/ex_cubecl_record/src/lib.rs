@@ -3,7 +3,7 @@
 //! NIF (`ex_cubecl_nif`'s `record_load` / `record_save`) hands them to Elixir, so that one
 //! set of weights serves Rust and Elixir.
 //!
-//! - [`format`]: the layout (metadata, nested module maps, `ParamSerde`, `TensorData`), and
+//! - [`format`](mod@format): the layout (metadata, nested module maps, `ParamSerde`, `TensorData`), and
 //!   what Burn writes for modules without parameters; `decode.rs` reads it, `encode.rs`
 //!   writes it.
 //! - [`mpk`]: the MessagePack underneath.
