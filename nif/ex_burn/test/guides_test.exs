@@ -86,7 +86,7 @@ defmodule ExBurn.GuidesTest do
 
   for guide <- @guides do
     if reason = @needs_merge[guide], do: @tag(skip: "needs the merge of #{reason}")
-    @tag timeout: 600_000
+    @tag timeout: 1_200_000
     test "guides/#{guide} runs as written" do
       path = Path.join(@dir, unquote(guide))
       Blocks.run(path, Blocks.extract(File.read!(path)))
