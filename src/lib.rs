@@ -83,19 +83,19 @@ pub use runtime::{
 pub use tensor::{CubeTensor, QuantizedTensor};
 
 /// The backend on wgpu (Vulkan, Metal, DX12; Mesa's lavapipe on machines without a GPU).
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "wgpu-wgsl")]
 pub type ExWgpu = ExCubeclBackend<cubecl::wgpu::WgpuRuntime>;
 
 /// [`ExWgpu`] with Burn's autodiff.
-#[cfg(feature = "wgpu")]
+#[cfg(feature = "wgpu-wgsl")]
 pub type ExWgpuAutodiff = burn_autodiff::Autodiff<ExWgpu>;
 
 /// [`ExWgpu`] with kernel fusion: Burn's fusion engine with our fusers (see [`fusion`]).
-#[cfg(all(feature = "wgpu", feature = "fusion"))]
+#[cfg(all(feature = "wgpu-wgsl", feature = "fusion"))]
 pub type ExWgpuFusion = burn_fusion::Fusion<ExWgpu>;
 
 /// [`ExWgpuFusion`] with Burn's autodiff.
-#[cfg(all(feature = "wgpu", feature = "fusion"))]
+#[cfg(all(feature = "wgpu-wgsl", feature = "fusion"))]
 pub type ExWgpuFusionAutodiff = burn_autodiff::Autodiff<ExWgpuFusion>;
 
 /// The backend on CUDA (loaded at run time).

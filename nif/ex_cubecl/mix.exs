@@ -9,8 +9,11 @@ defmodule Mix.Tasks.Compile.ExCubeclNif do
   workspace, so it shares the lockfile and the warm target directory (`CARGO_TARGET_DIR`,
   default `~/.cache/ex_cubecl/target`); in the Hex package it builds on its own, with the
   `ex_cubecl` crate from crates.io. `EX_CUBECL_PROFILE` picks the cargo profile (`debug`, the
-  default outside `:prod`, or `release`); `EX_CUBECL_FEATURES` the runtimes (`wgpu`, the
-  default; `cuda`; or `wgpu,cuda`).
+  default outside `:prod`, or `release`); `EX_CUBECL_FEATURES` the crate's features,
+  comma-separated, built with `--no-default-features`: `wgpu` (the default here: hardware
+  adapters through wgpu besides the CPU device), `vulkan`, `metal`, `cuda`, `default` (the
+  crate's own default: CUDA and wgpu), or `none` for a NIF that runs on the CPU device alone
+  (lavapipe/llvmpipe, WARP). The README's platform table maps them.
 
   `EX_CUBECL_NIF` names a library built before (e.g. on a machine without Rust, or to share one
   build between checkouts): it is copied into `priv/` as it is, and cargo does not run.
@@ -42,9 +45,11 @@ defmodule Mix.Tasks.Compile.ExCubeclNif do
       Mix.raise("ex_cubecl: cargo is required to build the NIF (install Rust with rustup)")
     end
 
+    features = if features in ["", "none"], do: [], else: ["--features", features]
+
     args =
-      ["build", "-p", @crate, "--no-default-features", "--features", features] ++
-        if(profile == "release", do: ["--release"], else: [])
+      ["build", "-p", @crate, "--no-default-features"] ++
+        features ++ if(profile == "release", do: ["--release"], else: [])
 
     Mix.shell().info("ex_cubecl: cargo #{Enum.join(args, " ")}")
 

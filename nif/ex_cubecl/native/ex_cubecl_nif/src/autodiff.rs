@@ -15,7 +15,6 @@ use crate::tensor::{AnyPrim, Prim, TensorRef, wrap};
 macro_rules! on_runtime {
     ($value:expr, $params:expr, $op:expr, |$B:ident, $v:ident, $ps:ident| $body:expr) => {
         match $value {
-            #[cfg(feature = "wgpu")]
             AnyPrim::Wgpu($v) => {
                 type $B = crate::tensor::AdWgpu;
                 let $ps = crate::prims_of!($params, Wgpu, $op)?;

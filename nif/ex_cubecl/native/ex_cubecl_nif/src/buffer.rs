@@ -52,7 +52,6 @@ pub fn upload(
 ) -> NifResult<AnyPrim> {
     let data = TensorData::from_bytes_vec(bytes, Shape::from(dims), dtype);
     Ok(match device {
-        #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => AnyPrim::Wgpu(upload_on::<crate::tensor::AdWgpu>(op, data, d)?),
         #[cfg(feature = "cuda")]
         Dev::Cuda(d) => AnyPrim::Cuda(upload_on::<crate::tensor::AdCuda>(op, data, d)?),

@@ -58,7 +58,6 @@ pub fn all_reduce(inputs: Vec<AnyPrim>, op: &str) -> NifResult<Vec<AnyPrim>> {
         }};
     }
     match first {
-        #[cfg(feature = "wgpu")]
         AnyPrim::Wgpu(_) => on!(Wgpu, crate::tensor::AdWgpu),
         #[cfg(feature = "cuda")]
         AnyPrim::Cuda(_) => on!(Cuda, crate::tensor::AdCuda),

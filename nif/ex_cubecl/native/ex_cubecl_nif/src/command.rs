@@ -21,7 +21,6 @@ use crate::tensor::{AnyPrim, Prim, TensorRef, wrap};
 
 /// A captured pipeline with the inputs of one replay and its outputs' kind codes.
 pub enum Replay {
-    #[cfg(feature = "wgpu")]
     Wgpu(
         Arc<Pipeline<ex_cubecl::cubecl::wgpu::WgpuRuntime>>,
         Vec<CubeTensor<ex_cubecl::cubecl::wgpu::WgpuRuntime>>,
@@ -51,7 +50,6 @@ mod atoms {
 
 type Wrap<R> = fn(Prim<Inner<R>>) -> AnyPrim;
 
-#[cfg(feature = "wgpu")]
 fn wrap_wgpu(p: Prim<Inner<ex_cubecl::cubecl::wgpu::WgpuRuntime>>) -> AnyPrim {
     AnyPrim::Wgpu(crate::tensor::from_inner(p))
 }
@@ -178,7 +176,6 @@ pub fn submit_kernels(
         }};
     }
     match &device {
-        #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => go!(Wgpu, ex_cubecl::cubecl::wgpu::WgpuRuntime, d, wrap_wgpu),
         #[cfg(feature = "cuda")]
         Dev::Cuda(d) => go!(Cuda, ex_cubecl::cubecl::cuda::CudaRuntime, d, wrap_cuda),
@@ -188,7 +185,6 @@ pub fn submit_kernels(
 /// Submits a replay of a captured pipeline.
 pub fn submit_replay(replay: Replay, device: Dev, pid: LocalPid) -> NifResult<u64> {
     match (replay, &device) {
-        #[cfg(feature = "wgpu")]
         (Replay::Wgpu(p, inputs, codes), Dev::Wgpu(d)) => Ok(enqueue(
             d,
             device.clone(),
@@ -225,7 +221,6 @@ fn status_of(id: u64) -> NifResult<(Dev, CommandId, Result<CommandStatus, String
         )
     })?;
     let status = match &entry.device {
-        #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => {
             CommandQueue::<ex_cubecl::cubecl::wgpu::WgpuRuntime>::for_device(d).poll(entry.id)
         }
@@ -295,7 +290,6 @@ pub fn wait(id: u64, timeout_ms: Option<u64>) -> NifResult<Vec<AnyPrim>> {
         NifError::new("wait", e.to_string(), format!("command {id}"))
     };
     match &entry.device {
-        #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => {
             let out = CommandQueue::<ex_cubecl::cubecl::wgpu::WgpuRuntime>::for_device(d)
                 .wait(entry.id)

@@ -1,5 +1,5 @@
 //! ExCubecl's one NIF: tensors of `Autodiff<ExCubeclBackend<R>>` (wgpu and, with the `cuda`
-//! feature, CUDA) for Elixir.
+//! feature, CUDA) for Elixir. Devices and the build's features: see `device.rs`.
 //!
 //! Every NIF returns `{:ok, value}` or `{:error, %{op, reason, details}}`; a panic under a NIF
 //! becomes such an error ([`error::guard`]). Scheduling: NIFs that launch kernels (which may
@@ -197,7 +197,6 @@ pub(crate) fn run(
         }};
     }
     match device {
-        #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => on!(
             Wgpu,
             tensor::AdWgpu,
@@ -223,7 +222,6 @@ fn synchronize(device: String) -> NifResult<bool> {
                 .map_err(|e| NifError::new("synchronize", format!("{e:?}"), "device failure"))
         };
         match Dev::parse("synchronize", &device)? {
-            #[cfg(feature = "wgpu")]
             Dev::Wgpu(d) => sync(<tensor::AdWgpu as burn_backend::Backend>::sync(&d)),
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => sync(<tensor::AdCuda as burn_backend::Backend>::sync(&d)),
@@ -248,7 +246,6 @@ fn memory_info(device: String) -> NifResult<(u64, u64, u64)> {
     guard("memory_info", || {
         use ex_cubecl::cubecl::Runtime;
         let usage = match Dev::parse("memory_info", &device)? {
-            #[cfg(feature = "wgpu")]
             Dev::Wgpu(d) => ex_cubecl::cubecl::wgpu::WgpuRuntime::client(&d).memory_usage(),
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => ex_cubecl::cubecl::cuda::CudaRuntime::client(&d).memory_usage(),
@@ -287,7 +284,6 @@ fn supported_dtypes(device: String) -> NifResult<Vec<&'static str>> {
     guard("supported_dtypes", || {
         let device = Dev::parse("supported_dtypes", &device)?;
         let supports = |dtype| match &device {
-            #[cfg(feature = "wgpu")]
             Dev::Wgpu(d) => <tensor::AdWgpu as burn_backend::Backend>::supports_dtype(d, dtype),
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => <tensor::AdCuda as burn_backend::Backend>::supports_dtype(d, dtype),
@@ -314,9 +310,7 @@ fn runtimes() -> Vec<&'static str> {
     if cfg!(feature = "cuda") {
         out.push("cuda");
     }
-    if cfg!(feature = "wgpu") {
-        out.push("wgpu");
-    }
+    out.push("wgpu");
     out
 }
 

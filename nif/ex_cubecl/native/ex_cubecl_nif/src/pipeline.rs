@@ -59,7 +59,6 @@ struct Captured<R: Runtime> {
 }
 
 enum Compiled {
-    #[cfg(feature = "wgpu")]
     Wgpu(Captured<ex_cubecl::cubecl::wgpu::WgpuRuntime>),
     #[cfg(feature = "cuda")]
     Cuda(Captured<ex_cubecl::cubecl::cuda::CudaRuntime>),
@@ -199,7 +198,6 @@ impl PipelineRes {
             }};
         }
         match &device {
-            #[cfg(feature = "wgpu")]
             Dev::Wgpu(d) => go!(Wgpu, ex_cubecl::cubecl::wgpu::WgpuRuntime, d),
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => go!(Cuda, ex_cubecl::cubecl::cuda::CudaRuntime, d),
@@ -223,7 +221,6 @@ impl PipelineRes {
             };
         }
         match (&plan.compiled, inputs.first()) {
-            #[cfg(feature = "wgpu")]
             (Some(Compiled::Wgpu(c)), Some(AnyPrim::Wgpu(_))) => work!(Wgpu, c),
             #[cfg(feature = "cuda")]
             (Some(Compiled::Cuda(c)), Some(AnyPrim::Cuda(_))) => work!(Cuda, c),

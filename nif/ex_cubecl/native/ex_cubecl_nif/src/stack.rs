@@ -6,11 +6,16 @@
 //! overflow there would kill the VM (an Nx FFT did, in a debug build). So each scheduler
 //! thread gets one 64 MiB stack, mapped once with a guard page below it and reused by every
 //! call on that thread (only the pages a call touches are ever committed); the NIF's work
-//! runs on it.
+//! runs on it. On Windows, where psm doesn't switch stacks, calls run on the scheduler's own
+//! stack: raise the dirty schedulers' stacks there instead (`erl +sssdcpu 16384 +sssdio 16384`,
+//! in kilowords).
+#[cfg(unix)]
 use std::cell::Cell;
 
+#[cfg(unix)]
 const SIZE: usize = 64 << 20;
 
+#[cfg(unix)]
 thread_local! {
     /// This thread's stack: the base of the usable area (above the guard page), or null.
     static BASE: Cell<*mut u8> = const { Cell::new(std::ptr::null_mut()) };
@@ -19,6 +24,7 @@ thread_local! {
 }
 
 /// Runs `f` on this thread's large stack. `f` must not unwind: callers catch panics inside.
+#[cfg(unix)]
 pub fn run<T>(f: impl FnOnce() -> T) -> T {
     if ACTIVE.get() || !enabled() {
         return f();
@@ -32,7 +38,14 @@ pub fn run<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Runs `f` (on the scheduler's own stack: no stack switching on this target).
+#[cfg(not(unix))]
+pub fn run<T>(f: impl FnOnce() -> T) -> T {
+    f()
+}
+
 /// Whether calls switch stacks (`EX_CUBECL_NIF_STACK=0` turns it off, for diagnosis).
+#[cfg(unix)]
 fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("EX_CUBECL_NIF_STACK").map_or(true, |v| v != "0"))
@@ -40,12 +53,18 @@ fn enabled() -> bool {
 
 /// The base of this thread's stack, mapped on first use; `None` where mapping fails (the
 /// call then runs on the scheduler's own stack).
+#[cfg(unix)]
 fn base() -> Option<*mut u8> {
     let base = BASE.get();
     if !base.is_null() {
         return Some(base);
     }
-    let page = 4096;
+    // 4 KiB on x86-64 Linux, 16 KiB on Apple silicon: the guard and the base follow it.
+    // SAFETY: sysconf reads a constant of the system.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => 4096,
+    };
     // SAFETY: an anonymous private mapping; the lowest page becomes the guard.
     unsafe {
         let p = libc::mmap(

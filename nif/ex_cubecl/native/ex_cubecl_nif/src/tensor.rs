@@ -13,7 +13,6 @@ use crate::device::Dev;
 use crate::error::{NifError, NifResult};
 
 /// Our backend with autodiff, on wgpu.
-#[cfg(feature = "wgpu")]
 pub type AdWgpu = burn_autodiff::Autodiff<ex_cubecl::ExWgpu>;
 /// Our backend with autodiff, on CUDA.
 #[cfg(feature = "cuda")]
@@ -105,7 +104,6 @@ pub fn from_inner<B: AutodiffBackend>(p: Prim<B::InnerBackend>) -> Prim<B> {
 /// A primitive of any compiled-in runtime.
 #[derive(Clone)]
 pub enum AnyPrim {
-    #[cfg(feature = "wgpu")]
     Wgpu(Prim<AdWgpu>),
     #[cfg(feature = "cuda")]
     Cuda(Prim<AdCuda>),
@@ -117,7 +115,6 @@ pub enum AnyPrim {
 macro_rules! on_prim {
     ($any:expr, |$B:ident, $p:ident| $body:expr) => {
         match $any {
-            #[cfg(feature = "wgpu")]
             $crate::tensor::AnyPrim::Wgpu($p) => {
                 #[allow(dead_code)]
                 type $B = $crate::tensor::AdWgpu;
@@ -164,7 +161,6 @@ impl AnyPrim {
 
     pub fn device(&self) -> Dev {
         match self {
-            #[cfg(feature = "wgpu")]
             AnyPrim::Wgpu(p) => Dev::Wgpu(p.device()),
             #[cfg(feature = "cuda")]
             AnyPrim::Cuda(p) => Dev::Cuda(p.device()),

@@ -58,7 +58,6 @@ where
 
 /// [`State`] of the program's runtime.
 pub enum RunState {
-    #[cfg(feature = "wgpu")]
     Wgpu(State<ex_cubecl::cubecl::wgpu::WgpuRuntime>),
     #[cfg(feature = "cuda")]
     Cuda(State<ex_cubecl::cubecl::cuda::CudaRuntime>),
@@ -104,7 +103,6 @@ impl RunState {
             }};
         }
         match &p.device {
-            #[cfg(feature = "wgpu")]
             Dev::Wgpu(d) => new!(Wgpu, d),
             #[cfg(feature = "cuda")]
             Dev::Cuda(d) => new!(Cuda, d),
@@ -123,7 +121,6 @@ impl RunState {
             (runs.len(), captured.len(), direct, captured.iter().map(|c| c.launches()).sum(), s.reads)
         }
         match self {
-            #[cfg(feature = "wgpu")]
             RunState::Wgpu(s) => count(s),
             #[cfg(feature = "cuda")]
             RunState::Cuda(s) => count(s),
@@ -150,7 +147,6 @@ pub fn run(p: &Program, state: &mut RunState, inputs: Vec<AnyPrim>, caller: &mut
         }};
     }
     match (&p.device, state) {
-        #[cfg(feature = "wgpu")]
         (Dev::Wgpu(d), RunState::Wgpu(s)) => go!(Wgpu, ex_cubecl::cubecl::wgpu::WgpuRuntime, d, s),
         #[cfg(feature = "cuda")]
         (Dev::Cuda(d), RunState::Cuda(s)) => go!(Cuda, ex_cubecl::cubecl::cuda::CudaRuntime, d, s),

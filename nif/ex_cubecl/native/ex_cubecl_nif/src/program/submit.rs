@@ -60,7 +60,6 @@ pub fn submit(program: ProgramRef, inputs: Vec<AnyPrim>, pid: LocalPid) -> NifRe
         }};
     }
     match program.device.clone() {
-        #[cfg(feature = "wgpu")]
         Dev::Wgpu(d) => go!(Wgpu, &d),
         #[cfg(feature = "cuda")]
         Dev::Cuda(d) => go!(Cuda, &d),
