@@ -8,12 +8,6 @@ defmodule ExBurn.ExamplesTest do
 
   @root Path.expand("..", __DIR__)
 
-  # Scripts in the documented API before its branches are merged: the lead empties this map
-  # when seed-training and seed-bridges are in (see the branch seed-platforms's report).
-  @needs_merge %{
-    "linear_regression.exs" => "seed-training: fit/3 returning the model, predict/2's {:ok, _}",
-    "mnist_simple.exs" => "seed-training: fit/3's documented options and callbacks, evaluate/3, load(model, path)"
-  }
 
   @examples [
     {"linear_regression.exs", ~w(--epochs 20), ~r/learned: y = \S+ x \+ \S+/},
@@ -21,7 +15,6 @@ defmodule ExBurn.ExamplesTest do
   ]
 
   for {script, args, expected} <- @examples do
-    if reason = @needs_merge[script], do: @tag(skip: "needs the merge of #{reason}")
     @tag timeout: 900_000
     test "examples/#{script} runs as documented" do
       {out, status} =

@@ -44,15 +44,6 @@ defmodule ExBurn.GuidesTest do
   # The guides the seed's README lists, by the names it gives them.
   @guides ~w(01_getting_started.md 02_training.md 03_mobile_deployment.md 04_architecture.md 05_training_optimization.md)
 
-  # Guides that call the documented API before its branches are merged: the lead empties this
-  # map when seed-training and seed-bridges are in (see the branch seed-platforms's report).
-  @needs_merge %{
-    "01_getting_started.md" => "seed-bridges: default_device/0 as :gpu | :cpu, device_info/0's keys, BurnBridge",
-    "02_training.md" => "seed-training: fit/3 returning the model, its documented options and callbacks",
-    "03_mobile_deployment.md" => "seed-training and seed-bridges: fit/3, load(model, path), Serving's options, CubeclBridge",
-    "04_architecture.md" => "seed-bridges: ExBurn.Error.format_error/1, ExBurn.Error's keyword raise",
-    "05_training_optimization.md" => "seed-training: fit/3 returning the model, schedules, callbacks, grad_method"
-  }
 
   setup do
     # Guides set Nx.Defn's global options (the process's backend goes with the test process).
@@ -85,7 +76,6 @@ defmodule ExBurn.GuidesTest do
   end
 
   for guide <- @guides do
-    if reason = @needs_merge[guide], do: @tag(skip: "needs the merge of #{reason}")
     @tag timeout: 1_200_000
     test "guides/#{guide} runs as written" do
       path = Path.join(@dir, unquote(guide))
