@@ -40,7 +40,7 @@ for crate in ex_cubecl_kernels ex_cubecl ex_cubecl_record; do
     file="$CARGO_TARGET_DIR/package/$crate-$version.crate"
     dir="${dirs[$crate]}"
     got="$(tar -tzf "$file" | sed "s|^$crate-$version/||" | grep -v -x -E 'Cargo.toml.orig|Cargo.lock|.cargo_vcs_info.json' | sort)"
-    want="$( (echo Cargo.toml; echo README.md; git -C "$dir" ls-files --cached --others --exclude-standard -- src | grep '\.rs$') | sort -u)"
+    want="$( (echo Cargo.toml; echo README.md; git -C "$dir" ls-files --cached --others --exclude-standard -- src tests | grep '\.rs$') | sort -u)"
     if [ "$got" != "$want" ]; then
         echo "cargo package: $crate's file list differs from its sources (< packaged, > in the repository):" >&2
         diff <(echo "$got") <(echo "$want") >&2 || true
