@@ -50,21 +50,26 @@ defmodule ExCubecl.Registry do
   end
 
   def put(key, value), do: :ets.insert(@table, {key, value})
-  def delete(key), do: :ets.delete(@table, key)
+
+  # (where the application isn't started, as in a bare `elixir -pa ...` script, the table is
+  # absent and holds nothing: the NIF's own commands are then all there is)
+  def delete(key), do: present?() and :ets.delete(@table, key)
 
   def get(key) do
-    case :ets.lookup(@table, key) do
+    case present?() and :ets.lookup(@table, key) do
       [{^key, value}] -> value
-      [] -> nil
+      _ -> nil
     end
   end
 
   def take(key) do
-    case :ets.take(@table, key) do
+    case present?() and :ets.take(@table, key) do
       [{^key, value}] -> value
-      [] -> nil
+      _ -> nil
     end
   end
+
+  defp present?, do: :ets.whereis(@table) != :undefined
 
   @doc "A new command id (never one of the NIF's queues)."
   def next_id, do: @id_base + System.unique_integer([:positive, :monotonic])

@@ -22,7 +22,7 @@ defmodule ExCubecl.AllocationLimitTest do
 
     assert :ok = ExCubecl.put_allocation_limit(nil)
     assert {:ok, [z]} = ExCubecl.run_kernel(:exp, [x])
-    assert ExCubecl.shape(z) == [1024]
+    assert ExCubecl.shape(z) == {:ok, [1024]}
     assert_raise FunctionClauseError, fn -> ExCubecl.put_allocation_limit(0) end
   end
 end
