@@ -23,8 +23,8 @@ model =
   |> Axon.dense(2)
   |> ExBurn.Model.compile(loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 0.05, seed: 0)
 
-{model, _history} = ExBurn.Training.fit(model, {x, y}, epochs: 2, batch_size: 16, log: false)
-%{loss: loss} = ExBurn.Training.evaluate(model, {x, y})
+model = ExBurn.Training.fit(model, {x, y}, epochs: 2, batch_size: 16, verbose: false)
+loss = ExBurn.Training.evaluate(model, {x, y})
 path = Path.join(System.tmp_dir!(), "ex_burn_exit_in_flight_#{System.pid()}.exburn")
 :ok = ExBurn.Model.save(model, path)
 bytes = byte_size(ExBurn.Model.serialize_params(model))
