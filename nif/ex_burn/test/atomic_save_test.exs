@@ -39,9 +39,9 @@ defmodule ExBurn.AtomicSaveTest do
 
     # Model.save/2's error names the operation and the path.
     model = Axon.input("x", shape: {nil, 2}) |> Axon.dense(1) |> Model.compile(loss: :mse, seed: 0)
-    assert {:error, %ExBurn.Error{} = e} = Model.save(model, path("plain/m.exburn"))
-    assert Exception.message(e) =~ "ExBurn.Model.save"
-    assert Exception.message(e) =~ "plain/m.exburn"
+    assert {:error, message} = Model.save(model, path("plain/m.exburn"))
+    assert message =~ "ExBurn.Model.save"
+    assert message =~ "plain/m.exburn"
   end
 
   # The writer: a VM with ex_cubecl and ex_burn's compiled code, writing `a` and `b` in turn.
@@ -107,7 +107,7 @@ defmodule ExBurn.AtomicSaveTest do
           true -> flunk("a torn checkpoint: #{byte_size(content)} bytes, neither of the two (#{byte_size(bytes_a)} bytes)")
         end
 
-        {:ok, loaded} = Model.load(target, a)
+        {:ok, loaded} = Model.load(a, target)
         want = if which == :a, do: a, else: b
         for {name, t} <- Model.parameters(want), do: assert(Nx.to_binary(Model.parameters(loaded)[name]) == Nx.to_binary(t))
 

@@ -35,8 +35,8 @@ defmodule ExBurn.TrainingFaultsTest do
       |> Model.compile(loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :adam, learning_rate: 0.01, seed: 5)
 
     [b1, b2, b3] = [batch(1), batch(2), batch(3, 24)]
-    {m1, _} = Training.train_step(model, b1)
-    {m2, _} = Training.train_step(m1, b2)
+    {_, m1} = Training.train_step(model, b1)
+    {_, m2} = Training.train_step(m1, b2)
     before = snapshot(m2)
 
     :ok = ExCubecl.put_allocation_limit(12 * 1024)
@@ -45,9 +45,9 @@ defmodule ExBurn.TrainingFaultsTest do
     :ok = ExCubecl.put_allocation_limit(nil)
 
     assert snapshot(m2) == before, "the model from before the refused step changed"
-    {resumed, _} = Training.train_step(m2, b3)
+    {_, resumed} = Training.train_step(m2, b3)
     # The same three steps again, without a fault.
-    {straight, _} = model |> Training.train_step(b1) |> elem(0) |> Training.train_step(b2) |> elem(0) |> Training.train_step(b3)
+    {_, straight} = model |> Training.train_step(b1) |> elem(1) |> Training.train_step(b2) |> elem(1) |> Training.train_step(b3)
     assert snapshot(resumed) == snapshot(straight), "the step after the fault differs from the uninterrupted one"
     IO.puts("training faults: 1 allocation refused mid-run (#{String.slice(Exception.message(error), 0, 90)}...), model intact, run resumed exactly")
   end
