@@ -36,6 +36,8 @@ defmodule ExBurn.DataParallelTest do
     {Nx.backend_copy(x, Nx.BinaryBackend), Nx.backend_copy(labels, Nx.BinaryBackend)}
   end
 
+  defp host(container), do: container |> Nx.Defn.Composite.flatten_list() |> Enum.map(&Nx.to_binary/1)
+
   defp params(model), do: Map.new(Model.parameters(model), fn {k, v} -> {k, Nx.backend_copy(v, Nx.BinaryBackend)} end)
 
   defp max_diff(a, b) do
@@ -69,46 +71,64 @@ defmodule ExBurn.DataParallelTest do
       for {_name, t} <- Model.parameters(second), do: assert(%ExBurn.Backend{device: "wgpu:cpu"} = t.data)
       assert params(first) == params(second)
       assert first.optimizer_state.updates == second.optimizer_state.updates
+      assert host([first.optimizer_state.state]) == host([second.optimizer_state.state])
     end
   end
 
-  test "a second fit continues the optimizer state on the devices" do
-    opts = [epochs: 1, batch_size: 8, shuffle: false, verbose: false, optimizer: {:adam, learning_rate: 0.01}]
-    once = Training.fit(model(), data(), [devices: @devices] ++ opts)
-    twice = Training.fit(once, data(), [devices: @devices] ++ opts)
+  test "layer state (batch norm) averaged over the devices; a second fit continues the optimizer state" do
+    bn =
+      Axon.input("x", shape: {nil, 4})
+      |> Axon.dense(6, name: "hidden")
+      |> Axon.batch_norm(name: "bn")
+      |> Axon.dense(3, name: "out")
+      |> Model.compile(loss: :cross_entropy, optimizer: :adam, learning_rate: 0.01, seed: 3, device: "wgpu")
+
+    parent = self()
+    last = Callbacks.on(:epoch_completed, fn state, ctx -> send(parent, {:replicas, Training.current_replicas(state, ctx)}) && :continue end)
+    opts = [epochs: 1, batch_size: 8, shuffle: false, verbose: false, devices: @devices]
+    once = Training.fit(bn, data(), opts)
+    twice = Training.fit(once, data(), [callbacks: [last]] ++ opts)
     assert twice.optimizer_state.updates == 4
     assert max_diff(params(once), params(twice)) > 0
+
+    # The running mean and variance moved from their start, and are the same on both devices.
+    assert_receive {:replicas, [first, second]}
+    state = fn model -> model.state.data["bn"] |> Map.take(["mean", "var"]) |> then(&host([&1])) end
+    assert state.(first) == state.(second)
+    assert state.(first) != state.(bn)
   end
 
   test "a batch that doesn't split, an unknown device, numerical gradients: errors naming fit" do
+    model = model()
+
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: a batch \(:batch_size\) of 7 examples doesn't split into equal shards over 2 devices/, fn ->
-      Training.fit(model(), data(), devices: @devices, batch_size: 7, epochs: 1, verbose: false)
+      Training.fit(model, data(), devices: @devices, batch_size: 7, epochs: 1, verbose: false)
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: the last batch of 1 examples doesn't split/, fn ->
       {x, y} = data()
-      Training.fit(model(), {x[0..8], y[0..8]}, devices: @devices, batch_size: 4, epochs: 1, verbose: false)
+      Training.fit(model, {x[0..8], y[0..8]}, devices: @devices, batch_size: 4, epochs: 1, verbose: false)
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: a batch of 3 examples doesn't split/, fn ->
       {x, y} = data()
-      Training.fit(model(), [{x[0..2], y[0..2]}], devices: @devices, epochs: 1, verbose: false)
+      Training.fit(model, [{x[0..2], y[0..2]}], devices: @devices, epochs: 1, verbose: false)
     end
 
-    error = assert_raise ExBurn.Error, fn -> Training.fit(model(), data(), devices: ["wgpu", "wgpu:99"], verbose: false) end
+    error = assert_raise ExBurn.Error, fn -> Training.fit(model, data(), devices: ["wgpu", "wgpu:99"], verbose: false) end
     assert Exception.message(error) =~ "ExBurn.Training.fit"
     assert Exception.message(error) =~ "wgpu:99"
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: :devices must be a non-empty list/, fn ->
-      Training.fit(model(), data(), devices: [], verbose: false)
+      Training.fit(model, data(), devices: [], verbose: false)
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: :devices names "wgpu" more than once/, fn ->
-      Training.fit(model(), data(), devices: ["wgpu", "wgpu"], verbose: false)
+      Training.fit(model, data(), devices: ["wgpu", "wgpu"], verbose: false)
     end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: :devices trains with exact gradients/, fn ->
-      Training.fit(model(), data(), devices: @devices, grad_method: :numerical, verbose: false)
+      Training.fit(model, data(), devices: @devices, grad_method: :numerical, verbose: false)
     end
   end
 end
