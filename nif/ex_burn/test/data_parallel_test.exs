@@ -25,7 +25,9 @@ defmodule ExBurn.DataParallelTest do
     Axon.input("x", shape: {nil, 4})
     |> Axon.dense(6, activation: :tanh, name: "hidden")
     |> Axon.dense(3, name: "out")
-    |> Model.compile(Keyword.merge([loss: :cross_entropy, optimizer: :sgd, learning_rate: 0.5, seed: 3, device: "wgpu"], opts))
+    |> Model.compile(
+      Keyword.merge([loss: :cross_entropy, optimizer: :sgd, learning_rate: 0.5, seed: 3, device: "wgpu"], opts)
+    )
   end
 
   # 16 samples: 2 batches of 8 per epoch, no shuffling, so both runs see the same batches.
@@ -41,7 +43,10 @@ defmodule ExBurn.DataParallelTest do
   defp params(model), do: Map.new(Model.parameters(model), fn {k, v} -> {k, Nx.backend_copy(v, Nx.BinaryBackend)} end)
 
   defp max_diff(a, b) do
-    a |> Map.keys() |> Enum.map(&(Nx.subtract(a[&1], b[&1]) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number())) |> Enum.max()
+    a
+    |> Map.keys()
+    |> Enum.map(&(Nx.subtract(a[&1], b[&1]) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()))
+    |> Enum.max()
   end
 
   test "4 steps on 2 devices with shards of 4 equal 4 steps on one device with batches of 8" do
@@ -84,7 +89,12 @@ defmodule ExBurn.DataParallelTest do
       |> Model.compile(loss: :cross_entropy, optimizer: :adam, learning_rate: 0.01, seed: 3, device: "wgpu")
 
     parent = self()
-    last = Callbacks.on(:epoch_completed, fn state, ctx -> send(parent, {:replicas, Training.current_replicas(state, ctx)}) && :continue end)
+
+    last =
+      Callbacks.on(:epoch_completed, fn state, ctx ->
+        send(parent, {:replicas, Training.current_replicas(state, ctx)}) && :continue
+      end)
+
     opts = [epochs: 1, batch_size: 8, shuffle: false, verbose: false, devices: @devices]
     once = Training.fit(bn, data(), opts)
     twice = Training.fit(once, data(), [callbacks: [last]] ++ opts)
@@ -101,9 +111,11 @@ defmodule ExBurn.DataParallelTest do
   test "a batch that doesn't split, an unknown device, numerical gradients: errors naming fit" do
     model = model()
 
-    assert_raise ArgumentError, ~r/ExBurn.Training.fit: a batch \(:batch_size\) of 7 examples doesn't split into equal shards over 2 devices/, fn ->
-      Training.fit(model, data(), devices: @devices, batch_size: 7, epochs: 1, verbose: false)
-    end
+    assert_raise ArgumentError,
+                 ~r/ExBurn.Training.fit: a batch \(:batch_size\) of 7 examples doesn't split into equal shards over 2 devices/,
+                 fn ->
+                   Training.fit(model, data(), devices: @devices, batch_size: 7, epochs: 1, verbose: false)
+                 end
 
     assert_raise ArgumentError, ~r/ExBurn.Training.fit: the last batch of 1 examples doesn't split/, fn ->
       {x, y} = data()
@@ -115,7 +127,9 @@ defmodule ExBurn.DataParallelTest do
       Training.fit(model, [{x[0..2], y[0..2]}], devices: @devices, epochs: 1, verbose: false)
     end
 
-    error = assert_raise ExBurn.Error, fn -> Training.fit(model, data(), devices: ["wgpu", "wgpu:99"], verbose: false) end
+    error =
+      assert_raise ExBurn.Error, fn -> Training.fit(model, data(), devices: ["wgpu", "wgpu:99"], verbose: false) end
+
     assert Exception.message(error) =~ "ExBurn.Training.fit"
     assert Exception.message(error) =~ "wgpu:99"
 

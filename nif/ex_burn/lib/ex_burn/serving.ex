@@ -176,7 +176,15 @@ defmodule ExBurn.Serving do
     # Inputs go to the one device in the caller; with several, to the host.
     input_device = if match?([_], Enum.uniq(placed)), do: hd(placed), else: :host
 
-    arg = %{fun: fun, params: params, example: example, batch_size: batch_size, padding: padding, device: hd(placed), partitions: partitions}
+    arg = %{
+      fun: fun,
+      params: params,
+      example: example,
+      batch_size: batch_size,
+      padding: padding,
+      device: hd(placed),
+      partitions: partitions
+    }
 
     Nx.Serving.new(ExBurn.Serving.Server, arg, compiler: ExBurn.Defn.Compiler, device: placed)
     |> Nx.Serving.batch_size(batch_size)
@@ -194,7 +202,12 @@ defmodule ExBurn.Serving do
   def status(%__MODULE__{} = s), do: Map.take(s, [:batch_size, :batch_timeout, :partitions, :padding])
 
   def status(%Nx.Serving{module: ExBurn.Serving.Server, arg: arg, defn_options: defn, process_options: process}) do
-    %{batch_size: arg.batch_size, batch_timeout: process[:batch_timeout], partitions: length(defn[:device]), padding: arg.padding}
+    %{
+      batch_size: arg.batch_size,
+      batch_timeout: process[:batch_timeout],
+      partitions: length(defn[:device]),
+      padding: arg.padding
+    }
   end
 
   def status(other), do: raise(ExBurn.Error.new("ExBurn.Serving.status", "expects an %ExBurn.Serving{} or a serving of build/2", inspect(other, limit: 3)))

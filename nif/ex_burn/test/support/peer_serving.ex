@@ -44,7 +44,8 @@ defmodule ExBurn.PeerServing do
 
     case wait_for_member(name, System.monotonic_time(:millisecond) + wait_ms) do
       {:ok, pid} ->
-        {ExBurn.Serving.run({:distributed, name}, input), Nx.Serving.batched_run({:distributed, name}, input), node(pid)}
+        {ExBurn.Serving.run({:distributed, name}, input), Nx.Serving.batched_run({:distributed, name}, input),
+         node(pid)}
 
       :timeout ->
         {:error, "no serving #{inspect(name)} in :pg after #{wait_ms} ms (nodes: #{inspect(Node.list())})"}

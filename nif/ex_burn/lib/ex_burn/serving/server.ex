@@ -64,7 +64,10 @@ defmodule ExBurn.Serving.Server do
     fun = elem(state.funs, partition)
 
     {:execute,
-     fn -> {check_output!(fun.(batch), rows), %{size: size, device: elem(state.devices, partition), partition: partition}} end,
+     fn ->
+       metadata = %{size: size, device: elem(state.devices, partition), partition: partition}
+       {check_output!(fun.(batch), rows), metadata}
+     end,
      state}
   end
 

@@ -22,7 +22,14 @@ if Code.ensure_loaded?(Axon) do
       {functions, handlers} = Callbacks.split!(Keyword.get(loop_opts, :callbacks, []), fun)
       verbose = verbose!(Keyword.get(loop_opts, :verbose, true), fun)
       devices = Parallel.devices!(loop_opts[:devices], fun)
-      if devices && grad != :exact, do: raise(ArgumentError, "#{fun}: :devices trains with exact gradients; grad_method: #{inspect(elem(grad, 0))} is not supported with it")
+
+      if devices && grad != :exact,
+        do:
+          raise(
+            ArgumentError,
+            "#{fun}: :devices trains with exact gradients; grad_method: #{inspect(elem(grad, 0))} is not supported with it"
+          )
+
       # Data-parallel: the model (the first replica) lives on the first device.
       model = if devices, do: Model.to_device(model, hd(devices)), else: model
       backend = Model.backend(model)

@@ -139,7 +139,8 @@ if Code.ensure_loaded?(Axon) do
     # into one vector of `type`.
     defp pack(loss, container, type) do
       parts =
-        for t <- Composite.flatten_list([container]), Nx.Type.float?(Nx.type(t)),
+        for t <- Composite.flatten_list([container]),
+            Nx.Type.float?(Nx.type(t)),
             do: t |> Nx.flatten() |> Nx.as_type(type)
 
       Nx.concatenate([loss |> Nx.as_type(type) |> Nx.reshape({1}) | parts])
@@ -207,8 +208,14 @@ if Code.ensure_loaded?(Axon) do
       state = update_in(state.optimizer_state, &Step.put_multiplier(&1, value))
 
       case state do
-        %{replicas: replicas} -> %{state | replicas: Enum.map(replicas, &update_in(&1.optimizer_state, fn o -> Step.put_multiplier(o, value) end))}
-        _ -> state
+        %{replicas: replicas} ->
+          %{
+            state
+            | replicas: Enum.map(replicas, &update_in(&1.optimizer_state, fn o -> Step.put_multiplier(o, value) end))
+          }
+
+        _ ->
+          state
       end
     end
 
@@ -222,7 +229,13 @@ if Code.ensure_loaded?(Axon) do
       shard = div(rows, count)
 
       replicas = [
-        %{device: first, model_state: state.model_state, optimizer_state: state.optimizer_state, loss: state.loss, i: state.i}
+        %{
+          device: first,
+          model_state: state.model_state,
+          optimizer_state: state.optimizer_state,
+          loss: state.loss,
+          i: state.i
+        }
         | state.replicas
       ]
 
@@ -289,7 +302,12 @@ if Code.ensure_loaded?(Axon) do
     defp all_reduce!(flats, fun) do
       buffers =
         for %Nx.Tensor{data: %ExBurn.Backend{ref: ref, device: dev}, shape: shape, type: type} <- flats,
-            do: %ExCubecl.Buffer{ref: ref, shape: Tuple.to_list(shape), dtype: String.to_atom(Nx.Type.to_string(type)), device: dev}
+            do: %ExCubecl.Buffer{
+              ref: ref,
+              shape: Tuple.to_list(shape),
+              dtype: String.to_atom(Nx.Type.to_string(type)),
+              device: dev
+            }
 
       case ExCubecl.all_reduce(buffers, :mean) do
         {:ok, reduced} ->
