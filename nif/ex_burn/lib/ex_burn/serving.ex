@@ -23,9 +23,11 @@ defmodule ExBurn.Serving do
     * `:batch_timeout` - the most milliseconds a started serving waits for a full batch
       (default `50`).
     * `:partitions` - the number of serving partitions, each running batches concurrently
-      with its own compiled program (default: `System.schedulers_online()`); `true` lets the
-      compiler choose (one per device). Today every partition runs on the serving's one
-      device. A partition applies to a started serving; an inline run uses one.
+      with its own compiled program on its device (default: `System.schedulers_online()`),
+      spread in turn over the serving's devices (`:device`); `true` is one partition per
+      device: those of a `:device` list, or without `:device` every GPU of the default
+      device's runtime (`ExBurn.Defn.Compiler.__partitions_options__/1`). A partition applies
+      to a started serving; an inline run uses one, on the first device.
     * `:padding` - whether to pad every batch to `:batch_size` (default `false`). Padded, a
       serving runs one program of one shape (compiled when it starts, where the example's
       shape is known) and drops the padding rows' results; unpadded, each batch runs at its
@@ -36,7 +38,8 @@ defmodule ExBurn.Serving do
     * `:type` - the type of the examples (default `:f32`): inputs are cast to it. Only with a
       known shape.
     * `:device` - `:gpu`, `:cpu`, or a device string (default
-      `ExBurn.default_device_spec/0`).
+      `ExBurn.default_device_spec/0`); or a list of them, the devices of the partitions
+      (`device: ["cuda:0", "cuda:1"], partitions: true`).
 
   ## Models
 
@@ -47,7 +50,8 @@ defmodule ExBurn.Serving do
       returns a tensor or container of tensors whose first axis runs over the same examples.
       It is compiled as a `defn` would be, so it must be made of `Nx` calls.
 
-  The parameters are copied to the serving's device once, at `build/2`.
+  The parameters are copied to each of the serving's devices once, at `build/2`; every
+  partition runs its batches with the copy on its device.
 
   ## Inputs and outputs
 
@@ -57,7 +61,9 @@ defmodule ExBurn.Serving do
       result is a list of the model's outputs, one per example, without the batch axis.
     * an `Nx.Batch` is run as it is; the result is as for a tensor.
 
-  Inputs of any backend or device are copied to the serving's device in the caller. When the
+  Inputs of any backend or device are copied to the serving's device in the caller (with
+  several devices, to the host, and each partition's call copies its batch to its device).
+  When the
   example's shape is known (the `:shape` option, or the Axon model's input shape), inputs are
   checked against it in the caller (an `ExBurn.Error` naming the shapes, before anything
   reaches the serving process) and cast to its `:type`.
@@ -70,6 +76,18 @@ defmodule ExBurn.Serving do
   gathering and the splitting). An input larger than `:batch_size` is split over several
   batches; an inline run splits the same way. `ExBurn.Serving.Server` holds the
   `Nx.Serving` callbacks.
+
+  ## Across BEAM nodes
+
+  A started serving joins `Nx.Serving`'s process group (`:pg`) under its name, so that any
+  connected node can call it: `run({:distributed, name}, input)` (or `run(name, input)`
+  where no local serving has the name) picks a serving of that name on some node. The
+  input is copied to the host before it leaves the caller (a device tensor is a handle
+  that means nothing on another node), and the serving's node copies the results to the
+  host (`Nx.BinaryBackend`) before it replies: the caller gets `Nx.BinaryBackend` tensors.
+  `Nx.Serving.batched_run/3` works too: the serving copies its results to the host
+  itself, and the caller gives `&Nx.backend_copy(&1, Nx.BinaryBackend)` as the third
+  argument for inputs on a device.
   """
 
   @enforce_keys [:model]
@@ -114,12 +132,16 @@ defmodule ExBurn.Serving do
     op = "ExBurn.Serving.new"
     opts = options!(op, opts, @build_defaults)
     _ = model!(op, model)
+    {partitions, devices} = partitions!(op, opts[:partitions], opts[:device])
+    # partitions: true without :device keeps the devices it chose, so that build/2 spreads
+    # the partitions over them.
+    opts = if opts[:partitions] == true and opts[:device] == nil, do: Keyword.put(opts, :device, devices), else: opts
 
     %__MODULE__{
       model: model,
       batch_size: batch_size!(op, opts[:batch_size]),
       batch_timeout: timeout!(op, opts[:batch_timeout]),
-      partitions: partitions!(op, opts[:partitions]),
+      partitions: partitions,
       padding: padding!(op, opts[:padding]),
       options: for({key, _} <- @model_defaults, opts[key] != nil, do: {key, opts[key]})
     }
@@ -143,21 +165,33 @@ defmodule ExBurn.Serving do
     opts = options!(op, opts, @build_defaults)
     batch_size = batch_size!(op, opts[:batch_size])
     timeout = timeout!(op, opts[:batch_timeout])
-    partitions = partitions!(op, opts[:partitions])
+    {partitions, devices} = partitions!(op, opts[:partitions], opts[:device])
     padding = padding!(op, opts[:padding])
 
-    dev = ExBurn.device_spec(opts[:device] || ExBurn.default_device_spec())
+    # The partitions' devices, in turn over the serving's; the parameters once on each.
+    placed = devices |> Stream.cycle() |> Enum.take(partitions)
     {fun, params, model_shape} = model!(op, model)
     example = example!(op, opts[:shape] || model_shape, opts[:type])
-    params = if params, do: on_device(params, dev)
+    params = if params, do: Map.new(Enum.uniq(placed), &{&1, on_device(params, &1)})
+    # Inputs go to the one device in the caller; with several, to the host.
+    input_device = if match?([_], Enum.uniq(placed)), do: hd(placed), else: :host
 
-    arg = %{fun: fun, params: params, example: example, batch_size: batch_size, padding: padding, device: dev}
+    arg = %{
+      fun: fun,
+      params: params,
+      example: example,
+      batch_size: batch_size,
+      padding: padding,
+      device: hd(placed),
+      partitions: partitions
+    }
 
-    Nx.Serving.new(ExBurn.Serving.Server, arg, compiler: ExBurn.Defn.Compiler, device: dev, max_concurrency: partitions)
+    Nx.Serving.new(ExBurn.Serving.Server, arg, compiler: ExBurn.Defn.Compiler, device: placed)
     |> Nx.Serving.batch_size(batch_size)
     |> Nx.Serving.process_options(batch_timeout: timeout, partitions: true)
-    |> Nx.Serving.client_preprocessing(&preprocess(&1, example, dev))
+    |> Nx.Serving.client_preprocessing(&preprocess(&1, example, input_device))
     |> Nx.Serving.client_postprocessing(&postprocess/2)
+    |> Nx.Serving.distributed_postprocessing(&to_host/1)
   end
 
   @doc """
@@ -168,7 +202,12 @@ defmodule ExBurn.Serving do
   def status(%__MODULE__{} = s), do: Map.take(s, [:batch_size, :batch_timeout, :partitions, :padding])
 
   def status(%Nx.Serving{module: ExBurn.Serving.Server, arg: arg, defn_options: defn, process_options: process}) do
-    %{batch_size: arg.batch_size, batch_timeout: process[:batch_timeout], partitions: defn[:max_concurrency], padding: arg.padding}
+    %{
+      batch_size: arg.batch_size,
+      batch_timeout: process[:batch_timeout],
+      partitions: length(defn[:device]),
+      padding: arg.padding
+    }
   end
 
   def status(other), do: raise(ExBurn.Error.new("ExBurn.Serving.status", "expects an %ExBurn.Serving{} or a serving of build/2", inspect(other, limit: 3)))
@@ -198,11 +237,32 @@ defmodule ExBurn.Serving do
   defp timeout!(op, n),
     do: raise(ExBurn.Error.new(op, ":batch_timeout must be a non-negative integer of milliseconds, got #{inspect(n)}"))
 
-  # nil: the default (one per scheduler); true: the compiler's count (one per device).
-  defp partitions!(_op, nil), do: System.schedulers_online()
-  defp partitions!(_op, true), do: length(ExBurn.Defn.Compiler.__partitions_options__([]))
-  defp partitions!(_op, n) when is_integer(n) and n > 0, do: n
-  defp partitions!(op, n), do: raise(ExBurn.Error.new(op, ":partitions must be a positive integer or true, got #{inspect(n)}"))
+  # {count, devices}: the serving's devices (the :device option's, one or a list; without
+  # it, the default device, or for partitions: true the compiler's, one per GPU) and the
+  # number of partitions (nil: one per scheduler; true: one per device).
+  defp partitions!(op, partitions, device) do
+    devices =
+      case {device, partitions} do
+        {nil, true} -> Enum.map(ExBurn.Defn.Compiler.__partitions_options__([]), &Keyword.fetch!(&1, :device))
+        {nil, _} -> [ExBurn.default_device_spec()]
+        {[_ | _] = list, _} -> Enum.map(list, &device!(op, &1))
+        {[], _} -> raise ExBurn.Error.new(op, ":device must be a device or a non-empty list of devices, got []")
+        {one, _} -> [device!(op, one)]
+      end
+
+    count =
+      case partitions do
+        nil -> System.schedulers_online()
+        true -> length(devices)
+        n when is_integer(n) and n > 0 -> n
+        n -> raise ExBurn.Error.new(op, ":partitions must be a positive integer or true, got #{inspect(n)}")
+      end
+
+    {count, devices}
+  end
+
+  # A device string, checked by running a small tensor there (ExBurn.Error naming `op`).
+  defp device!(op, device), do: elem(ExBurn.Model.Device.resolve!(device, op), 1)
 
   defp padding!(_op, p) when is_boolean(p), do: p
   defp padding!(op, p), do: raise(ExBurn.Error.new(op, ":padding must be true or false, got #{inspect(p)}"))
@@ -300,7 +360,7 @@ defmodule ExBurn.Serving do
   def run(%Nx.Serving{} = serving, input), do: Nx.Serving.run(serving, input)
 
   def run(name, input) when is_atom(name) or (is_tuple(name) and elem(name, 0) in [:local, :distributed]),
-    do: Nx.Serving.batched_run(name, input)
+    do: Nx.Serving.batched_run(name, input, &to_host/1)
 
   def run(other, _input),
     do:
@@ -490,6 +550,20 @@ defmodule ExBurn.Serving do
       )
 
   ## Helpers
+
+  # Tensors (in containers, lists of them, Nx.Batch) copied to Nx.BinaryBackend: what
+  # crosses to another node.
+  @doc false
+  def to_host(list) when is_list(list), do: Enum.map(list, &to_host/1)
+  # An Nx.Batch holds closures over its entries: it is sent as it is (build it of host tensors).
+  def to_host(%Nx.Batch{} = batch), do: batch
+  def to_host(other), do: Composite.traverse(other, &host_copy/1)
+
+  defp host_copy(%Nx.Tensor{data: %Nx.BinaryBackend{}} = t), do: t
+  defp host_copy(%Nx.Tensor{} = t), do: Nx.backend_copy(t, Nx.BinaryBackend)
+  defp host_copy(number) when is_number(number), do: number
+
+  defp on_device(container, :host), do: to_host(container)
 
   defp on_device(container, dev) do
     Composite.traverse(container, fn

@@ -58,11 +58,32 @@ if Code.ensure_loaded?(Axon) do
       * `:nesterov` (`false`) - Nesterov momentum (SGD, and RMSprop with momentum; no effect
         on Adam).
       * `:grad_method` (`:exact`), `:epsilon` (`1.0e-5`) - see above.
+      * `:devices` (`nil`) - a list of devices (`["cuda:0", "cuda:1"]`, `["wgpu", "wgpu:cpu"]`):
+        trains data-parallel, see "Several devices" below.
       * Beside them: `:metrics` (names of `Axon.Metrics`), `:optimizer` (another optimizer
         than the model's, from its defaults), the optimizer's own options
         (`:learning_rate`, `:momentum`, `:b1`, `:b2`, `:eps`, `:decay`, ...; see
         `ExBurn.Training.Optimizer`), and step-counted schedules (`:schedule`,
         `:warmup_steps`, `ExBurn.Training.Schedule`).
+
+    ## Several devices
+
+    With `devices: [d0, d1, ...]`, `fit/3` trains data-parallel (`ExBurn.Training.Parallel`):
+    the model and its optimizer state are copied to every device; each batch is cut into
+    equal shards, one per device; each device runs the compiled gradient program on its
+    shard; one NIF call (`ExCubecl.all_reduce/2`, `:mean`: NCCL on CUDA where it is
+    installed, through the host elsewhere) averages the gradients (and the loss, and the
+    layers' float state such as batch-norm statistics) over the devices; and every device
+    applies the same optimizer update, so the replicas stay identical. With a mean-reduced
+    loss (every built-in loss) a step on `n` devices with shards of `B / n` examples is the
+    step on one device with the batch of `B`, up to float rounding.
+
+    Every batch must split into equal shards: a `:batch_size` that `n` divides, and a last
+    batch that it divides too (or `drop_last: true`); otherwise `ArgumentError` names
+    `fit/3` and the sizes. An unknown device raises `ExBurn.Error`. Gradients are exact
+    (`:grad_method` other than `:exact` is refused). The trained model is the first device's
+    replica (the model is moved there first); validation and metrics run there, and
+    `current_replicas/2` gives every device's replica in a callback.
 
     The model's frozen layers are not trained. The trained model keeps its optimizer state,
     so a second `fit/3` (or `train_step/3`) with the same optimizer continues it.
@@ -102,7 +123,8 @@ if Code.ensure_loaded?(Axon) do
 
     @doc """
     Trains `model` on `data` (`{inputs, targets}` or batches) and returns the trained
-    `ExBurn.Model` struct with updated parameters. Options: see the moduledoc.
+    `ExBurn.Model` struct with updated parameters. Options: see the moduledoc; with
+    `devices: [...]` it trains data-parallel over those devices (see "Several devices").
     """
     @spec fit(model(), dataset() | Enumerable.t(), keyword()) :: model()
     def fit(%Model{} = model, data, opts \\ []),
@@ -139,6 +161,14 @@ if Code.ensure_loaded?(Axon) do
     """
     @spec current_model(Axon.Loop.State.t(), map()) :: model()
     def current_model(state, ctx), do: Fit.current_model(state, ctx)
+
+    @doc """
+    The model on each device of a running data-parallel `fit/3` (`devices:`), in the order of
+    `:devices` (the first is `current_model/2`'s); a one-element list without `:devices`. For
+    `ExBurn.Training.Callbacks.on/2` handlers, as `current_model/2`.
+    """
+    @spec current_replicas(Axon.Loop.State.t(), map()) :: [model()]
+    def current_replicas(state, ctx), do: Fit.current_replicas(state, ctx)
 
     ## Evaluation
 

@@ -1,8 +1,10 @@
 defmodule ExBurn.Serving.Server do
   @moduledoc """
   The `Nx.Serving` callbacks of `ExBurn.Serving`: one compiled model function per partition
-  (`init/3`), and each batch dispatched to its partition's function on the device
-  (`handle_batch/3`), padded to the batch size when the serving pads.
+  (`init/3`), on the partition's device with the parameters placed there at
+  `ExBurn.Serving.build/2`, and each batch dispatched to its partition's function
+  (`handle_batch/3`), padded to the batch size when the serving pads. The metadata of a
+  batch (`Nx.Serving`'s telemetry) names its partition and device.
 
   Build servings with `ExBurn.Serving.build/2`; this module is the `Nx.Serving` module they
   name.
@@ -13,8 +15,23 @@ defmodule ExBurn.Serving.Server do
 
   @impl true
   def init(_inline_or_process, arg, partitions) do
-    funs = for defn_options <- partitions, do: batch_fun(arg, Keyword.delete(defn_options, :batch_keys))
-    {:ok, Map.put(arg, :funs, List.to_tuple(funs))}
+    # A started serving's partitions each name a device (the compiler's
+    # __partitions_options__/1); an inline run gets the serving's list: its first device.
+    devices =
+      for defn_options <- partitions do
+        case defn_options[:device] do
+          [first | _] -> first
+          device -> device
+        end
+      end
+
+    funs =
+      for {defn_options, dev} <- Enum.zip(partitions, devices) do
+        defn_options = defn_options |> Keyword.delete(:batch_keys) |> Keyword.put(:device, dev)
+        batch_fun(%{arg | params: arg.params && Map.fetch!(arg.params, dev)}, defn_options)
+      end
+
+    {:ok, Map.merge(arg, %{funs: List.to_tuple(funs), devices: List.to_tuple(devices)})}
   end
 
   # A function of a batch. Padded batches all have :batch_size rows: with the example known,
@@ -47,7 +64,10 @@ defmodule ExBurn.Serving.Server do
     fun = elem(state.funs, partition)
 
     {:execute,
-     fn -> {check_output!(fun.(batch), rows), %{size: size, device: state.device, partition: partition}} end,
+     fn ->
+       metadata = %{size: size, device: elem(state.devices, partition), partition: partition}
+       {check_output!(fun.(batch), rows), metadata}
+     end,
      state}
   end
 

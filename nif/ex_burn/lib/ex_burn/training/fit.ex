@@ -9,7 +9,7 @@ if Code.ensure_loaded?(Axon) do
     # history, and stops the loop on stop_training: true.
 
     alias ExBurn.Model
-    alias ExBurn.Training.{Callbacks, Checks, Data, Evaluate, LRSchedule, Optimizer, Step}
+    alias ExBurn.Training.{Callbacks, Checks, Data, Evaluate, LRSchedule, Optimizer, Parallel, Step}
 
     # {trained model, history (a list of metrics maps without :model)}.
     def run(%Model{} = model, data, opts, fun) do
@@ -21,6 +21,17 @@ if Code.ensure_loaded?(Axon) do
       grad = Checks.grad!(loop_opts, fun)
       {functions, handlers} = Callbacks.split!(Keyword.get(loop_opts, :callbacks, []), fun)
       verbose = verbose!(Keyword.get(loop_opts, :verbose, true), fun)
+      devices = Parallel.devices!(loop_opts[:devices], fun)
+
+      if devices && grad != :exact,
+        do:
+          raise(
+            ArgumentError,
+            "#{fun}: :devices trains with exact gradients; grad_method: #{inspect(elem(grad, 0))} is not supported with it"
+          )
+
+      # Data-parallel: the model (the first replica) lives on the first device.
+      model = if devices, do: Model.to_device(model, hd(devices)), else: model
       backend = Model.backend(model)
 
       train =
@@ -35,14 +46,21 @@ if Code.ensure_loaded?(Axon) do
       metrics = Checks.metrics!(model, loop_opts, fun)
       {x, y} = first = Data.first(train, fun)
       Checks.check_batch!(model, x, y, fun)
+      if devices, do: check_split!(train, x, length(devices), fun)
 
       if validation do
         {vx, vy} = Data.first(validation, fun)
         Checks.check_batch!(model, vx, vy, fun)
       end
 
-      built = Step.build(model, spec, grad)
-      {state, steps} = Step.initial_state(model, built, first)
+      {built, {state, steps}} =
+        if devices do
+          built = Parallel.build(model, spec, devices, fun)
+          {built, Parallel.initial_state(model, built, first)}
+        else
+          built = Step.build(model, spec, grad)
+          {built, Step.initial_state(model, built, first)}
+        end
 
       ctx = %{
         model: model,
@@ -53,6 +71,7 @@ if Code.ensure_loaded?(Axon) do
         eval: Evaluate.eval_fn(model, metrics),
         metrics: metrics,
         fun: fun,
+        devices: devices,
         verbose: verbose,
         callbacks: functions,
         lr: %{
@@ -62,8 +81,19 @@ if Code.ensure_loaded?(Axon) do
         }
       }
 
-      run_opts = [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)
-      final = built |> loop(metrics, handlers, ctx) |> Axon.Loop.run(train.batches, state, run_opts)
+      # A data-parallel step calls its compiled programs itself (ExBurn.Training.Parallel).
+      run_opts =
+        if devices,
+          do: [epochs: epochs, jit_compile?: false],
+          else: [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)
+
+      final =
+        try do
+          built |> loop(metrics, handlers, ctx) |> Axon.Loop.run(train.batches, state, run_opts)
+        after
+          if devices, do: Parallel.forget()
+        end
+
       meta = Map.get(final.handler_metadata, :exburn, %{history: []})
       {Step.model_after(model, built, final.step_state, steps(final, ctx)), Enum.reverse(meta.history)}
     end
@@ -73,6 +103,19 @@ if Code.ensure_loaded?(Axon) do
 
     defp verbose!(other, fun),
       do: raise(ArgumentError, "#{fun}: :verbose must be a boolean or an IO device, got #{inspect(other)}")
+
+    # Each batch of a data-parallel fit must split into equal shards: the batches of {x, y}
+    # tensors are known here, others are checked as they come (and the first one here).
+    defp check_split!(train, x, count, fun) do
+      if train.batch_size do
+        Parallel.check_split!(train.batch_size, count, "a batch (:batch_size)", fun)
+        last = rem(train.samples, train.batch_size)
+        if last != 0, do: Parallel.check_split!(last, count, "the last batch", fun)
+      end
+
+      rows = [x] |> Nx.Defn.Composite.flatten_list() |> hd() |> Nx.axis_size(0)
+      Parallel.check_split!(rows, count, "a batch", fun)
+    end
 
     defp validation(nil, _train, _backend, _fun), do: nil
 
@@ -86,19 +129,29 @@ if Code.ensure_loaded?(Axon) do
     # set, the epoch summarized and the callbacks run, then the Axon handlers of on/2.
     defp loop(built, metrics, handlers, ctx) do
       Axon.Loop.loop(built.step, fn _batch, state -> state end, & &1)
-      |> Axon.Loop.metric(built.loss_fn, "exburn_loss")
-      |> add_metrics(metrics)
+      |> add_metric(built.loss_fn, "exburn_loss", ctx)
+      |> add_metrics(metrics, ctx)
       |> Axon.Loop.handle_event(:epoch_started, &epoch_started(&1, ctx))
       |> Axon.Loop.handle_event(:iteration_completed, &{:continue, count_samples(&1)})
       |> Axon.Loop.handle_event(:epoch_completed, &epoch_completed(&1, ctx))
       |> Callbacks.attach(handlers, ctx)
     end
 
-    defp add_metrics(loop, metrics) do
+    defp add_metrics(loop, metrics, ctx) do
       Enum.reduce(metrics, loop, fn
         {_name, nil}, loop -> loop
-        {name, metric}, loop -> Axon.Loop.metric(loop, metric, "exburn_#{name}")
+        {name, metric}, loop -> add_metric(loop, metric, "exburn_#{name}", ctx)
       end)
+    end
+
+    # Outside Axon's jit (a data-parallel step), the metric and its running average are
+    # compiled calls on the first device.
+    defp add_metric(loop, metric, name, %{devices: nil}), do: Axon.Loop.metric(loop, metric, name)
+
+    defp add_metric(loop, metric, name, %{devices: [dev | _]}) do
+      opts = [compiler: ExBurn.Defn.Compiler, device: dev]
+      average = fn avg, obs, i -> avg |> Nx.multiply(i) |> Nx.add(obs) |> Nx.divide(Nx.add(i, 1)) end
+      Axon.Loop.metric(loop, Nx.Defn.jit(metric, opts), name, Nx.Defn.jit(average, opts))
     end
 
     defp count_samples(state) do
@@ -118,7 +171,7 @@ if Code.ensure_loaded?(Axon) do
       lr = LRSchedule.at(schedule, state.epoch, ctx.epochs, warmup, base) * factor
       multiplier = if base > 0, do: lr / base, else: 1.0
       state = put_in(state.handler_metadata[:exburn_samples], 0)
-      {:continue, update_in(state.step_state.optimizer_state, &Step.put_multiplier(&1, multiplier))}
+      {:continue, update_in(state.step_state, &Parallel.put_multiplier(&1, multiplier))}
     end
 
     defp epoch_completed(state, ctx) do
@@ -168,5 +221,8 @@ if Code.ensure_loaded?(Axon) do
 
     @doc false
     def current_model(state, ctx), do: Step.model_after(ctx.model, ctx.built, state.step_state, steps(state, ctx))
+
+    @doc false
+    def current_replicas(state, ctx), do: Parallel.replicas(ctx.model, ctx.built, state.step_state, steps(state, ctx))
   end
 end
