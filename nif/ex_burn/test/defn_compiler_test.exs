@@ -244,8 +244,57 @@ defmodule ExBurn.Defn.CompilerTest do
     a = Nx.backend_copy(Nx.tensor([1.0, 2.0]), ExBurn.Backend)
     b = Nx.backend_copy(Nx.tensor([3.0, 4.0]), ExBurn.Backend)
     fun.(a, b)
-    calls = count_nif_calls(fn -> fun.(a, b) end)
+    calls = with_normal_us(0, fn -> count_nif_calls(fn -> fun.(a, b) end) end)
     assert calls == [{:program_run, 1}]
+  end
+
+  # Application env :normal_scheduler_us set to `us` while `fun` runs.
+  defp with_normal_us(us, fun) do
+    previous = Application.get_env(:ex_burn, :normal_scheduler_us)
+    Application.put_env(:ex_burn, :normal_scheduler_us, us)
+
+    try do
+      fun.()
+    after
+      if previous, do: Application.put_env(:ex_burn, :normal_scheduler_us, previous), else: Application.delete_env(:ex_burn, :normal_scheduler_us)
+    end
+  end
+
+  test "a short run goes on the normal scheduler, a first or slower one on a dirty one" do
+    @compiler.clear_cache()
+    fun = cjit(&add_scaled/2)
+    {a, b} = {Nx.backend_copy(Nx.tensor([1.0, 2.0]), ExBurn.Backend), Nx.backend_copy(Nx.tensor([3.0, 4.0]), ExBurn.Backend)}
+    # the first run has no time to go by: dirty, whatever the limit
+    assert with_normal_us(1_000_000_000, fn -> count_nif_calls(fn -> fun.(a, b) end) end) |> Keyword.take([:program_run, :program_run_normal]) ==
+             [program_run: 1, program_run_normal: 1]
+
+    # a run of the program has taken less than 1,000 s: normal; more than 1 µs: dirty
+    assert with_normal_us(1_000_000_000, fn -> count_nif_calls(fn -> fun.(a, b) end) end) == [program_run_normal: 1]
+    assert with_normal_us(1, fn -> count_nif_calls(fn -> fun.(a, b) end) end) == [program_run: 1, program_run_normal: 1]
+    assert with_normal_us(0, fn -> count_nif_calls(fn -> fun.(a, b) end) end) == [program_run: 1]
+    # every path gives the same result
+    for us <- [1_000_000_000, 1, 0], do: assert(with_normal_us(us, fn -> Nx.to_flat_list(fun.(a, b)) end) == [7.5, 11.0])
+
+    # more than 64 KiB to upload from the host: dirty
+    big = Nx.iota({20_000}, type: :f32, backend: Nx.BinaryBackend)
+    calls = with_normal_us(1_000_000_000, fn -> fun.(big, big) && count_nif_calls(fn -> fun.(big, big) end) end)
+    assert Keyword.take(calls, [:program_run, :program_run_normal]) == [program_run: 1, program_run_normal: 1]
+    assert Nx.to_number(fun.(big, big)[19_999]) == 19_999 * 3.5 - 1
+  end
+
+  test "concurrent calls of one program on the normal scheduler and dirty ones agree" do
+    fun = cjit(&add_scaled/2)
+    a = Nx.backend_copy(Nx.iota({64}, type: :f32), ExBurn.Backend)
+    fun.(a, a)
+
+    results =
+      with_normal_us(1_000_000_000, fn ->
+        1..8
+        |> Task.async_stream(fn i -> for(_ <- 1..25, do: Nx.to_flat_list(fun.(a, Nx.multiply(a, i)))) |> Enum.uniq() end, timeout: 60_000)
+        |> Enum.map(fn {:ok, r} -> r end)
+      end)
+
+    for {[r], i} <- Enum.with_index(results, 1), do: assert(r == Enum.map(0..63, &(&1 + 2.5 * &1 * i - 1)))
   end
 
   defn long_chain(x), do: x |> Nx.sin() |> Nx.multiply(2) |> Nx.cos() |> Nx.add(1) |> Nx.exp() |> Nx.subtract(3) |> Nx.abs() |> Nx.sqrt()

@@ -465,6 +465,8 @@ defmodule ExBurn.TrainingTest do
 
   defp count_program_runs(fun) do
     mfa = {ExCubecl.Native, :program_run, 2}
+    # every run on a dirty scheduler: one program_run/2 per run
+    Application.put_env(:ex_burn, :normal_scheduler_us, 0)
     :erlang.trace_pattern(mfa, true, [:call_count])
 
     try do
@@ -473,6 +475,7 @@ defmodule ExBurn.TrainingTest do
       n
     after
       :erlang.trace_pattern(mfa, false, [:call_count])
+      Application.delete_env(:ex_burn, :normal_scheduler_us)
     end
   end
 

@@ -19,6 +19,9 @@ defmodule ExCubecl.Native do
   and the submissions (`submit_*`, which queue and return) stay on normal schedulers:
   `bench/call_overhead.exs` measures them in microseconds (8 µs for `shape/1` in a debug
   build on lavapipe), far under the ~1 ms a normal scheduler may be held.
+  `program_run_normal/3` runs a program on the normal scheduler only where its last run took
+  less host time than the caller allows, and answers `:dirty` (having done nothing) otherwise:
+  `ExBurn.Defn.Compiler` then calls `program_run/2`.
   """
   # The library: built from source (`priv/libex_cubecl_nif.so`) or precompiled
   # (rustler_precompiled); see ExCubecl.Native.Loader.
@@ -55,6 +58,7 @@ defmodule ExCubecl.Native do
   def backward(_value, _params), do: err()
   def program_new(_blocks, _consts, _params, _device), do: err()
   def program_run(_program, _inputs), do: err()
+  def program_run_normal(_program, _inputs, _max_us), do: err()
   def program_resume(_session, _results), do: err()
   def program_submit(_program, _inputs), do: err()
   def program_abort(_session), do: err()

@@ -60,6 +60,15 @@ defmodule ExBurn.Defn.Compiler do
 
   Any other option raises `ExBurn.Error` naming it.
 
+  ## Scheduling
+
+  A call runs its program in one NIF call. A program whose last run took less than
+  250 µs of host time (the application env `:normal_scheduler_us` of `:ex_burn`; `0` turns
+  this off) runs on the calling process's normal scheduler, as the BEAM allows for NIFs well
+  under a millisecond: no hop to a dirty scheduler and back. A first run, a slower one, a
+  program with runtime calls, an input of more than 64 KiB to upload, or a run of the same
+  program in progress elsewhere goes to a dirty CPU scheduler.
+
   ## Not supported yet
 
     * `__shard_jit__/6` (sharding over an `Nx.Mesh`) raises `ExBurn.Error`.
@@ -230,7 +239,14 @@ defmodule ExBurn.Defn.Compiler do
 
     if Process.get(@on_queue) && tuple_size(program.calls) == 0,
       do: on_queue(program, inputs, runtime_hooks),
-      else: step(Native.program_run(program.ref, inputs), program, runtime_hooks)
+      else: step(run_now(program.ref, inputs), program, runtime_hooks)
+  end
+
+  defp run_now(ref, inputs) do
+    case Application.get_env(:ex_burn, :normal_scheduler_us, 250) do
+      0 -> Native.program_run(ref, inputs)
+      max_us -> with {:ok, :dirty} <- Native.program_run_normal(ref, inputs, max_us), do: Native.program_run(ref, inputs)
+    end
   end
 
   @doc false

@@ -32,14 +32,20 @@
 //! work. Control flow runs here, in Rust: each predicate is read from the device, and the
 //! chosen blocks run, without going back to Elixir. A segment whose capture the pipeline
 //! refuses (an op that reads the host) runs its ops directly every time.
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, TryLockError};
+use std::time::Instant;
 
-use rustler::{Binary, Env, Resource, ResourceArc, Term};
+use rustler::{Binary, Encoder, Env, Resource, ResourceArc, Term};
 
 use crate::device::Dev;
 use crate::error::{NifError, NifResult, guard};
 use crate::opts::Opts;
 use crate::tensor::{AnyPrim, TensorRef};
+
+mod atoms {
+    rustler::atoms! { dirty }
+}
 
 mod decode;
 mod exec;
@@ -134,8 +140,14 @@ pub struct Program {
 pub struct ProgramRes {
     device: Dev,
     calls: bool,
+    /// The host time of the last run in microseconds (`u64::MAX` before the first): what
+    /// `program_run_normal/3` goes by.
+    last_us: AtomicU64,
     loaded: Mutex<(Program, exec::RunState)>,
 }
+
+/// Host inputs larger than this are uploaded on a dirty scheduler.
+const NORMAL_UPLOAD_BYTES: usize = 64 << 10;
 
 #[rustler::resource_impl]
 impl Resource for ProgramRes {}
@@ -163,7 +175,7 @@ fn program_new(blocks: Vec<Term>, consts: Vec<TensorRef>, params: Vec<(Vec<usize
         let calls = blocks.iter().flat_map(|b| &b.instrs).any(|i| matches!(i, Instr::Call { .. }));
         let program = Program { blocks, units, consts, params, device, calls };
         let state = exec::RunState::new(&program)?;
-        Ok(ResourceArc::new(ProgramRes { device: program.device.clone(), calls: program.calls, loaded: Mutex::new((program, state)) }))
+        Ok(ResourceArc::new(ProgramRes { device: program.device.clone(), calls: program.calls, last_us: AtomicU64::new(u64::MAX), loaded: Mutex::new((program, state)) }))
     })
 }
 
@@ -181,11 +193,45 @@ fn program_run<'a>(env: Env<'a>, program: ProgramRef, inputs: Vec<Term<'a>>) -> 
             return session::start(program.clone(), prims)?.encode(env);
         }
         let mut loaded = program.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        let (p, state) = &mut *loaded;
-        check_inputs(op, p, &prims)?;
-        let done = exec::run(p, state, prims, &mut exec::NoCalls);
-        session::Step::Done(done).encode(env)
+        run_timed(env, op, &program, &mut loaded, prims)
     })
+}
+
+/// As `program_run/2`, on the calling (normal) scheduler, for a program whose last run took
+/// less than `max_us` microseconds of host time: a short run costs no dirty-scheduler
+/// round trip. Gives `:dirty`, having done nothing, where the run belongs on a dirty
+/// scheduler (no earlier run, a slower one, runtime calls, a large host input, or another
+/// run of the program in progress); the caller then calls `program_run/2`.
+#[rustler::nif]
+fn program_run_normal<'a>(env: Env<'a>, program: ProgramRef, inputs: Vec<Term<'a>>, max_us: u64) -> NifResult<Term<'a>> {
+    let op = "program_run";
+    let dirty = || Ok(atoms::dirty().encode(env));
+    if program.calls || program.last_us.load(Ordering::Relaxed) >= max_us {
+        return dirty();
+    }
+    let inputs = inputs.into_iter().map(|t| Input::decode(op, t)).collect::<NifResult<Vec<_>>>()?;
+    if inputs.iter().any(|i| matches!(i, Input::Host(b, _, _) if b.len() > NORMAL_UPLOAD_BYTES)) {
+        return dirty();
+    }
+    let mut loaded = match program.loaded.try_lock() {
+        Ok(guard) => guard,
+        Err(TryLockError::Poisoned(e)) => e.into_inner(),
+        Err(TryLockError::WouldBlock) => return dirty(),
+    };
+    guard(op, || {
+        let prims = inputs.into_iter().map(|i| i.prim(op, &program.device)).collect::<NifResult<Vec<_>>>()?;
+        run_timed(env, op, &program, &mut loaded, prims)
+    })
+}
+
+/// Runs a program without runtime calls and records the run's host time.
+fn run_timed<'a>(env: Env<'a>, op: &str, program: &ProgramRes, loaded: &mut (Program, exec::RunState), prims: Vec<AnyPrim>) -> NifResult<Term<'a>> {
+    let (p, state) = loaded;
+    check_inputs(op, p, &prims)?;
+    let start = Instant::now();
+    let done = exec::run(p, state, prims, &mut exec::NoCalls);
+    program.last_us.store(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+    session::Step::Done(done).encode(env)
 }
 
 /// Continues a run that waits on a runtime call with the call's `results` (tensors, or
