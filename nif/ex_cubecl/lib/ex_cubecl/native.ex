@@ -75,7 +75,7 @@ defmodule ExCubecl.Native do
   def video_next(_reader, _device), do: err()
   def video_seek(_reader, _seconds), do: err()
   def video_close(_reader), do: err()
-  def video_writer_open(_path, _width, _height, _fps, _codec), do: err()
+  def video_writer_open(_path, _width, _height, _fps, _codec, _bit_rate), do: err()
   def video_writer_write(_writer, _frame), do: err()
   def video_writer_close(_writer), do: err()
 end

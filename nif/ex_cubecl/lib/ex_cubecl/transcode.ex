@@ -17,17 +17,20 @@ defmodule ExCubecl.Transcode do
 
   @doc """
   Encodes `frames` (an enumerable of `[height, width, 3]` `:u8` buffers, all of one size) to
-  `path`. Options: `:fps` (25), `:codec` (`"mpeg4"`).
+  `path`. Options: `:fps` (25), `:codec` (`"mpeg4"`), `:bit_rate` (bits per second for the
+  lossy codecs, 4_000_000).
   """
   @spec write(Enumerable.t(), Path.t(), keyword()) :: :ok | {:error, Error.t()}
   def write(frames, path, opts \\ []) do
     path = Path.expand(to_string(path))
     fps = Keyword.get(opts, :fps, 25)
     codec = to_string(Keyword.get(opts, :codec, "mpeg4"))
+    bit_rate = Keyword.get(opts, :bit_rate, 4_000_000)
 
     Enum.reduce_while(frames, nil, fn
       %Buffer{shape: [h, w, 3]} = frame, nil ->
-        with {:ok, writer} <- Media.native("Transcode.write", Native.video_writer_open(path, w, h, round(fps), codec)),
+        with {:ok, writer} <-
+               Media.native("Transcode.write", Native.video_writer_open(path, w, h, round(fps), codec, bit_rate)),
              :ok <- put(writer, frame) do
           {:cont, writer}
         else

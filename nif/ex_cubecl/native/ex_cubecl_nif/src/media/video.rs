@@ -9,9 +9,9 @@
 //! - `video_next(reader, device)`: `{ref, [h, w, 3], seconds}` of the next frame, or `nil`
 //!   at the end.
 //! - `video_seek(reader, seconds)`: the next frame is the first at or after `seconds`.
-//! - `video_writer_open(path, width, height, fps, codec)`: a writer (`codec` an FFmpeg encoder
-//!   name such as `"mpeg4"`, `"libx264"` or `"ffv1"`; frames stored as YUV 4:2:0, or 4:4:4
-//!   for ffv1).
+//! - `video_writer_open(path, width, height, fps, codec, bit_rate)`: a writer (`codec` an
+//!   FFmpeg encoder name such as `"mpeg4"`, `"libx264"` or `"ffv1"`; frames stored as YUV
+//!   4:2:0, or 4:4:4 for ffv1; `bit_rate` in bits per second, for the lossy codecs).
 //! - `video_writer_write(writer, tensor)`: appends a `[h, w, 3]` `u8` frame.
 //! - `video_writer_close(writer)`: flushes the encoder and writes the trailer.
 use std::sync::Mutex;
@@ -78,10 +78,10 @@ fn video_close(reader: ResourceArc<ReaderRes>) -> bool {
 }
 
 #[rustler::nif(schedule = "DirtyIo")]
-fn video_writer_open(path: String, width: u32, height: u32, fps: u32, codec: String) -> NifResult<ResourceArc<WriterRes>> {
+fn video_writer_open(path: String, width: u32, height: u32, fps: u32, codec: String, bit_rate: u64) -> NifResult<ResourceArc<WriterRes>> {
     let op = "video_writer_open";
     guard(op, || {
-        let writer = imp::create(op, &path, width, height, fps, &codec)?;
+        let writer = imp::create(op, &path, width, height, fps, &codec, bit_rate)?;
         Ok(ResourceArc::new(WriterRes(Mutex::new(Some(Unshared(writer))))))
     })
 }
@@ -140,7 +140,7 @@ mod imp {
     pub fn seek(_op: &str, r: &mut Reader, _seconds: f64) -> NifResult<()> {
         match *r {}
     }
-    pub fn create(op: &str, _path: &str, _w: u32, _h: u32, _fps: u32, _codec: &str) -> NifResult<Writer> {
+    pub fn create(op: &str, _path: &str, _w: u32, _h: u32, _fps: u32, _codec: &str, _bit_rate: u64) -> NifResult<Writer> {
         missing(op)
     }
     pub fn write(_op: &str, w: &mut Writer, _frame: AnyPrim) -> NifResult<()> {
@@ -192,7 +192,8 @@ mod imp {
     fn init(op: &str) -> NifResult<()> {
         static INIT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
         INIT.get_or_init(|| {
-            ff::log::set_level(ff::log::Level::Error);
+            // Failures reach the caller as errors; FFmpeg's own log would only repeat them on stderr.
+            ff::log::set_level(ff::log::Level::Quiet);
             ff::init().map_err(|e| e.to_string())
         })
         .clone()
@@ -290,7 +291,7 @@ mod imp {
         }
         let target = (seconds * f64::from(ff::ffi::AV_TIME_BASE)) as i64;
         // The key frame at or before the target, then decode up to it.
-        r.input.seek(target, ..=target).map_err(|e| NifError::new(op, format!("cannot seek: {e}"), format!("{seconds} s")))?;
+        r.input.seek(target, ..target).map_err(|e| NifError::new(op, format!("cannot seek: {e}"), format!("{seconds} s")))?;
         r.decoder.flush();
         let tb = r.time_base;
         r.skip_before = Some(if tb.numerator() > 0 { (seconds * f64::from(tb.denominator()) / f64::from(tb.numerator())).floor() as i64 } else { 0 });
@@ -299,7 +300,7 @@ mod imp {
         Ok(())
     }
 
-    pub fn create(op: &str, path: &str, width: u32, height: u32, fps: u32, codec: &str) -> NifResult<Writer> {
+    pub fn create(op: &str, path: &str, width: u32, height: u32, fps: u32, codec: &str, bit_rate: u64) -> NifResult<Writer> {
         init(op)?;
         if width == 0 || height == 0 || fps == 0 || width % 2 == 1 || height % 2 == 1 {
             return Err(NifError::new(op, "frames need an even width and height and a positive rate", format!("{width}x{height} at {fps} fps")));
@@ -317,6 +318,7 @@ mod imp {
         encoder.set_width(width);
         encoder.set_height(height);
         encoder.set_format(format);
+        encoder.set_bit_rate(bit_rate as usize);
         encoder.set_time_base(time_base);
         encoder.set_frame_rate(Some(ff::Rational::new(fps as i32, 1)));
         if global_header {
