@@ -43,7 +43,7 @@ defmodule ExBurn.MediaTest do
 
   defp assert_all_close(a, b, tol) do
     diff =
-      Nx.subtract(Nx.backend_transfer(a, Nx.BinaryBackend), Nx.backend_transfer(b, Nx.BinaryBackend))
+      Nx.subtract(Nx.backend_copy(a, Nx.BinaryBackend), Nx.backend_copy(b, Nx.BinaryBackend))
       |> Nx.abs()
       |> Nx.reduce_max()
       |> Nx.to_number()

@@ -49,9 +49,10 @@ defmodule ExBurn.Media do
 
   @doc """
   The image files at `paths` as one `{n, height, width, channels}` `f32` batch: each decoded
-  (`:channels`, default 3), resized to `:size` (`{height, width}`, required; `:mode`,
-  default `:bilinear`) and normalised with `:mean` and `:std` (default 0.0 and 1.0: pixels
-  in 0.0..1.0) on the device, then concatenated there.
+  (`:channels`, default 3), scaled to 0.0..1.0, resized to `:size` (`{height, width}`,
+  required; `:mode`, default `:bilinear`; in f32, so no rounding between the steps) and
+  normalised with `:mean` and `:std` (default 0.0 and 1.0) on the device, then concatenated
+  there.
   """
   @spec read_batch!([Path.t()], keyword()) :: Nx.Tensor.t()
   def read_batch!([_ | _] = paths, opts) do
@@ -62,7 +63,7 @@ defmodule ExBurn.Media do
     images =
       for path <- paths do
         path
-        |> Media.read!(Keyword.take(opts, [:device]) ++ [channels: channels])
+        |> Media.read!(Keyword.take(opts, [:device]) ++ [channels: channels, type: :f32])
         |> Filter.resize!(size, mode: Keyword.get(opts, :mode, :bilinear))
         |> Filter.normalize!(mean, std)
       end
