@@ -67,6 +67,14 @@ defmodule ExBurn.MediaTest do
       assert_all_close(got[0], want, 1.0e-4)
       assert_all_close(got[1], want, 1.0e-4)
     end
+
+    # Files of other sizes are filtered one by one.
+    other = Path.join(dir, "other.bmp")
+    :ok = Media.write(Media.decode!(Media.encode!(Filter.crop!(Media.read!(path), {0, 0}, {9, 13}), :png)), other)
+    mixed = ExBurn.Media.read_batch!([path, other], size: {8, 8}, mean: mean, std: std)
+    assert Nx.shape(mixed) == {2, 8, 8, 3}
+    assert_all_close(mixed[0], reference(reference_pixels, {8, 8}, mean, std), 1.0e-4)
+    assert_all_close(mixed[1], reference(Nx.slice(reference_pixels, [0, 0, 0], [9, 13, 3]), {8, 8}, mean, std), 1.0e-4)
   end
 
   test "a filter chain on an NHWC batch equals Nx's, and the tensors are ExBurn.Backend's" do

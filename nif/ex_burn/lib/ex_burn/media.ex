@@ -51,26 +51,30 @@ defmodule ExBurn.Media do
   The image files at `paths` as one `{n, height, width, channels}` `f32` batch: each decoded
   (`:channels`, default 3), scaled to 0.0..1.0, resized to `:size` (`{height, width}`,
   required; `:mode`, default `:bilinear`; in f32, so no rounding between the steps) and
-  normalised with `:mean` and `:std` (default 0.0 and 1.0) on the device, then concatenated
-  there.
+  normalised with `:mean` and `:std` (default 0.0 and 1.0), on the device. Files of one size
+  are filtered as one batch.
   """
   @spec read_batch!([Path.t()], keyword()) :: Nx.Tensor.t()
   def read_batch!([_ | _] = paths, opts) do
     size = Keyword.fetch!(opts, :size)
     channels = Keyword.get(opts, :channels, 3)
     {mean, std} = {Keyword.get(opts, :mean, 0.0), Keyword.get(opts, :std, 1.0)}
+    mode = Keyword.get(opts, :mode, :bilinear)
+    images = for path <- paths, do: Media.read!(path, Keyword.take(opts, [:device]) ++ [channels: channels])
+    filters = &(&1 |> Filter.to_float!() |> Filter.resize!(size, mode: mode) |> Filter.normalize!(mean, std))
 
-    images =
-      for path <- paths do
-        path
-        |> Media.read!(Keyword.take(opts, [:device]) ++ [channels: channels, type: :f32])
-        |> Filter.resize!(size, mode: Keyword.get(opts, :mode, :bilinear))
-        |> Filter.normalize!(mean, std)
+    # Images of one size are filtered as one batch (three kernel calls in all); others one
+    # by one.
+    batch =
+      case Enum.uniq_by(images, & &1.shape) do
+        [_] -> images |> Enum.map(&reshape/1) |> cat() |> filters.()
+        _ -> images |> Enum.map(&(&1 |> filters.() |> reshape())) |> cat()
       end
 
-    batch = ExCubecl.run_kernel!(:cat, Enum.map(images, &reshape/1), axis: 0) |> hd()
     to_nx(batch)
   end
+
+  defp cat(images), do: ExCubecl.run_kernel!(:cat, images, axis: 0) |> hd()
 
   defp reshape(%Buffer{shape: shape} = img), do: ExCubecl.run_kernel!(:reshape, [img], shape: [1 | shape]) |> hd()
 end
