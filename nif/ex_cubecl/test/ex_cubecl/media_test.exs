@@ -279,6 +279,57 @@ defmodule ExCubecl.MediaTest do
       close(ExCubecl.to_list!(back16), ExCubecl.to_list!(samples), 1.0 / 16_000)
     end
 
+    # A FLAC file written here: STREAMINFO, then one frame of VERBATIM subframes (16-bit
+    # samples as they are), with the frame's CRC-8 and CRC-16, as the format specifies.
+    defp flac(channels, rate, samples) do
+      import Bitwise
+      n = div(length(samples), channels)
+      info = <<n::16, n::16, 0::24, 0::24, rate::20, channels - 1::3, 15::5, n::36, 0::128>>
+      header = <<0xFFF8::16, 0b0110::4, 0::4, channels - 1::4, 0b100::3, 0::1, 0, n - 1>>
+
+      crc8 = fn bin ->
+        for <<b <- bin>>, reduce: 0 do
+          acc ->
+            Enum.reduce(1..8, bxor(acc, b), fn _, c ->
+              if (c &&& 0x80) != 0, do: bxor(c <<< 1, 0x07) &&& 0xFF, else: c <<< 1 &&& 0xFF
+            end)
+        end
+      end
+
+      crc16 = fn bin ->
+        for <<b <- bin>>, reduce: 0 do
+          acc ->
+            Enum.reduce(1..8, bxor(acc, b <<< 8), fn _, c ->
+              if (c &&& 0x8000) != 0, do: bxor(c <<< 1, 0x8005) &&& 0xFFFF, else: c <<< 1 &&& 0xFFFF
+            end)
+        end
+      end
+
+      frames = Enum.chunk_every(samples, channels)
+
+      subframes =
+        for c <- 0..(channels - 1),
+            into: <<>>,
+            do: <<0x02>> <> for(f <- frames, into: <<>>, do: <<Enum.at(f, c)::signed-16>>)
+
+      frame = header <> <<crc8.(header)>> <> subframes
+      "fLaC" <> <<1::1, 0::7, 34::24>> <> info <> frame <> <<crc16.(frame)::16>>
+    end
+
+    test "FLAC decodes to the samples it holds", %{tmp_dir: dir} do
+      ints = for i <- 0..199, c <- 0..1, do: round(12_000 * :math.sin(i / (7 + c)))
+      path = Path.join(dir, "tone.flac")
+      File.write!(path, flac(2, 22_050, ints))
+      {:ok, {samples, 22_050}} = Audio.read(path)
+      assert {samples.shape, samples.dtype} == {[200, 2], :f32}
+      close(ExCubecl.to_list!(samples), Enum.map(ints, &(&1 / 32_768)), 1.0e-6)
+      # A flipped bit in the frame fails its CRC: no samples, an error naming the file.
+      <<head::binary-size(60), b, rest::binary>> = File.read!(path)
+      File.write!(path, head <> <<Bitwise.bxor(b, 1)>> <> rest)
+      assert {:error, %ExCubecl.Error{details: details}} = Audio.read(path)
+      assert details =~ "tone.flac"
+    end
+
     test "resample on the device" do
       values = tone(80, 1, 8000)
       samples = ExCubecl.buffer!(values, [80, 1], :f32)
