@@ -12,10 +12,13 @@ defmodule ExCubecl.Filter do
       {:ok, small} = ExCubecl.Filter.resize(img, {224, 224}, mode: :bilinear)
       {:ok, x} = ExCubecl.Filter.normalize(small, [0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
 
-  Launches: resize one (the interpolate kernels; `:area` adaptive average pooling), colour
-  conversion and normalisation one (a 1x1 convolution), blur two (a separable depthwise
-  convolution) plus the edge padding; crop, flip and rotation are views (no launch until a
-  kernel reads them). A `u8` input adds a cast, a `u8` output a round, clamp and cast.
+  Kernel launches, counted on lavapipe for a `[2, 16, 16, 3]` batch (`ExCubecl.launch_count/0`):
+  resize and normalise of an f32 image one each (the interpolate kernels, adaptive average
+  pooling for `:area`, a depthwise 1x1 convolution with bias for `normalize/4`); `to_float/2`
+  two; colour conversion three (a 1x1 convolution with bias); blur eight (edge padding and
+  a separable depthwise convolution); pad five; crop none and flip and rotation one (views).
+  A `:u8` input adds a cast, a `:u8` output a round, a clamp and a cast; reading an NHWC
+  result adds the copy out of the NCHW layout the kernels compute in.
 
   Tolerances against Nx.BinaryBackend (the tests): float results within 1.0e-5 relative,
   `u8` results within 1 (rounding of values computed in f32).

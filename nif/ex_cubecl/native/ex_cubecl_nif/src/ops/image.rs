@@ -7,9 +7,10 @@
 //! NHWC image is permuted (a view) in and out. Crop, flip and rotation are views and keep any
 //! dtype. Normalisation gives f32 and folds the `u8` scaling into its weights.
 //!
-//! Launches: resize one (`interpolate`, `adaptive_avg_pool2d` for `area`), colour conversion
-//! and normalisation one (a 1x1 convolution with bias), blur two (a separable depthwise
-//! convolution) plus the edge padding, `to_float` two; a `u8` input adds a cast, a `u8` output
+//! Launches (counted on lavapipe, see `ExCubecl.Filter`): an f32 resize or normalisation one
+//! (`interpolate`, `adaptive_avg_pool2d` for `area`, a depthwise 1x1 convolution with bias),
+//! colour conversion three (a 1x1 convolution with bias), blur eight (edge padding, then a
+//! separable depthwise convolution), `to_float` two; a `u8` input adds a cast, a `u8` output
 //! a round, a clamp and a cast.
 use burn_backend::ops::{ConvOptions, InterpolateMode, InterpolateOptions};
 use burn_backend::{Backend, DType, Scalar, Shape, Slice, TensorData, TensorMetadata};
