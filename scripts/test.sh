@@ -30,6 +30,10 @@ bash scripts/package_crates.sh
 # faster).
 source scripts/setup_elixir.sh
 source scripts/setup_nx.sh
+# FFmpeg's libraries (apt, where missing) and the NIF's `video` feature, so that the media
+# tests (test/ex_cubecl/video_test.exs) round-trip a generated video; EX_CUBECL_NO_VIDEO=1
+# builds without it (the test then checks the error that says so).
+source scripts/setup_video.sh
 export EX_CUBECL_PROFILE="${EX_CUBECL_PROFILE:-debug}"
 (cd nif/ex_cubecl && MIX_ENV=test mix test 2>&1 | grep -v "XDG_RUNTIME_DIR")
 

@@ -41,8 +41,8 @@ defmodule ExBurn.GuidesTest do
   alias ExBurn.GuidesTest.Blocks
 
   @dir Path.expand("../guides", __DIR__)
-  # The guides the seed's README lists, by the names it gives them.
-  @guides ~w(01_getting_started.md 02_training.md 03_mobile_deployment.md 04_architecture.md 05_training_optimization.md)
+  # The guides the seed's README lists, by the names it gives them, and the media guide.
+  @guides ~w(01_getting_started.md 02_training.md 03_mobile_deployment.md 04_architecture.md 05_training_optimization.md 06_images.md)
 
 
   setup do
@@ -52,7 +52,7 @@ defmodule ExBurn.GuidesTest do
     on_exit(fn -> Nx.Defn.global_default_options(previous) end)
   end
 
-  test "the guides are the seed's five, each with code to run" do
+  test "the guides are the seed's five and the media guide, each with code to run" do
     assert @dir |> File.ls!() |> Enum.filter(&String.ends_with?(&1, ".md")) |> Enum.sort() == @guides
 
     for guide <- @guides do

@@ -12,7 +12,8 @@ defmodule ExCubecl.Native do
   on dirty CPU schedulers, those that wait for the device (`read/1`, `synchronize/1`,
   `memory_info/1`, `supported_dtypes/1`, `devices/0`, `default_device/0`, `wait/2`,
   `program_abort/1`, `shutdown/0`, and `record_load/2`, `record_save/3` and `file_replace/2`, which read and write
-  files) on dirty IO
+  files, and the media codecs `image_decode/4`, `image_decode_frames/4`, `image_encode/4`,
+  `audio_decode/4`, `audio_encode/4`, and the `video_*` NIFs but `video_available/0`) on dirty IO
   schedulers. The NIFs that touch no device (`shape/1`, `dtype/1`, `device/1`, `free/1`, `assign/2`,
   `kernels/0`, `runtimes/0`, `launch_count/0`, `put_allocation_limit/1`, `pipeline_new/0`, `pipeline_add/4`, `pipeline_free/1`, `poll/1`,
   `program_info/1`)
@@ -68,4 +69,17 @@ defmodule ExCubecl.Native do
   def shutdown, do: err()
   def file_replace(_path, _data), do: err()
   def put_allocation_limit(_bytes), do: err()
+  def image_decode(_data, _channels, _device, _label), do: err()
+  def image_decode_frames(_data, _channels, _device, _label), do: err()
+  def image_encode(_tensor, _format, _quality, _label), do: err()
+  def audio_decode(_data, _extension, _device, _label), do: err()
+  def audio_encode(_tensor, _rate, _float, _label), do: err()
+  def video_available, do: err()
+  def video_open(_path), do: err()
+  def video_next(_reader, _device), do: err()
+  def video_seek(_reader, _seconds), do: err()
+  def video_close(_reader), do: err()
+  def video_writer_open(_path, _width, _height, _fps, _codec, _bit_rate), do: err()
+  def video_writer_write(_writer, _frame), do: err()
+  def video_writer_close(_writer), do: err()
 end

@@ -98,6 +98,17 @@ defmodule ExCubecl.KernelsTest do
      [{[2.0, 3.0], [1, 1, 1, 2], :f32}]},
     {:softmax, [{[0.0, 0.0], [2], :f32}], [], [{[0.5, 0.5], [2], :f32}]},
     {:log_softmax, [{[0.0, 0.0], [2], :f32}], [], [{[-0.693147181, -0.693147181], [2], :f32}]},
+    # Image filters (ExCubecl.Filter; media_test.exs checks them against references).
+    {:image_to_float, [{[0, 255, 51], [1, 3, 1], :u8}], [], [{[0.0, 1.0, 0.2], [1, 3, 1], :f32}]},
+    {:image_resize, [{[10, 20], [1, 2, 1], :u8}], [size: [1, 4], mode: :nearest], [{[10, 10, 20, 20], [1, 4, 1], :u8}]},
+    {:image_crop, [{[1, 2, 3, 4, 5, 6], [2, 3, 1], :u8}], [top: 1, left: 1, height: 1, width: 2], [{[5, 6], [1, 2, 1], :u8}]},
+    {:image_pad, [{[1.0], [1, 1, 1], :f32}], [top: 1, value: 0.5], [{[0.5, 1.0], [2, 1, 1], :f32}]},
+    {:image_flip, [{[1, 2, 3], [1, 3, 1], :u8}], [], [{[3, 2, 1], [1, 3, 1], :u8}]},
+    {:image_rot90, [{[1, 2, 3, 4], [2, 2, 1], :u8}], [k: 1], [{[2, 4, 1, 3], [2, 2, 1], :u8}]},
+    {:image_color, [{[255, 255, 255], [1, 1, 3], :u8}], [from: :rgb, to: :gray], [{[255], [1, 1, 1], :u8}]},
+    {:image_normalize, [{[255, 0], [1, 1, 2], :u8}], [mean: [0.5, 0.5], std: [0.5, 0.5]], [{[1.0, -1.0], [1, 1, 2], :f32}]},
+    {:image_blur, [{[2.0, 2.0, 2.0, 2.0], [2, 2, 1], :f32}], [sigma: 1.0], [{[2.0, 2.0, 2.0, 2.0], [2, 2, 1], :f32}]},
+    {:audio_resample, [{[1.0, -1.0], [1, 2], :f32}], [from: 1, to: 2], [{[1.0, -1.0, 1.0, -1.0], [2, 2], :f32}]},
     # Random draws: checked by their range (the values themselves are random).
     {:random_uniform, [], [shape: [64], low: 2.0, high: 3.0], {:range, 2.0, 3.0}},
     {:random_normal, [], [shape: [64], mean: 0.0, std: 1.0], {:range, -10.0, 10.0}},

@@ -13,6 +13,7 @@ mod command;
 mod device;
 mod dtype;
 mod error;
+mod media;
 mod ops;
 mod opts;
 mod pipeline;

@@ -27,9 +27,11 @@ macro_rules! each_kind {
     };
 }
 
+mod audio;
 mod create;
 mod elementwise;
 mod extension;
+mod image;
 mod index;
 mod layout;
 mod module;
@@ -55,6 +57,8 @@ pub enum Family {
     Layout,
     Module,
     Quant,
+    Image,
+    Audio,
     Nx,
 }
 
@@ -132,6 +136,23 @@ kernels! {
     Quant: [
         "quantize" ("float"; "block_size (one scale when absent; divides the last dimension), value (q8s | q8f)"),
         "dequantize" ("quantized"; "dtype (f32)"),
+    ],
+    // ExCubecl.Filter: images [h, w, c] or batches [n, h, w, c] (layout: :nchw for [c, h, w]
+    // and [n, c, h, w]), u8 (0..255) or float (0.0..1.0); see ops::image.
+    Image: [
+        "image_to_float" ("u8 image"; "dtype (f32), scale (1/255)"),
+        "image_resize" ("u8 | float image"; "size [h, w], mode (bilinear | nearest | bicubic | area), align_corners (false), layout (nhwc)"),
+        "image_crop" ("any image"; "top (0), left (0), height, width, layout (nhwc)"),
+        "image_pad" ("u8 | float image"; "top, bottom, left, right (0), value (0), layout (nhwc)"),
+        "image_flip" ("any image"; "direction (horizontal | vertical | both), layout (nhwc)"),
+        "image_rot90" ("any image"; "k (1: quarter turns counter-clockwise), layout (nhwc)"),
+        "image_color" ("u8 | float image"; "from, to (rgb | gray | ycbcr | yuv), layout (nhwc)"),
+        "image_normalize" ("u8 | float image"; "mean, std (per channel), layout (nhwc): gives f32"),
+        "image_blur" ("u8 | float image"; "sigma, size (2 ceil(3 sigma) + 1), layout (nhwc)"),
+    ],
+    // ExCubecl.Audio: samples [frames, channels]; see ops::audio.
+    Audio: [
+        "audio_resample" ("float [frames, channels]"; "from, to (rates)"),
     ],
     // Nx's callbacks with Nx's semantics (see ops::nx); ExBurn.Backend calls these.
     Nx: [
@@ -296,6 +317,8 @@ pub fn run<B: Extension>(
         Family::Layout => layout::run::<B>(op, inputs, opts),
         Family::Module => module::run::<B>(op, inputs, opts),
         Family::Quant => quant::run::<B>(op, inputs, opts),
+        Family::Image => image::run::<B>(op, inputs, opts),
+        Family::Audio => audio::run::<B>(op, inputs, opts),
         Family::Nx => nx::run::<B>(op, inputs, opts, device, max_bytes),
     }
 }
