@@ -8,6 +8,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
+use crate::bf16::{load, store};
 use crate::strided::read_at;
 
 /// A binary operation on float dtypes.
@@ -57,9 +58,11 @@ pub struct BinaryLayout {
     pub rhs_scalar: bool,
 }
 
-/// `out = op(lhs, rhs)` for float dtypes.
+/// `out = op(lhs, rhs)` for float dtypes stored as `F`, computed in `A` (`F` itself, or f32
+/// with `bits`, where `F` is u16 holding bf16 bits: see [`crate::bf16::load`]). The scalar is
+/// of type `A`.
 #[cube(launch_unchecked)]
-pub fn binary_float<F: Float>(
+pub fn binary_float<F: Numeric, A: Float>(
     lhs: &Array<F>,
     rhs: &Array<F>,
     output: &mut Array<F>,
@@ -71,25 +74,27 @@ pub fn binary_float<F: Float>(
     scalar: InputScalar,
     #[comptime] op: BinaryFloatOp,
     #[comptime] layout: BinaryLayout,
-    #[define(F)] _dtype: StorageType,
+    #[comptime] bits: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let a = read_at::<F>(lhs, lhs_offset, ABSOLUTE_POS, &shape, &lhs_strides, layout.lhs_linear);
+    let a = load::<F, A>(read_at::<F>(lhs, lhs_offset, ABSOLUTE_POS, &shape, &lhs_strides, layout.lhs_linear), bits);
     let b = if layout.rhs_scalar {
-        scalar.get::<F>()
+        scalar.get::<A>()
     } else {
-        read_at::<F>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear)
+        load::<F, A>(read_at::<F>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear), bits)
     };
-    output[ABSOLUTE_POS] = apply_binary_float::<F>(a, b, op);
+    output[ABSOLUTE_POS] = store::<F, A>(apply_binary_float::<A>(a, b, op), bits);
 }
 
 /// `out = op(lhs, rhs)` for float dtypes when both operands are contiguous with the output's
 /// shape (or the right one is the scalar), `N` elements per unit: vectors are loaded and
-/// stored whole, the op runs per lane. Offsets and `vectors` are counted in vectors.
+/// stored whole, the op runs per lane. Offsets and `vectors` are counted in vectors; `A` and
+/// `bits` as in [`binary_float`](fn@binary_float).
 #[cube(launch_unchecked)]
-pub fn binary_float_vec<F: Float, N: Size>(
+pub fn binary_float_vec<F: Numeric, A: Float, N: Size>(
     lhs: &Array<Vector<F, N>>,
     rhs: &Array<Vector<F, N>>,
     output: &mut Array<Vector<F, N>>,
@@ -99,21 +104,26 @@ pub fn binary_float_vec<F: Float, N: Size>(
     scalar: InputScalar,
     #[comptime] op: BinaryFloatOp,
     #[comptime] rhs_scalar: bool,
-    #[define(F)] _dtype: StorageType,
+    #[comptime] bits: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
     let a = lhs[lhs_offset + ABSOLUTE_POS];
-    let b = if rhs_scalar {
-        Vector::<F, N>::new(scalar.get::<F>())
-    } else {
-        rhs[rhs_offset + ABSOLUTE_POS]
-    };
+    let s = scalar.get::<A>();
     let mut y = Vector::<F, N>::empty();
-    #[unroll]
-    for i in 0..a.vector_size() {
-        y[i] = apply_binary_float::<F>(a[i], b[i], op);
+    if rhs_scalar {
+        #[unroll]
+        for i in 0..a.vector_size() {
+            y[i] = store::<F, A>(apply_binary_float::<A>(load::<F, A>(a[i], bits), s, op), bits);
+        }
+    } else {
+        let b = rhs[rhs_offset + ABSOLUTE_POS];
+        #[unroll]
+        for i in 0..a.vector_size() {
+            y[i] = store::<F, A>(apply_binary_float::<A>(load::<F, A>(a[i], bits), load::<F, A>(b[i], bits), op), bits);
+        }
     }
     output[ABSOLUTE_POS] = y;
 }

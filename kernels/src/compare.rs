@@ -4,6 +4,7 @@ use cubecl::prelude::*;
 use crate::binary::BinaryLayout;
 use cubecl::std::FastDivmod;
 
+use crate::bf16::load;
 use crate::strided::read_at;
 
 /// A comparison.
@@ -54,6 +55,35 @@ pub fn compare<T: Numeric, B: Numeric>(
     output[ABSOLUTE_POS] = B::cast_from(apply_compare::<T>(a, b, op));
 }
 
+/// [`compare`](fn@compare) of bf16 operands held as their bits in u16 (see
+/// [`crate::bf16::load`]), compared as the f32 values they widen to; the scalar is an f32.
+#[cube(launch_unchecked)]
+pub fn compare_bf16_bits<B: Numeric>(
+    lhs: &Array<u16>,
+    rhs: &Array<u16>,
+    output: &mut Array<B>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    lhs_strides: Sequence<usize>,
+    rhs_strides: Sequence<usize>,
+    scalar: InputScalar,
+    #[comptime] op: CompareOp,
+    #[comptime] layout: BinaryLayout,
+    #[define(B)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= output.len() {
+        terminate!();
+    }
+    let a = load::<u16, f32>(read_at::<u16>(lhs, lhs_offset, ABSOLUTE_POS, &shape, &lhs_strides, layout.lhs_linear), true);
+    let b = if layout.rhs_scalar {
+        scalar.get::<f32>()
+    } else {
+        load::<u16, f32>(read_at::<u16>(rhs, rhs_offset, ABSOLUTE_POS, &shape, &rhs_strides, layout.rhs_linear), true)
+    };
+    output[ABSOLUTE_POS] = B::cast_from(apply_compare::<f32>(a, b, op));
+}
+
 /// `a op b`.
 #[cube]
 pub(crate) fn apply_compare<T: Numeric>(a: T, b: T, #[comptime] op: CompareOp) -> bool {
@@ -67,9 +97,11 @@ pub(crate) fn apply_compare<T: Numeric>(a: T, b: T, #[comptime] op: CompareOp) -
     }
 }
 
-/// `out = predicate(input)` as 0 / 1 of the bool storage type `B`.
+/// `out = predicate(input)` as 0 / 1 of the bool storage type `B`, the input stored as `F`
+/// and tested as `A` (`F` itself, or f32 with `bits`, where `F` is u16 holding bf16 bits: see
+/// [`crate::bf16::load`]).
 #[cube(launch_unchecked)]
-pub fn float_predicate<F: Float, B: Numeric>(
+pub fn float_predicate<F: Numeric, A: Float, B: Numeric>(
     input: &Array<F>,
     output: &mut Array<B>,
     offset: usize,
@@ -77,13 +109,14 @@ pub fn float_predicate<F: Float, B: Numeric>(
     strides: Sequence<usize>,
     #[comptime] op: PredicateOp,
     #[comptime] linear: bool,
-    #[define(F, B)] _dtypes: [StorageType; 2],
+    #[comptime] bits: bool,
+    #[define(F, A, B)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let x = read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear);
-    output[ABSOLUTE_POS] = B::cast_from(apply_predicate::<F>(x, op));
+    let x = load::<F, A>(read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear), bits);
+    output[ABSOLUTE_POS] = B::cast_from(apply_predicate::<A>(x, op));
 }
 
 /// `op(x)`: whether `x` is NaN, or infinite.

@@ -2,6 +2,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
+use crate::bf16::{load, store};
 use crate::math;
 use crate::strided::read_at;
 
@@ -92,10 +93,11 @@ pub enum UnaryIntOp {
     ClampMax,
 }
 
-/// `out[i] = op(input[i])` for float dtypes, computed in `A` (f32 for f16 and bf16, whose
-/// math functions are coarse on some devices; `F` otherwise). `a` and `b` are of type `A`.
+/// `out[i] = op(input[i])` for float dtypes stored as `F`, computed in `A` (f32 for f16 and
+/// bf16, whose math functions are coarse on some devices; `F` otherwise). `a` and `b` are of
+/// type `A`. With `bits`, `F` is u16 holding bf16 bits (see [`crate::bf16::load`]).
 #[cube(launch_unchecked)]
-pub fn unary_float<F: Float, A: Float>(
+pub fn unary_float<F: Numeric, A: Float>(
     input: &Array<F>,
     output: &mut Array<F>,
     offset: usize,
@@ -105,20 +107,21 @@ pub fn unary_float<F: Float, A: Float>(
     b: InputScalar,
     #[comptime] op: UnaryFloatOp,
     #[comptime] linear: bool,
+    #[comptime] bits: bool,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= output.len() {
         terminate!();
     }
-    let x = A::cast_from(read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear));
-    output[ABSOLUTE_POS] = F::cast_from(apply_unary_float::<A>(x, a.get::<A>(), b.get::<A>(), op));
+    let x = load::<F, A>(read_at::<F>(input, offset, ABSOLUTE_POS, &shape, &strides, linear), bits);
+    output[ABSOLUTE_POS] = store::<F, A>(apply_unary_float::<A>(x, a.get::<A>(), b.get::<A>(), op), bits);
 }
 
 /// `out[i] = op(input[i])` for float dtypes on contiguous input and output, `N` elements per
 /// unit: vectors are loaded and stored whole (wide memory accesses), the op runs per lane.
-/// `offset` and `vectors` are counted in vectors.
+/// `offset` and `vectors` are counted in vectors; `bits` as in [`unary_float`](fn@unary_float).
 #[cube(launch_unchecked)]
-pub fn unary_float_vec<F: Float, A: Float, N: Size>(
+pub fn unary_float_vec<F: Numeric, A: Float, N: Size>(
     input: &Array<Vector<F, N>>,
     output: &mut Array<Vector<F, N>>,
     offset: usize,
@@ -126,6 +129,7 @@ pub fn unary_float_vec<F: Float, A: Float, N: Size>(
     a: InputScalar,
     b: InputScalar,
     #[comptime] op: UnaryFloatOp,
+    #[comptime] bits: bool,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
@@ -136,7 +140,7 @@ pub fn unary_float_vec<F: Float, A: Float, N: Size>(
     let mut y = Vector::<F, N>::empty();
     #[unroll]
     for i in 0..x.vector_size() {
-        y[i] = F::cast_from(apply_unary_float::<A>(A::cast_from(x[i]), a, b, op));
+        y[i] = store::<F, A>(apply_unary_float::<A>(load::<F, A>(x[i], bits), a, b, op), bits);
     }
     output[ABSOLUTE_POS] = y;
 }

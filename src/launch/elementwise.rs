@@ -5,10 +5,9 @@ use burn_backend::{BoolStore, DType, Scalar};
 use cubecl::Runtime;
 use cubecl::prelude::{ComputeClient, InputScalar};
 use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_float_vec, binary_int};
-use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, float_predicate};
+use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, compare_bf16_bits, float_predicate};
 use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
-use super::bf16;
 use super::views::Views;
 use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg, widest_vector};
 use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
@@ -22,30 +21,20 @@ pub enum Rhs<R: Runtime> {
     Scalar(Scalar),
 }
 
-impl<R: Runtime> Rhs<R> {
-    /// Whether the operand is a bf16 tensor held as bits (see [`super::bf16`]).
-    fn bf16_bits(&self) -> bool {
-        matches!(self, Rhs::Tensor(t) if t.bf16_bits())
-    }
-
-    /// The operand with a bf16 tensor held as bits widened to f32, after checking that it has
-    /// `lhs`'s dtype (widening would hide a mismatch).
-    fn widen(self, name: impl Display, lhs: &CubeTensor<R>) -> Self {
-        match self {
-            Rhs::Tensor(t) => {
-                check_same_dtype(name, lhs, &t);
-                Rhs::Tensor(bf16::widen(t))
-            }
-            scalar => scalar,
-        }
-    }
-}
-
 /// The widest vector (among the device's efficient sizes) in which `n` contiguous elements of
 /// `dtype` starting at each of `offsets` can be read and written: it divides `n` and every
 /// offset. 1 when there is none.
 pub(crate) fn flat_vector_size<R: Runtime>(client: &ComputeClient<R>, dtype: DType, n: usize, offsets: &[usize]) -> usize {
     widest_vector(client, storage_type(dtype).size(), std::iter::once(n).chain(offsets.iter().copied()))
+}
+
+/// The dtype a kernel computes `t`'s elements in, and takes its scalars in: f32 for bf16 held
+/// as bits (see [`super::bf16`]), the dtype itself otherwise.
+fn compute_dtype<R: Runtime>(t: &CubeTensor<R>) -> DType {
+    match t.bf16_bits() {
+        true => DType::F32,
+        false => t.dtype,
+    }
 }
 
 fn check_float<R: Runtime>(op: impl Display, t: &CubeTensor<R>) {
@@ -62,14 +51,13 @@ fn check_int<R: Runtime>(op: impl Display, t: &CubeTensor<R>) {
 
 /// `op(tensor)` for a float tensor; `a` and `b` are the op's parameters.
 pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f64, b: f64) -> CubeTensor<R> {
-    if tensor.bf16_bits() {
-        return bf16::map(tensor, |t| unary_float_op(t, op, a, b));
-    }
     let name = OpName("float", &op);
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), tensor.dtype);
-    // f16 and bf16 compute in f32 (see the kernel); the parameters are of the compute type.
+    // f16 and bf16 compute in f32 (see the kernel), bf16 held as bits too (read and written
+    // as its bits: see `super::bf16`); the parameters are of the compute type.
     let compute = accumulator_dtype(tensor.dtype);
+    let bits = tensor.bf16_bits();
     let dtypes = [tensor.storage(), storage_type(compute)];
     let (a, b) = (float_arg(a, compute), float_arg(b, compute));
     let n = out.num_elements();
@@ -86,7 +74,7 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
             unsafe {
                 unary_float_vec::launch_unchecked::<R>(
                     client, count, dim, v, tensor.buffer_arg(), o.buffer_arg(), offset / v, n / v, a, b, op,
-                    dtypes,
+                    bits, dtypes,
                 )
             }
         });
@@ -110,6 +98,7 @@ pub fn unary_float_op<R: Runtime>(tensor: CubeTensor<R>, op: UnaryFloatOp, a: f6
                 b,
                 op,
                 linear,
+                bits,
                 dtypes,
             )
         }
@@ -179,7 +168,7 @@ fn plan<R: Runtime>(name: impl Display + Copy, lhs: &CubeTensor<R>, rhs: Rhs<R>,
                 rhs_scalar: false,
             };
             let out = CubeTensor::empty(&lhs.client, &lhs.device, shape, out_dtype);
-            let scalar = InputScalar::new(0, storage_type(lhs.dtype));
+            let scalar = InputScalar::new(0, storage_type(compute_dtype(lhs)));
             let views = binary_views(&lhs_view, &rhs_view, layout);
             BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views }
         }
@@ -194,7 +183,7 @@ fn plan<R: Runtime>(name: impl Display + Copy, lhs: &CubeTensor<R>, rhs: Rhs<R>,
                 lhs_view: lhs.layout.clone(),
                 rhs: lhs.clone(),
                 rhs_view: lhs.layout.clone(),
-                scalar: scalar_arg(name, value, lhs.dtype),
+                scalar: scalar_arg(name, value, compute_dtype(lhs)),
                 layout,
                 out,
                 views: binary_views(&lhs.layout, &lhs.layout, layout),
@@ -206,12 +195,11 @@ fn plan<R: Runtime>(name: impl Display + Copy, lhs: &CubeTensor<R>, rhs: Rhs<R>,
 /// `op(lhs, rhs)` for float tensors, broadcasting.
 pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
     let name = OpName("float", &op);
-    if lhs.bf16_bits() || rhs.bf16_bits() {
-        let rhs = rhs.widen(&name, &lhs);
-        return bf16::map(lhs, |lhs| binary_float_op(lhs, rhs, op));
-    }
     check_float(&name, &lhs);
     let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, lhs.dtype);
+    // bf16 held as bits is read and written as its bits and computed in f32 (`super::bf16`).
+    let bits = lhs.bf16_bits();
+    let dtypes = [lhs.storage(), storage_type(compute_dtype(&lhs))];
     let n = out.num_elements();
     let o = out.clone();
     let (lo, ro) = (lhs_view.offset, rhs_view.offset);
@@ -226,7 +214,7 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
             unsafe {
                 binary_float_vec::launch_unchecked::<R>(
                     client, count, dim, v, lhs.buffer_arg(), rhs.buffer_arg(), o.buffer_arg(), lo / v, ro / v,
-                    n / v, scalar, op, layout.rhs_scalar, lhs.storage(),
+                    n / v, scalar, op, layout.rhs_scalar, bits, dtypes,
                 )
             }
         });
@@ -250,7 +238,8 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
                 scalar,
                 op,
                 layout,
-                lhs.storage(),
+                bits,
+                dtypes,
             )
         }
     });
@@ -291,12 +280,33 @@ pub fn binary_int_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryIntO
 /// `lhs op rhs` as a bool tensor stored as `store`.
 pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store: BoolStore) -> CubeTensor<R> {
     let name = OpName("compare", &op);
-    if lhs.bf16_bits() || rhs.bf16_bits() {
-        let rhs = rhs.widen(&name, &lhs);
-        return compare(bf16::widen(lhs), rhs, op, store);
-    }
     let BinaryPlan { lhs_view, rhs, rhs_view, scalar, layout, out, views } = plan(&name, &lhs, rhs, DType::Bool(store));
     let o = out.clone();
+    if lhs.bf16_bits() {
+        launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
+            unsafe {
+                compare_bf16_bits::launch_unchecked::<R>(
+                    client,
+                    count,
+                    dim,
+                    lhs.buffer_arg(),
+                    rhs.buffer_arg(),
+                    o.buffer_arg(),
+                    lhs_view.offset,
+                    rhs_view.offset,
+                    views.shape(),
+                    views.strides(0),
+                    views.strides(1),
+                    scalar,
+                    op,
+                    layout,
+                    o.storage(),
+                )
+            }
+        });
+        return out;
+    }
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `pos < len`; both views lie inside their buffers.
         unsafe {
@@ -324,13 +334,12 @@ pub fn compare<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: CompareOp, store
 
 /// `predicate(tensor)` for a float tensor, as a bool tensor stored as `store`.
 pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: BoolStore) -> CubeTensor<R> {
-    if tensor.bf16_bits() {
-        return predicate(bf16::widen(tensor), op, store);
-    }
     let name = OpName("float", &op);
     check_float(&name, &tensor);
     let out = CubeTensor::empty(&tensor.client, &tensor.device, tensor.layout.shape.clone(), DType::Bool(store));
     let o = out.clone();
+    let bits = tensor.bf16_bits();
+    let dtypes = [tensor.storage(), storage_type(compute_dtype(&tensor)), o.storage()];
     let linear = tensor.layout.is_contiguous();
     let views = Views::new(&tensor.layout.shape, &[&tensor.layout.strides], linear);
     launch(&out.client, &name, Geometry::Units(out.num_elements()), move |client, count, dim| {
@@ -347,7 +356,8 @@ pub fn predicate<R: Runtime>(tensor: CubeTensor<R>, op: PredicateOp, store: Bool
                 views.strides(0),
                 op,
                 linear,
-                [tensor.storage(), o.storage()],
+                bits,
+                dtypes,
             )
         }
     });

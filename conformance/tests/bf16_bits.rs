@@ -1,0 +1,203 @@
+//! bf16 held as its bits (devices without bf16 arithmetic, such as lavapipe): the elementwise
+//! families (unary float ops and activations, binary ops with a tensor or a scalar,
+//! comparisons, NaN / inf predicates) read the u16 bits, compute in f32 and store the result
+//! rounded to nearest even in one launch, and give bit for bit what widening to f32 (the copy
+//! kernel), computing in f32 and rounding back (the copy kernel) in separate launches gives:
+//! the path these ops took before, written here with `float_cast`. Inputs: random values,
+//! NaN, ±inf, ±0, f32 subnormals, values whose sum or product overflows or rounds on a tie;
+//! contiguous (vectorised), odd-length, permuted and broadcast operands.
+use std::sync::Mutex;
+
+use burn_backend::ops::{ActivationOps, FloatTensorOps};
+use burn_backend::{Backend, BoolStore, DType, FloatDType, Scalar, TensorData};
+use ex_cubecl::runtime::launch_count;
+use ex_cubecl_conformance::*;
+
+/// Float and bool primitives alike.
+type T = ex_cubecl::tensor::CubeTensor<Rt>;
+type Unary = fn(T) -> T;
+type Binary = fn(T, T) -> T;
+
+/// Launch counts are global: the tests of this file take turns.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// bf16 data of `shape`: random values in -4..4 with the edge cases written over its start.
+fn data(rng: &mut Rng, shape: &[usize]) -> TensorData {
+    let n: usize = shape.iter().product();
+    let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0, 1e-40, -3e38, 3e38, 1.0 + 1.0 / 256.0, 65504.0, 0.5];
+    let mut values: Vec<f32> = (0..n).map(|_| rng.float(-4.0, 4.0) as f32).collect();
+    values.iter_mut().zip(specials).for_each(|(v, s)| *v = s);
+    TensorData::new(values, shape.to_vec()).convert_dtype(DType::BF16)
+}
+
+/// Whether bf16 tensors on the test device are held as bits; the test says so and passes
+/// where they are not (the device computes bf16 itself).
+fn held_as_bits() -> bool {
+    let held = f::<Ex>(&TensorData::new(vec![0.0f32], [1]).convert_dtype(DType::BF16)).bf16_bits();
+    if !held {
+        eprintln!("bf16_bits: the device has bf16 arithmetic; nothing to check");
+    }
+    held
+}
+
+fn widen(t: T) -> T {
+    Ex::float_cast(t, FloatDType::F32)
+}
+
+fn narrow(t: T) -> T {
+    Ex::float_cast(t, FloatDType::BF16)
+}
+
+/// `run`'s result and the launches it took (its inputs uploaded before, its result read
+/// after).
+fn counted<O>(run: impl FnOnce() -> O) -> (O, u64) {
+    Ex::sync(&dev::<Ex>()).unwrap();
+    let before = launch_count();
+    let out = run();
+    Ex::sync(&dev::<Ex>()).unwrap();
+    (out, launch_count() - before)
+}
+
+/// [`counted`] of a float result, read.
+fn float(run: impl FnOnce() -> T) -> (TensorData, u64) {
+    let (t, n) = counted(run);
+    (rf::<Ex>(t), n)
+}
+
+/// [`counted`] of a bool result, read.
+fn bool(run: impl FnOnce() -> T) -> (TensorData, u64) {
+    let (t, n) = counted(run);
+    (rb::<Ex>(t), n)
+}
+
+/// Checks one op: one launch, and the bytes of the widen / compute / narrow path.
+fn check(suite: &mut Suite, case: String, ours: impl FnOnce() -> (TensorData, u64), old: impl FnOnce() -> (TensorData, u64)) {
+    let result = catch(|| (ours(), old())).and_then(|((ours, launches), (old, old_launches))| {
+        eprintln!("{case}: {launches} launch(es), {old_launches} on the widen / compute / narrow path");
+        match (launches, ours.dtype == old.dtype && ours.as_bytes() == old.as_bytes()) {
+            (1, true) => Ok(()),
+            (1, false) => Err(format!("bits differ: {:?} against {:?}", ours, old)),
+            (n, _) => Err(format!("{n} launches")),
+        }
+    });
+    suite.record(case, result);
+}
+
+#[test]
+fn unary_ops_are_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: unary");
+    let mut rng = Rng::new(52);
+    let ops: [(&str, Unary); 12] = [
+        ("exp", Ex::float_exp),
+        ("log", Ex::float_log),
+        ("sqrt", Ex::float_sqrt),
+        ("tanh", Ex::float_tanh),
+        ("recip", Ex::float_recip),
+        ("relu", Ex::relu),
+        ("gelu", Ex::gelu),
+        ("sigmoid", Ex::sigmoid),
+        ("clamp", |t| Ex::float_clamp(t, Scalar::Float(-0.3), Scalar::Float(2.7))),
+        ("powf_scalar 2", |t| Ex::float_powf_scalar_impl(t, Scalar::Float(2.0))),
+        ("powf_scalar 0.7", |t| Ex::float_powf_scalar_impl(t, Scalar::Float(0.7))),
+        ("neg", Ex::float_neg),
+    ];
+    // [64, 64] runs the vectorised kernel, [7, 9] and the transposed view the strided one.
+    for (shape, permute) in [([64, 64], false), ([7, 9], false), ([9, 12], true)] {
+        let x = data(&mut rng, &shape);
+        let input = || match permute {
+            true => Ex::float_permute(f::<Ex>(&x), &[1, 0]),
+            false => f::<Ex>(&x),
+        };
+        for (name, op) in ops {
+            let case = format!("{name} {shape:?}{}", if permute { " transposed" } else { "" });
+            let (a, b) = (input(), input());
+            check(&mut suite, case, || float(|| op(a)), || float(|| narrow(op(widen(b)))));
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn binary_ops_are_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: binary");
+    let mut rng = Rng::new(53);
+    let ops: [(&str, Binary); 6] = [
+        ("add", Ex::float_add),
+        ("sub", Ex::float_sub),
+        ("mul", Ex::float_mul),
+        ("div", Ex::float_div),
+        ("powf", Ex::float_powf),
+        ("atan2", Ex::float_atan2),
+    ];
+    // Same shapes (vectorised), odd shapes (strided kernel), and a row broadcast.
+    for (ls, rs) in [([64, 64], [64, 64]), ([7, 9], [7, 9]), ([7, 9], [1, 9])] {
+        let (x, y) = (data(&mut rng, &ls), data(&mut rng, &rs));
+        for (name, op) in ops {
+            let case = format!("{name} {ls:?} {rs:?}");
+            let (a, b) = (f::<Ex>(&x), f::<Ex>(&y));
+            let (c, d) = (f::<Ex>(&x), f::<Ex>(&y));
+            check(&mut suite, case, || float(|| op(a, b)), || float(|| narrow(op(widen(c), widen(d)))));
+        }
+        let scalars: [(&str, fn(T, Scalar) -> T); 4] = [
+            ("add_scalar", Ex::float_add_scalar),
+            ("mul_scalar", Ex::float_mul_scalar),
+            ("div_scalar", Ex::float_div_scalar),
+            ("sub_scalar", Ex::float_sub_scalar),
+        ];
+        for (name, op) in scalars {
+            // 0.1 is no bf16: the scalar stays an f32, as on the widened path.
+            let s = Scalar::Float(0.1);
+            let (a, c) = (f::<Ex>(&x), f::<Ex>(&x));
+            check(&mut suite, format!("{name} {ls:?}"), || float(|| op(a, s)), || float(|| narrow(op(widen(c), s))));
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn comparisons_and_predicates_are_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: comparisons");
+    let mut rng = Rng::new(54);
+    let store = BoolStore::Native;
+    for (ls, rs) in [([64, 64], [64, 64]), ([7, 9], [1, 9])] {
+        let (x, mut y) = (data(&mut rng, &ls), data(&mut rng, &rs));
+        if ls == rs {
+            // Equal elements, so that `equal` and `greater_equal` see both answers.
+            y = TensorData::new(x.to_vec::<burn_backend::bf16>().unwrap().iter().enumerate().map(|(i, &v)| if i % 3 == 0 { v } else { burn_backend::bf16::from_f32(0.25) }).collect(), ls.to_vec());
+        }
+        let tensors: [(&str, fn(T, T, BoolStore) -> T); 3] =
+            [("equal", Ex::float_equal), ("lower", Ex::float_lower), ("greater_equal", Ex::float_greater_equal)];
+        for (name, op) in tensors {
+            let (a, b) = (f::<Ex>(&x), f::<Ex>(&y));
+            let (c, d) = (f::<Ex>(&x), f::<Ex>(&y));
+            check(&mut suite, format!("{name} {ls:?} {rs:?}"), || bool(|| op(a, b, store)), || bool(|| op(widen(c), widen(d), store)));
+        }
+        let scalars: [(&str, fn(T, Scalar, BoolStore) -> T); 2] =
+            [("greater_elem", Ex::float_greater_elem), ("equal_elem", Ex::float_equal_elem)];
+        for (name, op) in scalars {
+            for s in [0.5, 0.1] {
+                let (a, c) = (f::<Ex>(&x), f::<Ex>(&x));
+                let s = Scalar::Float(s);
+                check(&mut suite, format!("{name} {s:?} {ls:?}"), || bool(|| op(a, s, store)), || bool(|| op(widen(c), s, store)));
+            }
+        }
+        let predicates: [(&str, fn(T, BoolStore) -> T); 2] = [("is_nan", Ex::float_is_nan), ("is_inf", Ex::float_is_inf)];
+        for (name, op) in predicates {
+            let (a, c) = (f::<Ex>(&x), f::<Ex>(&x));
+            check(&mut suite, format!("{name} {ls:?}"), || bool(|| op(a, store)), || bool(|| op(widen(c), store)));
+        }
+    }
+    suite.finish();
+}
