@@ -139,7 +139,8 @@ impl<R: Runtime> CubeTensor<R> {
     }
 
     /// Whether this is a bf16 tensor held as its bits in u16 (see
-    /// [`crate::runtime::bf16_in_u16`]): kernels that compute never see one.
+    /// [`crate::runtime::bf16_in_u16`]): kernels that compute see one only where they read
+    /// and write the bits themselves (see `crate::launch::bf16`).
     pub fn bf16_bits(&self) -> bool {
         self.dtype == DType::BF16 && bf16_in_u16(&self.client)
     }

@@ -1,7 +1,8 @@
 //! bf16 held as its bits (devices without bf16 arithmetic, such as lavapipe): the elementwise
 //! families (unary float ops and activations, binary ops with a tensor or a scalar,
 //! comparisons, NaN / inf predicates) read the u16 bits, compute in f32 and store the result
-//! rounded to nearest even in one launch, and give bit for bit what widening to f32 (the copy
+//! rounded to nearest even in one launch, and so do softmax and log-softmax (two launches for
+//! a non-contiguous view, whose bits are copied first), and give bit for bit what widening to f32 (the copy
 //! kernel), computing in f32 and rounding back (the copy kernel) in separate launches gives:
 //! the path these ops took before, written here with `float_cast`. Inputs: random values,
 //! NaN, ±inf, ±0, f32 subnormals, values whose sum or product overflows or rounds on a tie;
@@ -72,12 +73,17 @@ fn bool(run: impl FnOnce() -> T) -> (TensorData, u64) {
 
 /// Checks one op: one launch, and the bytes of the widen / compute / narrow path.
 fn check(suite: &mut Suite, case: String, ours: impl FnOnce() -> (TensorData, u64), old: impl FnOnce() -> (TensorData, u64)) {
+    check_launches(suite, case, 1, ours, old)
+}
+
+/// [`check`] of an op that takes `expected` launches.
+fn check_launches(suite: &mut Suite, case: String, expected: u64, ours: impl FnOnce() -> (TensorData, u64), old: impl FnOnce() -> (TensorData, u64)) {
     let result = catch(|| (ours(), old())).and_then(|((ours, launches), (old, old_launches))| {
         eprintln!("{case}: {launches} launch(es), {old_launches} on the widen / compute / narrow path");
-        match (launches, ours.dtype == old.dtype && ours.as_bytes() == old.as_bytes()) {
-            (1, true) => Ok(()),
-            (1, false) => Err(format!("bits differ: {:?} against {:?}", ours, old)),
-            (n, _) => Err(format!("{n} launches")),
+        match (launches == expected, ours.dtype == old.dtype && ours.as_bytes() == old.as_bytes()) {
+            (true, true) => Ok(()),
+            (true, false) => Err(format!("bits differ: {:?} against {:?}", ours, old)),
+            (false, _) => Err(format!("{launches} launches, not {expected}")),
         }
     });
     suite.record(case, result);
@@ -198,6 +204,155 @@ fn comparisons_and_predicates_are_one_launch_with_the_same_bits() {
             let (a, c) = (f::<Ex>(&x), f::<Ex>(&x));
             check(&mut suite, format!("{name} {ls:?}"), || bool(|| op(a, store)), || bool(|| op(widen(c), store)));
         }
+    }
+    suite.finish();
+}
+
+#[test]
+fn softmax_is_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: softmax");
+    let mut rng = Rng::new(55);
+    // Each of the three kernels: a cube per row along the last dimension (rows held in
+    // registers, and streamed twice), a cube per long line elsewhere, a unit per line; then
+    // a transposed view, which is made contiguous (its bits copied) first.
+    let cases: [(&[usize], usize, bool, u64); 6] = [
+        (&[4, 600], 1, false, 1),
+        (&[2, 9000], 1, false, 1),
+        (&[2, 600, 1], 1, false, 1),
+        (&[40, 3], 0, false, 1),
+        (&[5, 7], 1, false, 1),
+        (&[600, 4], 0, true, 2),
+    ];
+    for (shape, dim, transpose, expected) in cases {
+        let x = data(&mut rng, shape);
+        let input = || match transpose {
+            true => Ex::float_permute(f::<Ex>(&x), &[1, 0]),
+            false => f::<Ex>(&x),
+        };
+        let dim = if transpose { 1 - dim } else { dim };
+        for (name, op) in [("softmax", Ex::softmax as fn(T, usize) -> T), ("log_softmax", Ex::log_softmax)] {
+            let (a, b) = (input(), input());
+            let case = format!("{name} {shape:?} dim {dim}{}", if transpose { " transposed" } else { "" });
+            check_launches(&mut suite, case, expected, || float(|| op(a, dim)), || float(|| narrow(op(widen(b), dim))));
+        }
+    }
+    suite.finish();
+}
+
+#[test]
+fn reductions_are_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: reductions");
+    let mut rng = Rng::new(56);
+    // A unit per line, a cube per line (along the last dimension and across it), a line split
+    // over cubes (two launches: chunks, then their merge, as for f32), and a transposed view,
+    // whose elements fold in the order of its f32 widening.
+    let cases: [(&[usize], usize, bool, u64); 6] = [
+        (&[4, 37], 1, false, 1),
+        (&[2, 3000], 1, false, 1),
+        (&[600, 3], 0, false, 1),
+        (&[2, 40000], 1, false, 2),
+        (&[37, 4], 0, true, 1),
+        (&[3, 600], 1, true, 1),
+    ];
+    let ops: [(&str, fn(T, usize) -> T); 4] = [
+        ("sum_dim", Ex::float_sum_dim),
+        ("mean_dim", Ex::float_mean_dim),
+        ("max_dim", Ex::float_max_dim),
+        ("argmax", |t, dim| Ex::float_argmax(t, dim, burn_backend::IntDType::I32)),
+    ];
+    for (shape, dim, transpose, expected) in cases {
+        // Values in -4..4 without the edge cases, whose inf and NaN would hide the sums' bits.
+        let x = float_data(&mut rng, shape, DType::BF16, -4.0, 4.0);
+        let input = || match transpose {
+            true => Ex::float_permute(f::<Ex>(&x), &[1, 0]),
+            false => f::<Ex>(&x),
+        };
+        let dim = if transpose { 1 - dim } else { dim };
+        for (name, op) in ops {
+            let (a, b) = (input(), input());
+            let case = format!("{name} {shape:?} dim {dim}{}", if transpose { " transposed" } else { "" });
+            // argmax gives indices: nothing to narrow.
+            let old = move || match name {
+                "argmax" => op(widen(b), dim),
+                _ => narrow(op(widen(b), dim)),
+            };
+            check_launches(&mut suite, case, expected, || float(|| op(a, dim)), || float(old));
+        }
+    }
+    let x = float_data(&mut rng, &[5, 300], DType::BF16, -4.0, 4.0);
+    let (a, b) = (f::<Ex>(&x), f::<Ex>(&x));
+    check(&mut suite, "sum [5, 300]".into(), || float(|| Ex::float_sum(a)), || float(|| narrow(Ex::float_sum(widen(b)))));
+    let (a, b) = (f::<Ex>(&x), f::<Ex>(&x));
+    let max_with_indices = |t| {
+        let (values, indices) = Ex::float_max_dim_with_indices(t, 1, burn_backend::IntDType::I32);
+        (values, ri::<Ex>(indices))
+    };
+    let ((ours, ours_idx), n) = counted(|| max_with_indices(a));
+    let ((old, old_idx), _) = counted(|| max_with_indices(widen(b)));
+    let same = rf::<Ex>(ours).as_bytes() == rf::<Ex>(narrow(old)).as_bytes() && ours_idx == old_idx;
+    suite.record("max_dim_with_indices [5, 300]: one launch, the same bits and indices", match (n, same) {
+        (1, true) => Ok(()),
+        (n, same) => Err(format!("{n} launches, the same bits and indices: {same}")),
+    });
+    suite.finish();
+}
+
+#[test]
+fn a_fused_chain_is_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    type Fused = burn_fusion::Fusion<Ex>;
+    use burn_tensor::Tensor;
+    let mut suite = Suite::new("bf16 bits: fused chain");
+    let mut rng = Rng::new(57);
+    let chain = |a: Tensor<Fused, 2>, b: Tensor<Fused, 2>, c: Tensor<Fused, 2>| ((a.clone() + b).exp() * 2.0 - c).tanh().mask_fill(a.lower_elem(0.0), 0.5);
+    // [64, 64] runs the vectorised kernel, [7, 9] the other; b and c broadcast.
+    for (sa, sb, sc) in [([64, 64], [1, 64], [64, 1]), ([7, 9], [1, 9], [7, 1])] {
+        let (a, b, c) = (data(&mut rng, &sa), data(&mut rng, &sb), data(&mut rng, &sc));
+        let device = dev::<Fused>();
+        let on = (&device, DType::BF16);
+        let (ta, tb, tc) = (Tensor::from_data(a.clone(), on), Tensor::from_data(b.clone(), on), Tensor::from_data(c.clone(), on));
+        let ((ours, launches), (old, old_launches)) = (
+            {
+                Fused::sync(&device).unwrap();
+                let before = launch_count();
+                let out = chain(ta, tb, tc);
+                Fused::sync(&device).unwrap();
+                (out.into_data(), launch_count() - before)
+            },
+            {
+                // The same ops one by one, each widened, computed and narrowed.
+                let (a, b, c) = (f::<Ex>(&a), f::<Ex>(&b), f::<Ex>(&c));
+                let op = |x: T, op: &dyn Fn(T) -> T| narrow(op(widen(x)));
+                let op2 = |x: T, y: T, op: &dyn Fn(T, T) -> T| narrow(op(widen(x), widen(y)));
+                let counted = counted(|| {
+                    let sum = op2(a.clone(), b, &|x, y| Ex::float_add(x, y));
+                    let e = op(sum, &|x| Ex::float_exp(x));
+                    let m = op(e, &|x| Ex::float_mul_scalar(x, Scalar::Float(2.0)));
+                    let d = op2(m, c, &|x, y| Ex::float_sub(x, y));
+                    let t = op(d, &|x| Ex::float_tanh(x));
+                    let mask = Ex::float_lower_elem(widen(a), Scalar::Float(0.0), BoolStore::Native);
+                    Ex::float_mask_fill(t, mask, Scalar::Float(0.5))
+                });
+                (rf::<Ex>(counted.0), counted.1)
+            },
+        );
+        eprintln!("fused chain {sa:?}: {launches} launch(es); the ops one by one on the widen / compute / narrow path {old_launches}");
+        let same = ours.as_bytes() == old.as_bytes();
+        suite.record(format!("(a + b).exp() * 2 - c, tanh, mask_fill(a < 0) {sa:?}: one launch, the same bits"), match (launches, same) {
+            (1, true) => Ok(()),
+            (n, same) => Err(format!("{n} launches, the same bits: {same}")),
+        });
     }
     suite.finish();
 }

@@ -28,7 +28,7 @@ pub fn round_to_bf16(x: f32) -> f32 {
 /// with `bits`, `S` is u16 holding a bf16's bits and `A` is f32, which holds it exactly (the
 /// bits are the upper half of the f32's); otherwise a cast.
 #[cube]
-pub fn load<S: Numeric, A: Float>(x: S, #[comptime] bits: bool) -> A {
+pub fn load<S: Numeric, A: Numeric>(x: S, #[comptime] bits: bool) -> A {
     if bits {
         A::cast_from(f32::reinterpret(u32::cast_from(x) << 16))
     } else {
@@ -40,7 +40,7 @@ pub fn load<S: Numeric, A: Float>(x: S, #[comptime] bits: bool) -> A {
 /// type `S`): with `bits`, the bits of the bf16 nearest to `y` ([`bf16_bits`](fn@bf16_bits));
 /// otherwise a cast.
 #[cube]
-pub fn store<S: Numeric, A: Float>(y: A, #[comptime] bits: bool) -> S {
+pub fn store<S: Numeric, A: Numeric>(y: A, #[comptime] bits: bool) -> S {
     if bits {
         S::cast_from(bf16_bits(f32::cast_from(y)))
     } else {

@@ -11,7 +11,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
-use crate::bf16::round_to_bf16;
+use crate::bf16::{load, round_to_bf16, store};
 use crate::binary::{BinaryFloatOp, apply_binary_float};
 use crate::compare::{CompareOp, PredicateOp, apply_compare, apply_predicate};
 use crate::unary::{UnaryFloatOp, apply_unary_float};
@@ -74,7 +74,9 @@ pub struct FusedProgram<Read = FusedRead> {
     /// The register that bool output `j` takes (stored as `register != 0`).
     pub bool_outputs: Vec<usize>,
     /// Whether each op's result is rounded to bf16 (an f32 program standing for a bf16 one
-    /// on a device without bf16: the bits that separate bf16 launches give).
+    /// on a device without bf16: the bits that separate bf16 launches give). In
+    /// [`fused_float`](fn@fused_float) and the vectorised kernel, the float inputs and outputs
+    /// are then bf16 held as bits in u16 ([`crate::bf16::load`], [`crate::bf16::store`]).
     pub round_to_bf16: bool,
 }
 
@@ -83,8 +85,9 @@ pub struct FusedProgram<Read = FusedRead> {
 /// `program.bool_outputs[j]`. Input `k` (the float inputs, then the bool inputs) is element
 /// `offsets[k]` onward of its buffer, read as its `FusedRead` says; a strided input's strides
 /// over the iteration shape `shape` are `strides[k * rank ..][..rank]` (empty sequences when
-/// no input is strided). Unary ops compute in `A` (f32 for f16 and bf16), binary ops in `F`;
-/// `B` is the bool storage type.
+/// no input is strided). The float inputs and outputs are stored as `S` (`F`, or u16 holding
+/// bf16 bits with `program.round_to_bf16`), registers are `F`; unary ops compute in `A` (f32
+/// for f16 and bf16), binary ops in `F`; `B` is the bool storage type.
 ///
 /// `lhs_one` and `rhs_one` are 1: every op reads its first operand times `lhs_one` and its
 /// second times `rhs_one`, values the shader compiler cannot see. Vulkan drivers may rewrite
@@ -93,10 +96,10 @@ pub struct FusedProgram<Read = FusedRead> {
 /// patterns, and through these factors a fused chain doesn't either. Multiplying by 1 is
 /// exact.
 #[cube(launch_unchecked)]
-pub fn fused_float<F: Float, A: Float, B: Numeric>(
-    inputs: &Sequence<Array<F>>,
+pub fn fused_float<S: Numeric, F: Float, A: Float, B: Numeric>(
+    inputs: &Sequence<Array<S>>,
     bools: &Sequence<Array<B>>,
-    outputs: &mut Sequence<Array<F>>,
+    outputs: &mut Sequence<Array<S>>,
     bool_outputs: &mut Sequence<Array<B>>,
     offsets: Sequence<usize>,
     shape: Sequence<FastDivmod<usize>>,
@@ -107,16 +110,18 @@ pub fn fused_float<F: Float, A: Float, B: Numeric>(
     lhs_one: InputScalar,
     rhs_one: InputScalar,
     #[comptime] program: FusedProgram,
-    #[define(F, A, B)] _dtypes: [StorageType; 3],
+    #[define(S, F, A, B)] _dtypes: [StorageType; 4],
 ) {
     if ABSOLUTE_POS >= len {
         terminate!();
     }
+    let bits = comptime!(program.round_to_bf16);
     let mut regs = Sequence::<F>::new();
     #[unroll]
     for k in 0..program.reads.len() {
         let read = comptime!(program.reads[k]);
-        regs.push(read_input::<F>(inputs.index(k), offsets[k], ABSOLUTE_POS, read, &shape, &strides, k));
+        let x = read_input::<S>(inputs.index(k), offsets[k], ABSOLUTE_POS, read, &shape, &strides, k);
+        regs.push(load::<S, F>(x, bits));
     }
     let floats = comptime!(program.reads.len());
     #[unroll]
@@ -127,25 +132,27 @@ pub fn fused_float<F: Float, A: Float, B: Numeric>(
     }
     let (l, r) = (lhs_one.get::<F>(), rhs_one.get::<F>());
     run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.ops.clone(), program.round_to_bf16);
-    write_registers::<F, B>(outputs, bool_outputs, ABSOLUTE_POS, &regs, program.outputs, program.bool_outputs);
+    write_registers::<S, F, B>(outputs, bool_outputs, ABSOLUTE_POS, &regs, program.outputs, program.bool_outputs, bits);
 }
 
-/// Stores register `float_regs[j]` at `at` of float output `j`, and register `bool_regs[j]`
-/// as `register != 0` at `at` of bool output `j`.
+/// Stores register `float_regs[j]` at `at` of float output `j` (of `S`: `F`, or with `bits`
+/// u16 holding the bf16's bits), and register `bool_regs[j]` as `register != 0` at `at` of
+/// bool output `j`.
 #[cube]
-pub(crate) fn write_registers<F: Float, B: Numeric>(
-    outputs: &mut Sequence<Array<F>>,
+pub(crate) fn write_registers<S: Numeric, F: Float, B: Numeric>(
+    outputs: &mut Sequence<Array<S>>,
     bool_outputs: &mut Sequence<Array<B>>,
     at: usize,
     regs: &Sequence<F>,
     #[comptime] float_regs: Vec<usize>,
     #[comptime] bool_regs: Vec<usize>,
+    #[comptime] bits: bool,
 ) {
     #[unroll]
     for j in 0..float_regs.len() {
         let r = comptime!(float_regs[j]);
         let output = outputs.index_mut(j);
-        output[at] = regs[r];
+        output[at] = store::<S, F>(regs[r], bits);
     }
     #[unroll]
     for j in 0..bool_regs.len() {

@@ -80,7 +80,7 @@ pub fn fused_matmul<F: Float, A: Float, B: Numeric, NA: Size, NB: Size>(
                     regs.push(as_register::<F, B>(b));
                 }
                 run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.ops.clone(), program.round_to_bf16);
-                write_registers::<F, B>(outputs, bool_outputs, at, &regs, program.outputs.clone(), program.bool_outputs.clone());
+                write_registers::<F, F, B>(outputs, bool_outputs, at, &regs, program.outputs.clone(), program.bool_outputs.clone(), false);
             }
         }
     }

@@ -99,7 +99,7 @@ pub fn fused_reduce<F: Float, A: Float, B: Numeric>(
         }
         run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.read.ops.clone(), program.read.round_to_bf16);
         let at = starts[read_inputs] + i * out_axis;
-        write_registers::<F, B>(outputs, bool_outputs, at, &regs, program.read.outputs.clone(), program.read.bool_outputs.clone());
+        write_registers::<F, F, B>(outputs, bool_outputs, at, &regs, program.read.outputs.clone(), program.read.bool_outputs.clone(), false);
         acc_push::<A>(&mut acc, A::cast_from(regs[program.reduced]), i as u32, first, program.op);
         first = false;
         i += step;
@@ -159,5 +159,5 @@ fn write_line<F: Float, A: Float, B: Numeric>(
         regs.push(as_register::<F, B>(b));
     }
     run_ops::<F, A>(&mut regs, scalars, params, l, r, program.write.ops.clone(), program.write.round_to_bf16);
-    write_registers::<F, B>(write_outputs, write_bool_outputs, line, &regs, program.write.outputs, program.write.bool_outputs);
+    write_registers::<F, F, B>(write_outputs, write_bool_outputs, line, &regs, program.write.outputs, program.write.bool_outputs, false);
 }

@@ -5,6 +5,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
+use crate::bf16::{load, store};
 use crate::fused::{FusedProgram, as_register, run_ops, strided_offset};
 
 /// How the vectorised kernel reads one input at the `N` positions `N * pos ..` of the
@@ -35,14 +36,15 @@ impl VectorRead {
 /// The program of [`fused_float`](fn@crate::fused::fused_float) on `vectors_len` vectors of `N`
 /// elements: float input `k` is `vectors[..]` or `splats[..]` as `program.reads[k]` says (in
 /// the order of the inputs of each kind), likewise bool input `k`; every output is contiguous.
+/// Float inputs and outputs are stored as `S` (see [`fused_float`](fn@crate::fused::fused_float)).
 /// Offsets of `Linear` inputs count vectors, the others' elements.
 #[cube(launch_unchecked)]
-pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
-    vectors: &Sequence<Array<Vector<F, N>>>,
-    splats: &Sequence<Array<F>>,
+pub fn fused_float_vec<S: Numeric, F: Float, A: Float, B: Numeric, N: Size>(
+    vectors: &Sequence<Array<Vector<S, N>>>,
+    splats: &Sequence<Array<S>>,
     bool_vectors: &Sequence<Array<Vector<B, N>>>,
     bool_splats: &Sequence<Array<B>>,
-    outputs: &mut Sequence<Array<Vector<F, N>>>,
+    outputs: &mut Sequence<Array<Vector<S, N>>>,
     bool_outputs: &mut Sequence<Array<Vector<B, N>>>,
     offsets: Sequence<usize>,
     shape: Sequence<FastDivmod<usize>>,
@@ -53,18 +55,19 @@ pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
     lhs_one: InputScalar,
     rhs_one: InputScalar,
     #[comptime] program: FusedProgram<VectorRead>,
-    #[define(F, A, B)] _dtypes: [StorageType; 3],
+    #[define(S, F, A, B)] _dtypes: [StorageType; 4],
 ) {
     if ABSOLUTE_POS >= vectors_len {
         terminate!();
     }
+    let bits = comptime!(program.round_to_bf16);
     let floats = comptime!(program.reads.len());
-    let loaded = load::<F, N>(vectors, splats, &offsets, &shape, &strides, program.reads.clone(), 0usize);
-    let bools_loaded = load::<B, N>(bool_vectors, bool_splats, &offsets, &shape, &strides, program.bool_reads.clone(), floats);
-    let mut results = Sequence::<Vector<F, N>>::new();
+    let loaded = load_inputs::<S, N>(vectors, splats, &offsets, &shape, &strides, program.reads.clone(), 0usize);
+    let bools_loaded = load_inputs::<B, N>(bool_vectors, bool_splats, &offsets, &shape, &strides, program.bool_reads.clone(), floats);
+    let mut results = Sequence::<Vector<S, N>>::new();
     #[unroll]
     for _ in 0..program.outputs.len() {
-        results.push(Vector::<F, N>::empty());
+        results.push(Vector::<S, N>::empty());
     }
     let mut bool_results = Sequence::<Vector<B, N>>::new();
     #[unroll]
@@ -77,7 +80,7 @@ pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
         let mut regs = Sequence::<F>::new();
         #[unroll]
         for k in 0..floats {
-            regs.push(loaded[k][lane]);
+            regs.push(load::<S, F>(loaded[k][lane], bits));
         }
         #[unroll]
         for k in 0..program.bool_reads.len() {
@@ -88,7 +91,7 @@ pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
         for j in 0..program.outputs.len() {
             let reg = comptime!(program.outputs[j]);
             let result = results.index_mut(j);
-            result[lane] = regs[reg];
+            result[lane] = store::<S, F>(regs[reg], bits);
         }
         #[unroll]
         for j in 0..program.bool_outputs.len() {
@@ -112,7 +115,7 @@ pub fn fused_float_vec<F: Float, A: Float, B: Numeric, N: Size>(
 /// The vectors of unit `ABSOLUTE_POS` of the inputs read as `reads` says, which are inputs
 /// `first ..` of the launch (for their offsets and strides), bound in `vectors` and `splats`.
 #[cube]
-fn load<T: Numeric, N: Size>(
+fn load_inputs<T: Numeric, N: Size>(
     vectors: &Sequence<Array<Vector<T, N>>>,
     splats: &Sequence<Array<T>>,
     offsets: &Sequence<usize>,

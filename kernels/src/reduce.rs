@@ -10,6 +10,7 @@
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
+use crate::bf16::{load, store};
 use crate::strided::seq_offset;
 
 /// A reduction.
@@ -206,6 +207,27 @@ pub(crate) fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[compt
     }
 }
 
+/// Which of a reduction's buffers hold bf16 as its bits in u16 (read through
+/// [`crate::bf16::load`], written through [`crate::bf16::store`]; the accumulator is f32).
+#[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub struct Bf16Bits {
+    /// The input.
+    pub input: bool,
+    /// The output (the values; never the indices).
+    pub output: bool,
+}
+
+/// [`acc_write`](fn@acc_write) to an output element of `O`, or with `bits` the bits of the bf16 nearest to the
+/// value ([`crate::bf16::store`]).
+#[cube]
+fn write_output<A: Numeric, O: Numeric>(acc: Acc<A>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool, #[comptime] bits: bool) -> O {
+    if bits {
+        store::<O, A>(acc_write::<A, A>(acc, len, op, with_indices), true)
+    } else {
+        acc_write::<A, O>(acc, len, op, with_indices)
+    }
+}
+
 /// One unit per output element. With `with_indices`, arg reductions also write their index
 /// to `indices` (otherwise `indices` is unused).
 #[cube(launch_unchecked)]
@@ -220,6 +242,7 @@ pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     stride: usize,
     #[comptime] op: ReduceOp,
     #[comptime] with_indices: bool,
+    #[comptime] bits: Bf16Bits,
     #[define(T, A, O, I)] _dtypes: [StorageType; 4],
 ) {
     if ABSOLUTE_POS >= output.len() {
@@ -228,9 +251,9 @@ pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     let start = offset + seq_offset(ABSOLUTE_POS, &lines, &line_strides);
     let mut acc = acc_init::<A>(op);
     for k in 0..len {
-        acc_push::<A>(&mut acc, A::cast_from(input[start + k * stride]), k as u32, k == 0, op);
+        acc_push::<A>(&mut acc, load::<T, A>(input[start + k * stride], bits.input), k as u32, k == 0, op);
     }
-    output[ABSOLUTE_POS] = acc_write::<A, O>(acc, len, op, with_indices);
+    output[ABSOLUTE_POS] = write_output::<A, O>(acc, len, op, with_indices, bits.output);
     if with_indices {
         indices[ABSOLUTE_POS] = I::cast_from(acc.index);
     }
@@ -248,12 +271,13 @@ fn cube_fold<T: Numeric, A: Numeric>(
     hi: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
+    #[comptime] bits: bool,
 ) -> Acc<A> {
     let mut acc = acc_init::<A>(op);
     let mut k = lo + UNIT_POS as usize;
     let mut first = true;
     while k < hi {
-        acc_push::<A>(&mut acc, A::cast_from(input[start + k * stride]), k as u32, first, op);
+        acc_push::<A>(&mut acc, load::<T, A>(input[start + k * stride], bits), k as u32, first, op);
         first = false;
         k += cube_size;
     }
@@ -322,6 +346,7 @@ pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
     #[comptime] with_indices: bool,
+    #[comptime] bits: Bf16Bits,
     #[define(T, A, O, I)] _dtypes: [StorageType; 4],
 ) {
     let out_pos = CUBE_POS;
@@ -330,9 +355,9 @@ pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
         terminate!();
     }
     let start = offset + seq_offset(out_pos, &lines, &line_strides);
-    let total = cube_fold::<T, A>(input, start, stride, 0, len, op, cube_size);
+    let total = cube_fold::<T, A>(input, start, stride, 0, len, op, cube_size, bits.input);
     if UNIT_POS == 0 {
-        output[out_pos] = acc_write::<A, O>(total, len, op, with_indices);
+        output[out_pos] = write_output::<A, O>(total, len, op, with_indices, bits.output);
         if with_indices {
             indices[out_pos] = I::cast_from(total.index);
         }
@@ -356,6 +381,7 @@ pub fn reduce_split<T: Numeric, A: Numeric>(
     chunk: usize,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
+    #[comptime] bits: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     let pos = CUBE_POS;
@@ -367,7 +393,7 @@ pub fn reduce_split<T: Numeric, A: Numeric>(
     let lo = (pos % splits) * chunk;
     let hi = select(lo + chunk < len, lo + chunk, len);
     let start = offset + seq_offset(line, &lines, &line_strides);
-    let total = cube_fold::<T, A>(input, start, stride, lo, hi, op, cube_size);
+    let total = cube_fold::<T, A>(input, start, stride, lo, hi, op, cube_size, bits);
     if UNIT_POS == 0 {
         partial_values[pos] = total.value;
         partial_indices[pos] = total.index;
@@ -386,6 +412,7 @@ pub fn reduce_split_merge<A: Numeric, O: Numeric, I: Numeric>(
     len: usize,
     #[comptime] op: ReduceOp,
     #[comptime] with_indices: bool,
+    #[comptime] bits: bool,
     #[define(A, O, I)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= output.len() {
@@ -403,7 +430,7 @@ pub fn reduce_split_merge<A: Numeric, O: Numeric, I: Numeric>(
         };
         acc_merge::<A>(&mut acc, other, true, op);
     }
-    output[ABSOLUTE_POS] = acc_write::<A, O>(acc, len, op, with_indices);
+    output[ABSOLUTE_POS] = write_output::<A, O>(acc, len, op, with_indices, bits);
     if with_indices {
         indices[ABSOLUTE_POS] = I::cast_from(acc.index);
     }

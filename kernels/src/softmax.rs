@@ -4,18 +4,22 @@ use cubecl::prelude::*;
 
 use cubecl::std::FastDivmod;
 
+use crate::bf16::{load, store};
 use crate::strided::{line_start, seq_offset};
 
 /// `output` is contiguous with the input view's shape. Sums run in `A` (f32 for half-precision
-/// inputs, `T` otherwise). With `log`, writes log-softmax.
+/// inputs, `T` otherwise). With `log`, writes log-softmax. With `bits` (in every kernel of
+/// this file), `T` is u16 holding bf16 bits, read and written through [`crate::bf16::load`]
+/// and [`crate::bf16::store`].
 #[cube(launch_unchecked)]
-pub fn softmax<T: Float, A: Float>(
+pub fn softmax<T: Numeric, A: Float>(
     input: &Tensor<T>,
     output: &mut Tensor<T>,
     offset: usize,
     dim: usize,
     num_lines: usize,
     #[comptime] log: bool,
+    #[comptime] bits: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= num_lines {
@@ -28,20 +32,20 @@ pub fn softmax<T: Float, A: Float>(
     let in_stride = input.stride(dim);
     let out_stride = output.stride(dim);
 
-    let mut max = A::cast_from(input[in_start]);
+    let mut max = load::<T, A>(input[in_start], bits);
     for k in 1..len {
-        let x = A::cast_from(input[in_start + k * in_stride]);
+        let x = load::<T, A>(input[in_start + k * in_stride], bits);
         max = select(x > max, x, max);
     }
     let mut sum = A::new(0.0);
     for k in 0..len {
-        sum += crate::math::exp::<A>(A::cast_from(input[in_start + k * in_stride]) - max);
+        sum += crate::math::exp::<A>(load::<T, A>(input[in_start + k * in_stride], bits) - max);
     }
     let log_sum = crate::math::ln::<A>(sum);
     for k in 0..len {
-        let z = A::cast_from(input[in_start + k * in_stride]) - max;
+        let z = load::<T, A>(input[in_start + k * in_stride], bits) - max;
         let y = if log { z - log_sum } else { crate::math::exp::<A>(z) / sum };
-        output[out_start + k * out_stride] = T::cast_from(y);
+        output[out_start + k * out_stride] = store::<T, A>(y, bits);
     }
 }
 
@@ -50,7 +54,7 @@ pub fn softmax<T: Float, A: Float>(
 /// through a shared-memory tree, then read the line again to write the result (a re-read that
 /// the cache mostly serves).
 #[cube(launch_unchecked)]
-pub fn softmax_per_cube<T: Float, A: Float>(
+pub fn softmax_per_cube<T: Numeric, A: Float>(
     input: &Tensor<T>,
     output: &mut Tensor<T>,
     offset: usize,
@@ -58,6 +62,7 @@ pub fn softmax_per_cube<T: Float, A: Float>(
     num_lines: usize,
     #[comptime] cube_size: usize,
     #[comptime] log: bool,
+    #[comptime] bits: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
@@ -74,11 +79,11 @@ pub fn softmax_per_cube<T: Float, A: Float>(
 
     // Units with no element keep max = the line's first element and sum = 0, which merge
     // as a no-op.
-    let mut max = A::cast_from(input[in_start]);
+    let mut max = load::<T, A>(input[in_start], bits);
     let mut sum = A::new(0.0);
     let mut k = unit;
     while k < len {
-        let x = A::cast_from(input[in_start + k * in_stride]);
+        let x = load::<T, A>(input[in_start + k * in_stride], bits);
         if x > max {
             sum = sum * crate::math::exp::<A>(max - x);
             max = x;
@@ -92,9 +97,9 @@ pub fn softmax_per_cube<T: Float, A: Float>(
 
     let mut k = unit;
     while k < len {
-        let z = A::cast_from(input[in_start + k * in_stride]) - max;
+        let z = load::<T, A>(input[in_start + k * in_stride], bits) - max;
         let y = if log { z - log_sum } else { crate::math::exp::<A>(z) / sum };
-        output[out_start + k * out_stride] = T::cast_from(y);
+        output[out_start + k * out_stride] = store::<T, A>(y, bits);
         k += cube_size;
     }
 }
@@ -109,7 +114,7 @@ pub fn softmax_per_cube<T: Float, A: Float>(
 /// `len` count vectors.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn softmax_rows<T: Float, A: Float, N: Size>(
+pub fn softmax_rows<T: Numeric, A: Float, N: Size>(
     input: &Array<Vector<T, N>>,
     output: &mut Array<Vector<T, N>>,
     offset: usize,
@@ -120,6 +125,7 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
     #[comptime] cube_size: usize,
     #[comptime] held: usize,
     #[comptime] log: bool,
+    #[comptime] bits: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube: a cube past the end leaves as a whole, before any barrier.
@@ -129,7 +135,7 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
     let in_start = offset + seq_offset(CUBE_POS, &rows, &row_strides);
     let out_start = CUBE_POS * len;
     let unit = UNIT_POS as usize;
-    let mut max = A::cast_from(input[in_start][0]);
+    let mut max = load::<T, A>(input[in_start][0], bits);
     let mut sum = A::new(0.0);
     if held > 0 {
         // Units past the row's end load its first vector and leave it out.
@@ -142,7 +148,7 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
         #[unroll]
         for i in 0..held {
             if unit + i * cube_size < len {
-                let (m, s) = add_vector::<T, A, N>(regs[i], max, sum);
+                let (m, s) = add_vector::<T, A, N>(regs[i], max, sum, bits);
                 max = m;
                 sum = s;
             }
@@ -153,13 +159,13 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
         for i in 0..held {
             let k = unit + i * cube_size;
             if k < len {
-                output[out_start + k] = softmax_vector::<T, A, N>(regs[i], max, sum, log_sum, log);
+                output[out_start + k] = softmax_vector::<T, A, N>(regs[i], max, sum, log_sum, log, bits);
             }
         }
     } else {
         let mut k = unit;
         while k < len {
-            let (m, s) = add_vector::<T, A, N>(input[in_start + k], max, sum);
+            let (m, s) = add_vector::<T, A, N>(input[in_start + k], max, sum, bits);
             max = m;
             sum = s;
             k += cube_size;
@@ -168,7 +174,7 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
         let log_sum = crate::math::ln::<A>(sum);
         let mut k = unit;
         while k < len {
-            output[out_start + k] = softmax_vector::<T, A, N>(input[in_start + k], max, sum, log_sum, log);
+            output[out_start + k] = softmax_vector::<T, A, N>(input[in_start + k], max, sum, log_sum, log, bits);
             k += cube_size;
         }
     }
@@ -177,11 +183,11 @@ pub fn softmax_rows<T: Float, A: Float, N: Size>(
 /// A running max and sum of exponentials (relative to the max) with the vector `v` added: the
 /// vector's own max first, so that the sum is rescaled once per vector.
 #[cube]
-fn add_vector<T: Float, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A) -> (A, A) {
-    let mut m = A::cast_from(v[0]);
+fn add_vector<T: Numeric, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A, #[comptime] bits: bool) -> (A, A) {
+    let mut m = load::<T, A>(v[0], bits);
     #[unroll]
     for j in 1..v.vector_size() {
-        let x = A::cast_from(v[j]);
+        let x = load::<T, A>(v[j], bits);
         m = select(x > m, x, m);
     }
     let mut max = max;
@@ -192,7 +198,7 @@ fn add_vector<T: Float, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A) -> (
     }
     #[unroll]
     for j in 0..v.vector_size() {
-        sum += crate::math::exp::<A>(A::cast_from(v[j]) - max);
+        sum += crate::math::exp::<A>(load::<T, A>(v[j], bits) - max);
     }
     (max, sum)
 }
@@ -200,12 +206,12 @@ fn add_vector<T: Float, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A) -> (
 /// The softmax (or with `log` the log-softmax) of each element of `v`, given its line's max,
 /// sum of exponentials and that sum's log.
 #[cube]
-fn softmax_vector<T: Float, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A, log_sum: A, #[comptime] log: bool) -> Vector<T, N> {
+fn softmax_vector<T: Numeric, A: Float, N: Size>(v: Vector<T, N>, max: A, sum: A, log_sum: A, #[comptime] log: bool, #[comptime] bits: bool) -> Vector<T, N> {
     let mut y = Vector::<T, N>::empty();
     #[unroll]
     for j in 0..v.vector_size() {
-        let z = A::cast_from(v[j]) - max;
-        y[j] = T::cast_from(if log { z - log_sum } else { crate::math::exp::<A>(z) / sum });
+        let z = load::<T, A>(v[j], bits) - max;
+        y[j] = store::<T, A>(if log { z - log_sum } else { crate::math::exp::<A>(z) / sum }, bits);
     }
     y
 }

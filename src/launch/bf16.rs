@@ -1,9 +1,14 @@
 //! bf16 on devices without bf16 arithmetic (lavapipe, most Vulkan and Metal GPUs): a bf16
 //! tensor keeps its dtype and holds its bits in a u16 buffer ([`crate::runtime::bf16_in_u16`]).
 //! Ops that only move elements (views, copies, `cat`, `gather`, `select`, `slice_assign`,
-//! `mask_where`) move the bits. Every entry point that computes starts with one line that
-//! sends bf16 operands through [`map`]: widened to f32 (exact), computed in f32, the bf16
-//! results rounded to nearest even, as a kernel computing in native bf16 rounds its stores.
+//! `mask_where`) move the bits. The families a model's step runs most (elementwise unary,
+//! binary, comparison and predicate ops, the fused elementwise kernel, reductions, softmax)
+//! take the u16 buffers themselves, in one launch: their kernels widen each element as they
+//! read it (`ex_cubecl_kernels::bf16::load`), compute in f32 and round each result to nearest
+//! even as they store it (`store`). Every other entry point that computes starts with one line
+//! that sends bf16 operands through [`map`]: widened to f32 (exact, a copy launch), computed in
+//! f32, the bf16 results rounded (another copy launch). Both give the same bits, those of a
+//! kernel computing in native bf16, which rounds its stores.
 use burn_backend::DType;
 use cubecl::Runtime;
 use cubecl::prelude::ComputeClient;

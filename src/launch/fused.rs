@@ -101,36 +101,30 @@ pub fn fused_chain_into<R: Runtime>(
     if floats.len() + bools.len() + outputs > client.properties().hardware.max_bindings as usize {
         return one_by_one(floats, bools, shape, dtype, &chain);
     }
-    // bf16 held as bits (see `super::bf16`): the program runs in f32 and rounds each op's
-    // result to bf16, the bits that separate bf16 launches give.
+    // bf16 held as bits (see `super::bf16`): the kernel reads and writes the bits, its
+    // registers are f32 and it rounds each op's result to bf16, the bits that separate bf16
+    // launches give.
     let round_to_bf16 = super::bf16::held_as_bits(&client, dtype);
-    let (floats, dtype) = match round_to_bf16 {
-        true => (floats.into_iter().map(super::bf16::widen).collect::<Vec<_>>(), DType::F32),
-        false => (floats, dtype),
-    };
     let views = views(&floats, &bools, &shape);
     let empty = |dtype| CubeTensor::empty(&client, &device, shape.clone(), dtype);
-    let into = match round_to_bf16 {
-        true => &[],
-        false => into,
-    };
     let results: Vec<CubeTensor<R>> = (0..chain.outputs.len()).map(|j| overwritten(&floats, &shape, into, j).unwrap_or_else(|| empty(dtype))).collect();
     let bool_results: Vec<CubeTensor<R>> = (0..chain.bool_outputs.len()).map(|_| empty(bool_dtype)).collect();
-    let narrowed = |results: Vec<CubeTensor<R>>| match round_to_bf16 {
-        true => results.into_iter().map(|t| super::bf16::narrow(t, DType::BF16)).collect(),
-        false => results,
-    };
     let n = shape.num_elements();
     if n == 0 {
-        return (narrowed(results), bool_results);
+        return (results, bool_results);
     }
     let reads: Vec<FusedRead> = views.iter().map(read).collect();
     let (dims, strides) = read_strides(&shape, &views, &reads);
     let offsets: Vec<usize> = views.iter().map(|v| v.offset).collect();
     let float_count = floats.len();
     let name = OpName("fused", &chain.ops);
+    // Float inputs and outputs are stored as `stored`; registers are of `dtype`.
+    let (stored, dtype) = match round_to_bf16 {
+        true => (storage_type(DType::U16), DType::F32),
+        false => (storage_type(dtype), dtype),
+    };
     let (float_type, compute_type) = (storage_type(dtype), storage_type(accumulator_dtype(dtype)));
-    let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
+    let dtypes = [stored, float_type, compute_type, storage_type(bool_dtype)];
     let (scalar_values, param_values) = (chain.scalars.clone(), chain.params.clone());
     let one = InputScalar::new(1.0, float_type);
     let (outs, bool_outs) = (results.clone(), bool_results.clone());
@@ -172,7 +166,7 @@ pub fn fused_chain_into<R: Runtime>(
                 )
             }
         });
-        return (narrowed(results), bool_results);
+        return (results, bool_results);
     }
     let program = program(&reads, float_count, &chain, round_to_bf16);
     launch(&client, &name, Geometry::Units(n), move |client, count, dim| {
@@ -200,7 +194,7 @@ pub fn fused_chain_into<R: Runtime>(
             )
         }
     });
-    (narrowed(results), bool_results)
+    (results, bool_results)
 }
 
 /// The float input that output `j` is written over ([`fused_chain_into`]), if one serves: a

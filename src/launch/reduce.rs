@@ -4,7 +4,7 @@ use std::fmt::Display;
 use burn_backend::{DType, Shape};
 use cubecl::prelude::CubeDim;
 use cubecl::Runtime;
-use ex_cubecl_kernels::reduce::{ReduceOp, reduce_per_cube, reduce_per_unit, reduce_split, reduce_split_merge};
+use ex_cubecl_kernels::reduce::{Bf16Bits, ReduceOp, reduce_per_cube, reduce_per_unit, reduce_split, reduce_split_merge};
 
 use super::views::Views;
 use super::{accumulator_dtype, check_dim};
@@ -46,7 +46,11 @@ fn launch_reduce<R: Runtime>(
     out_dtype: DType,
     index_dtype: Option<DType>,
 ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
-    if tensor.bf16_bits() || super::bf16::held_as_bits(&tensor.client, out_dtype) {
+    // bf16 held as bits (see `super::bf16`) is read (and, as the values' dtype, written) as
+    // its bits by the kernels, which accumulate in f32; only an output of bf16 from another
+    // dtype goes through f32.
+    let bits = Bf16Bits { input: tensor.bf16_bits(), output: super::bf16::held_as_bits(&tensor.client, out_dtype) };
+    if bits.output && !bits.input {
         let wide = if out_dtype == DType::BF16 { DType::F32 } else { out_dtype };
         let (values, indices) = launch_reduce(super::bf16::widen(tensor), dim, op, wide, index_dtype);
         return (super::bf16::narrow(values, out_dtype), indices);
@@ -66,10 +70,16 @@ fn launch_reduce<R: Runtime>(
     };
     let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
     let lines = Lines::of(&tensor, dim);
-    let strategy = Strategy::of(len, outputs, tensor.layout.strides[dim] == 1);
+    // Elements fold in an order set by the strategy alone, which bf16 held as bits picks as
+    // for its f32 widening (contiguous), so that its sums are those of the widened tensor.
+    let contiguous = match bits.input {
+        true => tensor.dims()[dim + 1..].iter().product::<usize>() == 1,
+        false => tensor.layout.strides[dim] == 1,
+    };
+    let strategy = Strategy::of(len, outputs, contiguous);
     if strategy != Strategy::PerUnit {
         if let Strategy::Split(splits) = strategy {
-            launch_split(&name, &tensor, &out, &indices, lines, op, splits, with_indices);
+            launch_split(&name, &tensor, &out, &indices, lines, op, splits, with_indices, bits);
         } else {
             let geometry = Geometry::Cubes { count: outputs, dim: CubeDim::new_1d(CUBE_SIZE as u32) };
             let (o, idx) = (out.clone(), indices.clone());
@@ -79,7 +89,7 @@ fn launch_reduce<R: Runtime>(
                     reduce_per_cube::launch_unchecked::<R>(
                         client, count, cube_dim, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
                         tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, op,
-                        CUBE_SIZE, with_indices, dtypes,
+                        CUBE_SIZE, with_indices, bits, dtypes,
                     )
                 }
             });
@@ -92,7 +102,7 @@ fn launch_reduce<R: Runtime>(
                 reduce_per_unit::launch_unchecked::<R>(
                     client, count, cube_dim, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
                     tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, op,
-                    with_indices, dtypes,
+                    with_indices, bits, dtypes,
                 )
             }
         });
@@ -173,6 +183,7 @@ fn launch_split<R: Runtime>(
     op: ReduceOp,
     splits: usize,
     with_indices: bool,
+    bits: Bf16Bits,
 ) {
     let len = lines.len;
     let chunk = len.div_ceil(splits);
@@ -191,7 +202,7 @@ fn launch_split<R: Runtime>(
             reduce_split::launch_unchecked::<R>(
                 client, count, cube_dim, t.buffer_arg(), pv.buffer_arg(), pi.buffer_arg(), t.layout.offset,
                 lines.views.shape(), lines.views.strides(0), len, lines.stride, splits, chunk, op, CUBE_SIZE,
-                [t.storage(), storage_type(acc)],
+                bits.input, [t.storage(), storage_type(acc)],
             )
         }
     });
@@ -202,7 +213,7 @@ fn launch_split<R: Runtime>(
         unsafe {
             reduce_split_merge::launch_unchecked::<R>(
                 client, count, cube_dim, partial_values.buffer_arg(), partial_indices.buffer_arg(), o.buffer_arg(),
-                idx.buffer_arg(), splits, len, op, with_indices, dtypes,
+                idx.buffer_arg(), splits, len, op, with_indices, bits.output, dtypes,
             )
         }
     });

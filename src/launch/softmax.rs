@@ -20,8 +20,12 @@ const MAX_HELD: usize = 8;
 /// long contiguous lines (reads coalesced; in vectors along the last dimension), one unit per
 /// line otherwise (neighbouring units read neighbouring lines).
 pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> CubeTensor<R> {
-    if tensor.bf16_bits() {
-        return super::bf16::map(tensor, |t| softmax(t, dim, log));
+    let bits = tensor.bf16_bits();
+    if bits && !tensor.layout.is_contiguous_from_start() {
+        // bf16 held as bits is read and written as its bits and computed in f32 (see
+        // `super::bf16`), in the kernel (and vector width) that its f32 widening, contiguous
+        // from offset 0, would take: the same sums in the same order, so the same bits.
+        return softmax(super::copy::into_contiguous(tensor), dim, log);
     }
     let name = if log { "log_softmax" } else { "softmax" };
     check_dim(name, &tensor, dim);
@@ -36,7 +40,8 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
     if dim + 1 == tensor.layout.rank() && tensor.layout.strides[dim] == 1 && len >= CUBE_MIN_LEN {
         let (rows, strides) = coalesce(&tensor.dims()[..dim], &[&tensor.layout.strides[..dim]]);
         let units = strides[0].iter().copied().chain([len, tensor.layout.offset]);
-        let v = widest_vector(&tensor.client, tensor.storage().size(), units);
+        let elem_bytes = if bits { size_of::<f32>() } else { tensor.storage().size() };
+        let v = widest_vector(&tensor.client, elem_bytes, units);
         let row_strides: Vec<usize> = strides[0].iter().map(|s| s / v).collect();
         // Vectors per unit held in registers: a power of two, so that few kernels compile.
         let held = match (len / v).div_ceil(CUBE_SIZE) {
@@ -51,7 +56,7 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
             unsafe {
                 softmax_rows::launch_unchecked::<R>(
                     client, count, cube_dim, v, tensor.buffer_arg(), o.buffer_arg(), offset, len / v, lines,
-                    divmods(&rows), usizes(&row_strides), CUBE_SIZE, held, log, dtypes,
+                    divmods(&rows), usizes(&row_strides), CUBE_SIZE, held, log, bits, dtypes,
                 )
             }
         });
@@ -64,7 +69,7 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
             unsafe {
                 softmax_per_cube::launch_unchecked::<R>(
                     client, count, cube_dim, tensor.as_arg(), o.as_arg(),
-                    tensor.layout.offset, dim, lines, CUBE_SIZE, log, dtypes,
+                    tensor.layout.offset, dim, lines, CUBE_SIZE, log, bits, dtypes,
                 )
             }
         });
@@ -75,7 +80,7 @@ pub fn softmax<R: Runtime>(tensor: CubeTensor<R>, dim: usize, log: bool) -> Cube
             unsafe {
                 softmax_kernel::launch_unchecked::<R>(
                     client, count, cube_dim, tensor.as_arg(), o.as_arg(),
-                    tensor.layout.offset, dim, lines, log, dtypes,
+                    tensor.layout.offset, dim, lines, log, bits, dtypes,
                 )
             }
         });
