@@ -1,12 +1,12 @@
-//! bf16 held as its bits (devices without bf16 arithmetic, such as lavapipe): the elementwise
-//! families (unary float ops and activations, binary ops with a tensor or a scalar,
-//! comparisons, NaN / inf predicates) read the u16 bits, compute in f32 and store the result
-//! rounded to nearest even in one launch, and so do softmax and log-softmax (two launches for
-//! a non-contiguous view, whose bits are copied first), and give bit for bit what widening to f32 (the copy
-//! kernel), computing in f32 and rounding back (the copy kernel) in separate launches gives:
-//! the path these ops took before, written here with `float_cast`. Inputs: random values,
-//! NaN, ±inf, ±0, f32 subnormals, values whose sum or product overflows or rounds on a tie;
-//! contiguous (vectorised), odd-length, permuted and broadcast operands.
+//! bf16 held as its bits (devices without bf16 arithmetic, such as lavapipe): the families a
+//! model's step runs most read the u16 bits, compute in f32 and store each result rounded to
+//! nearest even in one launch (elementwise unary, binary, comparison and predicate ops;
+//! softmax; reductions, a split one in two as in f32; a fused elementwise chain; matmul on the
+//! tiled kernel), and give bit for bit what widening to f32, computing in f32 and rounding back
+//! in separate launches gives (the copy kernel's `WidenBf16` and `NarrowBf16` around the f32
+//! op: the path these ops took before, written here with `float_cast`). Inputs: random
+//! values, NaN, ±inf, ±0, f32 subnormals, values whose sum or product overflows or rounds on
+//! a tie; contiguous (vectorised), odd-length, permuted and broadcast operands.
 use std::sync::Mutex;
 
 use burn_backend::ops::{ActivationOps, FloatTensorOps};
@@ -353,6 +353,35 @@ fn a_fused_chain_is_one_launch_with_the_same_bits() {
             (1, true) => Ok(()),
             (n, same) => Err(format!("{n} launches, the same bits: {same}")),
         });
+    }
+    suite.finish();
+}
+
+#[test]
+fn matmul_is_one_launch_with_the_same_bits() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: matmul");
+    let mut rng = Rng::new(58);
+    // Small and large tiles, a batch, and a transposed right operand (a backward pass's
+    // product); values in -4..4 (the edge cases' inf and NaN would hide the sums' bits).
+    let cases: [(&[usize], &[usize], bool); 4] = [
+        (&[8, 12], &[12, 5], false),
+        (&[70, 33], &[33, 70], false),
+        (&[2, 9, 20], &[2, 20, 17], false),
+        (&[40, 30], &[24, 30], true),
+    ];
+    for (ls, rs, transpose) in cases {
+        let (x, y) = (float_data(&mut rng, ls, DType::BF16, -4.0, 4.0), float_data(&mut rng, rs, DType::BF16, -4.0, 4.0));
+        let rhs = || match transpose {
+            true => Ex::float_permute(f::<Ex>(&y), &[1, 0]),
+            false => f::<Ex>(&y),
+        };
+        let (a, b, c, d) = (f::<Ex>(&x), rhs(), f::<Ex>(&x), rhs());
+        let case = format!("matmul {ls:?} {rs:?}{}", if transpose { " transposed" } else { "" });
+        check(&mut suite, case, || float(|| Ex::float_matmul(a, b)), || float(|| narrow(Ex::float_matmul(widen(c), widen(d)))));
     }
     suite.finish();
 }

@@ -50,7 +50,7 @@ pub fn fused_matmul<F: Float, A: Float, B: Numeric, NA: Size, NB: Size>(
     let rank = lhs.rank();
     let (m, n) = (lhs.shape(rank - 2), rhs.shape(rank - 1));
     let pos = tile_pos::<Vector<F, NA>, Vector<F, NB>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, tiling.block_m, tiling.block_n);
-    let acc = tiled_product::<F, A, NA, NB>(lhs, rhs, &pos, m, n, tiling);
+    let acc = tiled_product::<F, A, NA, NB>(lhs, rhs, &pos, m, n, tiling, false);
     let (l, r) = (lhs_one.get::<F>(), rhs_one.get::<F>());
     let unit_m = comptime!(tiling.unit_m);
     let unit_n = comptime!(tiling.unit_n);

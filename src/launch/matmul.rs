@@ -21,7 +21,7 @@ use ex_cubecl_kernels::matmul::tiled::{TiledConfig, matmul_tiled};
 
 use super::bf16;
 use super::copy::into_contiguous;
-use super::matmul_mma::{MmaOperands, launch_mma, mma_operands, mma_tiling, tf32_k_major};
+use super::matmul_mma::{MmaOperands, has_mma, launch_mma, mma_operands, mma_tiling, tf32_k_major};
 use super::{accumulator, check_same_dtype};
 use crate::runtime::{Geometry, Layout, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -192,13 +192,21 @@ pub fn matmul_with<R: Runtime>(
     rhs: CubeTensor<R>,
     kernel: Option<TensorCoreKernel>,
 ) -> CubeTensor<R> {
-    if bf16::any(&[&lhs, &rhs]) {
-        return bf16::map2(op, lhs, rhs, |lhs, rhs| matmul_with(op, lhs, rhs, kernel));
-    }
     check_same_dtype(op, &lhs, &rhs);
     let product = Product::of(op, &lhs, &rhs);
+    // bf16 held as bits: the tiled kernel stages the bits widened to f32 and rounds its stores
+    // (see `super::bf16`), where the f32 widening would run it; the tensor-core kernels go
+    // through f32.
+    let bits = lhs.bf16_bits();
+    if bits && !product.tiled_in_f32(&lhs.client) {
+        return bf16::map2(op, lhs, rhs, |lhs, rhs| matmul_with(op, lhs, rhs, kernel));
+    }
     let out = CubeTensor::empty(&lhs.client, &lhs.device, product.out_shape(), lhs.dtype);
-    match product.kernel(&lhs, &rhs, kernel) {
+    let chosen = match bits {
+        true => Kernel::Tiled,
+        false => product.kernel(&lhs, &rhs, kernel),
+    };
+    match chosen {
         Kernel::Mma(operands) => {
             let (lhs, rhs, operands) = tf32_k_major(lhs, rhs, operands);
             let (lhs_view, rhs_view) = product.views(&lhs, &rhs);
@@ -291,6 +299,13 @@ impl Product {
     /// less than the product's strided, unvectorised loads.
     pub(crate) fn contiguous_rows<R: Runtime>(&self, lhs: CubeTensor<R>, rhs: CubeTensor<R>) -> (CubeTensor<R>, CubeTensor<R>) {
         (contiguous_rows(lhs, self.m * self.k), contiguous_rows(rhs, self.k * self.n))
+    }
+
+    /// Whether the product in f32 runs the tiled kernel whatever its operands' layouts: too
+    /// small for tensor cores, or a device with neither TF32 MMA nor WMMA for f32.
+    pub(crate) fn tiled_in_f32<R: Runtime>(&self, client: &ComputeClient<R>) -> bool {
+        let tf32 = matmul_precision() == MatmulPrecision::Tf32;
+        self.m < 16 || self.n < 16 || !((tf32 && has_mma(client, DType::F32, true)) || cmma_operand(client, DType::F32).is_some())
     }
 
     /// The kernel for operands of one dtype (`kernel` as [`matmul_with`] takes it).
@@ -470,7 +485,7 @@ fn launch_tiled<R: Runtime>(
         unsafe {
             matmul_tiled::launch_unchecked::<R>(
                 client, count, dim, t.na, t.nb, l.view_arg(&lv), r.view_arg(&rv),
-                o.as_arg(), lv.offset, rv.offset, t.cubes, t.config, [l.storage(), accumulator(l.dtype)],
+                o.as_arg(), lv.offset, rv.offset, t.cubes, t.config, l.bf16_bits(), [l.storage(), accumulator(l.dtype)],
             )
         }
     });

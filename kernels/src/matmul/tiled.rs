@@ -13,6 +13,7 @@
 use cubecl::prelude::*;
 
 use super::{TilePos, tile_pos};
+use crate::bf16::{load, store};
 
 /// The tiling of the tiled kernels: a `block_m` × `block_n` output tile per cube, K slices of
 /// `block_k`, `unit_m` × `unit_n` outputs per unit; `unroll_k` unrolls the loop over a K
@@ -33,7 +34,9 @@ pub struct TiledConfig {
     pub unroll_k: bool,
 }
 
-/// `out[b] = lhs[b] @ rhs[b]`; see the module docs. `NA` and `NB` are the vector sizes of the
+/// `out[b] = lhs[b] @ rhs[b]`; see the module docs. With `bits` (here and in
+/// [`tiled_product`](fn@tiled_product)), `T` is u16 holding bf16 bits, widened as they are
+/// staged and rounded as they are stored ([`crate::bf16::load`], [`crate::bf16::store`]). `NA` and `NB` are the vector sizes of the
 /// loads along K (`lhs`) and N (`rhs`). The launcher guarantees that the units of a cube
 /// divide the vector counts of both staged slices.
 #[cube(launch_unchecked)]
@@ -45,6 +48,7 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     rhs_offset: usize,
     num_cubes: usize,
     #[comptime] tiling: TiledConfig,
+    #[comptime] bits: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube, before any barrier.
@@ -54,7 +58,7 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     let rank = lhs.rank();
     let (m, n) = (lhs.shape(rank - 2), rhs.shape(rank - 1));
     let pos = tile_pos::<Vector<T, NA>, Vector<T, NB>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, tiling.block_m, tiling.block_n);
-    let acc = tiled_product::<T, A, NA, NB>(lhs, rhs, &pos, m, n, tiling);
+    let acc = tiled_product::<T, A, NA, NB>(lhs, rhs, &pos, m, n, tiling, bits);
     let unit_m = comptime!(tiling.unit_m);
     let unit_n = comptime!(tiling.unit_n);
     let rows_of_units = comptime!(tiling.block_m / unit_m);
@@ -67,7 +71,7 @@ pub fn matmul_tiled<T: Numeric, A: Numeric, NA: Size, NB: Size>(
         for j in 0..unit_n {
             let col = pos.col + unit % cols_of_units + j * cols_of_units;
             if row < m && col < n {
-                output[pos.out + row * n + col] = T::cast_from(acc[i * unit_n + j]);
+                output[pos.out + row * n + col] = store::<T, A>(acc[i * unit_n + j], bits);
             }
         }
     }
@@ -85,6 +89,7 @@ pub fn tiled_product<T: Numeric, A: Numeric, NA: Size, NB: Size>(
     m: usize,
     n: usize,
     #[comptime] tiling: TiledConfig,
+    #[comptime] bits: bool,
 ) -> Array<A> {
     let block_m = comptime!(tiling.block_m);
     let block_n = comptime!(tiling.block_n);
@@ -137,7 +142,7 @@ pub fn tiled_product<T: Numeric, A: Numeric, NA: Size, NB: Size>(
             }
             #[unroll]
             for e in 0..na {
-                tile_a[(kk + e) * block_m + row] = A::cast_from(value[e]);
+                tile_a[(kk + e) * block_m + row] = load::<T, A>(value[e], bits);
             }
         }
         // rhs slice: `block_n / nb` vectors per row, consecutive units along N.
@@ -154,7 +159,7 @@ pub fn tiled_product<T: Numeric, A: Numeric, NA: Size, NB: Size>(
             }
             #[unroll]
             for e in 0..nb {
-                tile_b[kr * block_n + col + e] = A::cast_from(value[e]);
+                tile_b[kr * block_n + col + e] = load::<T, A>(value[e], bits);
             }
         }
         sync_cube();
