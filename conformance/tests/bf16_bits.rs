@@ -385,3 +385,50 @@ fn matmul_is_one_launch_with_the_same_bits() {
     }
     suite.finish();
 }
+
+#[test]
+fn optimizer_steps_are_one_launch_with_the_same_bits() {
+    use ex_cubecl::launch::optim::{AdamDecay, AdamMoments, AdamRule, AdamTime, SgdMomentum, SgdRule, adam_step, sgd_step};
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: optimizer steps");
+    let mut rng = Rng::new(59);
+    let shape = [9, 13];
+    let (p, g, s1, s2) = (0..4).map(|_| float_data(&mut rng, &shape, DType::BF16, -2.0, 2.0)).collect::<Vec<_>>().try_into().map(|[a, b, c, d]: [TensorData; 4]| (a, b, c, d)).unwrap();
+    let s2 = TensorData::new(s2.to_vec::<burn_backend::bf16>().unwrap().iter().map(|v| v.to_f32().abs()).collect(), shape.to_vec()).convert_dtype(DType::BF16);
+    let sgd = |momentum: bool| SgdRule { lr: 0.05, penalty: Some(0.01), momentum: momentum.then_some(SgdMomentum { momentum: 0.9, dampening: 0.1, nesterov: true }) };
+    for (name, momentum, with_state) in [("sgd", false, false), ("sgd momentum, first step", true, false), ("sgd momentum", true, true)] {
+        let rule = sgd(momentum);
+        let state = || with_state.then(|| f::<Ex>(&s1));
+        let (param, grad, velocity) = (f::<Ex>(&p), f::<Ex>(&g), state());
+        let ((ours, ours_v), n) = counted(|| sgd_step(param, grad, velocity, &rule));
+        let (param, grad, velocity) = (f::<Ex>(&p), f::<Ex>(&g), state());
+        let ((old, old_v), old_n) = counted(|| {
+            let (p, v) = sgd_step(widen(param), widen(grad), velocity.map(widen), &rule);
+            (narrow(p), v.map(narrow))
+        });
+        eprintln!("{name}: {n} launch(es), {old_n} on the widen / compute / narrow path");
+        let same = rf::<Ex>(ours).as_bytes() == rf::<Ex>(old).as_bytes() && ours_v.map(|v| rf::<Ex>(v).into_bytes().to_vec()) == old_v.map(|v| rf::<Ex>(v).into_bytes().to_vec());
+        suite.record(format!("{name} {shape:?}: one launch, the same bits"), if n == 1 && same { Ok(()) } else { Err(format!("{n} launches, the same bits: {same}")) });
+    }
+    let configs = [("adam", AdamDecay::None, false, false), ("adamw amsgrad", AdamDecay::Decoupled { rate: 0.01, cautious: false }, true, true), ("adam l2", AdamDecay::L2(0.1), false, true)];
+    for (name, decay, amsgrad, with_state) in configs {
+        let rule = AdamRule { lr: 0.01, beta_1: 0.9, beta_2: 0.999, epsilon: 1e-5, decay, time: AdamTime::Host(3) };
+        let state = || with_state.then(|| AdamMoments { moment_1: f::<Ex>(&s1), moment_2: f::<Ex>(&s2), max_moment_2: amsgrad.then(|| f::<Ex>(&s2)) });
+        let wide = |m: AdamMoments<Rt>| AdamMoments { moment_1: widen(m.moment_1), moment_2: widen(m.moment_2), max_moment_2: m.max_moment_2.map(widen) };
+        let bytes = |m: AdamMoments<Rt>| [Some(m.moment_1), Some(m.moment_2), m.max_moment_2].into_iter().flatten().map(|t| rf::<Ex>(t).into_bytes().to_vec()).collect::<Vec<_>>();
+        let (param, grad, s) = (f::<Ex>(&p), f::<Ex>(&g), state());
+        let ((ours, ours_s), n) = counted(|| adam_step(param, grad, s, &rule, amsgrad));
+        let (param, grad, s) = (f::<Ex>(&p), f::<Ex>(&g), state());
+        let ((old, old_s), old_n) = counted(|| {
+            let (p, m) = adam_step(widen(param), widen(grad), s.map(wide), &rule, amsgrad);
+            (narrow(p), AdamMoments { moment_1: narrow(m.moment_1), moment_2: narrow(m.moment_2), max_moment_2: m.max_moment_2.map(narrow) })
+        });
+        eprintln!("{name}: {n} launch(es), {old_n} on the widen / compute / narrow path");
+        let same = rf::<Ex>(ours).as_bytes() == rf::<Ex>(old).as_bytes() && bytes(ours_s) == bytes(old_s);
+        suite.record(format!("{name} {shape:?}: one launch, the same bits"), if n == 1 && same { Ok(()) } else { Err(format!("{n} launches, the same bits: {same}")) });
+    }
+    suite.finish();
+}

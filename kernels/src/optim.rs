@@ -4,13 +4,16 @@
 //! optimizers launch one kernel per tensor op (about ten for an Adam step).
 //!
 //! Every tensor is contiguous with the same length and read in vectors of `N`; the math runs
-//! in `A` (f32 for half-precision parameters, the parameter type otherwise). On the first
+//! in `A` (f32 for half-precision parameters, the parameter type otherwise); with `bits` the
+//! tensors are bf16 held as bits in u16, read through [`crate::bf16::load`] and written
+//! through [`crate::bf16::store`]. On the first
 //! step (`first`) the state is not read: it starts from zero as Burn's optimizers define it.
 //! Adam's bias corrections come folded into its scalars from the host, or (`*_at` kernels)
 //! are computed from a step count the kernel reads from device memory, so that a recorded
 //! launch replayed at later steps applies their corrections.
 use cubecl::prelude::*;
 
+use crate::bf16::{load, store};
 use crate::math::powf;
 
 /// How the weight decay enters an update.
@@ -63,12 +66,13 @@ pub struct AdamArgs {
 
 /// `p -= lr * (g + penalty * p)`: SGD without momentum.
 #[cube(launch_unchecked)]
-pub fn sgd_step<F: Float, A: Float, N: Size>(
+pub fn sgd_step<F: Numeric, A: Float, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     args: &SgdArgs,
     vectors: usize,
     #[comptime] decay: Decay,
+    #[comptime] bits: bool,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
@@ -79,9 +83,9 @@ pub fn sgd_step<F: Float, A: Float, N: Size>(
     let mut out = Vector::<F, N>::empty();
     #[unroll]
     for i in 0..p.vector_size() {
-        let x = A::cast_from(p[i]);
-        let dx = decayed_grad::<A>(A::cast_from(g[i]), x, args.penalty.get::<A>(), decay);
-        out[i] = F::cast_from(x - lr * dx);
+        let x = load::<F, A>(p[i], bits);
+        let dx = decayed_grad::<A>(load::<F, A>(g[i], bits), x, args.penalty.get::<A>(), decay);
+        out[i] = store::<F, A>(x - lr * dx, bits);
     }
     param[ABSOLUTE_POS] = out;
 }
@@ -89,7 +93,7 @@ pub fn sgd_step<F: Float, A: Float, N: Size>(
 /// SGD with momentum: `vel = first ? g : momentum * vel + (1 - dampening) * g`, then
 /// `p -= lr * (nesterov ? g + momentum * vel : vel)`, `g` with the L2 penalty added.
 #[cube(launch_unchecked)]
-pub fn sgd_momentum_step<F: Float, A: Float, N: Size>(
+pub fn sgd_momentum_step<F: Numeric, A: Float, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     velocity: &mut Tensor<Vector<F, N>>,
@@ -98,6 +102,7 @@ pub fn sgd_momentum_step<F: Float, A: Float, N: Size>(
     #[comptime] decay: Decay,
     #[comptime] nesterov: bool,
     #[comptime] first: bool,
+    #[comptime] bits: bool,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
@@ -113,18 +118,18 @@ pub fn sgd_momentum_step<F: Float, A: Float, N: Size>(
     let (mut out, mut vel_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty());
     #[unroll]
     for i in 0..p.vector_size() {
-        let x = A::cast_from(p[i]);
-        let dx = decayed_grad::<A>(A::cast_from(g[i]), x, args.penalty.get::<A>(), decay);
+        let x = load::<F, A>(p[i], bits);
+        let dx = decayed_grad::<A>(load::<F, A>(g[i], bits), x, args.penalty.get::<A>(), decay);
         let mut vel = dx;
         if !first {
-            vel = A::cast_from(vel_in[i]) * momentum + dx * keep;
+            vel = load::<F, A>(vel_in[i], bits) * momentum + dx * keep;
         }
         let mut step = vel;
         if nesterov {
             step = vel * momentum + dx;
         }
-        out[i] = F::cast_from(x - lr * step);
-        vel_out[i] = F::cast_from(vel);
+        out[i] = store::<F, A>(x - lr * step, bits);
+        vel_out[i] = store::<F, A>(vel, bits);
     }
     param[ABSOLUTE_POS] = out;
     velocity[ABSOLUTE_POS] = vel_out;
@@ -133,7 +138,7 @@ pub fn sgd_momentum_step<F: Float, A: Float, N: Size>(
 /// Adam / AdamW: `m = b1 m + (1 - b1) g`, `v = b2 v + (1 - b2) g²` (from zero on the first
 /// step), then the parameter update of [`AdamArgs`].
 #[cube(launch_unchecked)]
-pub fn adam_step<F: Float, A: Float, N: Size>(
+pub fn adam_step<F: Numeric, A: Float, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     moment_1: &mut Tensor<Vector<F, N>>,
@@ -142,13 +147,14 @@ pub fn adam_step<F: Float, A: Float, N: Size>(
     vectors: usize,
     #[comptime] decay: Decay,
     #[comptime] first: bool,
+    #[comptime] bits: bool,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
     let folded = folded_corrections::<A>(args);
-    adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, folded, decay, first);
+    adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, folded, decay, first, bits);
 }
 
 /// [`adam_step`](fn@adam_step) at the step count held by `time` (one element, this update included): the
@@ -157,7 +163,7 @@ pub fn adam_step<F: Float, A: Float, N: Size>(
 /// `decoupled` picks AdamW's form of the corrections (see [`AdamArgs`]). The moments are
 /// always read: a state that starts at zero gives the first step's moments.
 #[cube(launch_unchecked)]
-pub fn adam_step_at<F: Float, A: Float, T: Numeric, N: Size>(
+pub fn adam_step_at<F: Numeric, A: Float, T: Numeric, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     moment_1: &mut Tensor<Vector<F, N>>,
@@ -167,19 +173,20 @@ pub fn adam_step_at<F: Float, A: Float, T: Numeric, N: Size>(
     vectors: usize,
     #[comptime] decay: Decay,
     #[comptime] decoupled: bool,
+    #[comptime] bits: bool,
     #[define(F, A, T)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
     let corrected = device_corrections::<A>(A::cast_from(time[0]), args, decoupled);
-    adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, corrected, decay, false);
+    adam_vectors::<F, A, N>(param, grad, moment_1, moment_2, args, corrected, decay, false, bits);
 }
 
 /// [`adam_step`](fn@adam_step) with AMSGrad: the root takes the running maximum of the second moment
 /// (`max_moment_2`, which starts as the first step's second moment).
 #[cube(launch_unchecked)]
-pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
+pub fn adam_amsgrad_step<F: Numeric, A: Float, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     moment_1: &mut Tensor<Vector<F, N>>,
@@ -189,18 +196,19 @@ pub fn adam_amsgrad_step<F: Float, A: Float, N: Size>(
     vectors: usize,
     #[comptime] decay: Decay,
     #[comptime] first: bool,
+    #[comptime] bits: bool,
     #[define(F, A)] _dtypes: [StorageType; 2],
 ) {
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
     let folded = folded_corrections::<A>(args);
-    adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, folded, decay, first);
+    adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, folded, decay, first, bits);
 }
 
 /// [`adam_amsgrad_step`](fn@adam_amsgrad_step) at the step count held by `time`, as [`adam_step_at`](fn@adam_step_at).
 #[cube(launch_unchecked)]
-pub fn adam_amsgrad_step_at<F: Float, A: Float, T: Numeric, N: Size>(
+pub fn adam_amsgrad_step_at<F: Numeric, A: Float, T: Numeric, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     moment_1: &mut Tensor<Vector<F, N>>,
@@ -211,13 +219,14 @@ pub fn adam_amsgrad_step_at<F: Float, A: Float, T: Numeric, N: Size>(
     vectors: usize,
     #[comptime] decay: Decay,
     #[comptime] decoupled: bool,
+    #[comptime] bits: bool,
     #[define(F, A, T)] _dtypes: [StorageType; 3],
 ) {
     if ABSOLUTE_POS >= vectors {
         terminate!();
     }
     let corrected = device_corrections::<A>(A::cast_from(time[0]), args, decoupled);
-    adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, corrected, decay, false);
+    adam_amsgrad_vectors::<F, A, N>(param, grad, moment_1, moment_2, max_moment_2, args, corrected, decay, false, bits);
 }
 
 /// `count += 1` on a one-element tensor: the step count that [`adam_step_at`](fn@adam_step_at) reads.
@@ -265,7 +274,7 @@ fn device_corrections<A: Float>(t: A, args: &AdamArgs, #[comptime] decoupled: bo
 /// The Adam update of the vector at `ABSOLUTE_POS`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn adam_vectors<F: Float, A: Float, N: Size>(
+fn adam_vectors<F: Numeric, A: Float, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     moment_1: &mut Tensor<Vector<F, N>>,
@@ -274,6 +283,7 @@ fn adam_vectors<F: Float, A: Float, N: Size>(
     corrected: Corrected<A>,
     #[comptime] decay: Decay,
     #[comptime] first: bool,
+    #[comptime] bits: bool,
 ) {
     let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
     let (mut m_in, mut v_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty());
@@ -284,11 +294,11 @@ fn adam_vectors<F: Float, A: Float, N: Size>(
     let (mut out, mut m_out, mut v_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
     #[unroll]
     for i in 0..p.vector_size() {
-        let x = A::cast_from(p[i]);
-        let (m, v) = adam_moments::<A>(A::cast_from(g[i]), x, A::cast_from(m_in[i]), A::cast_from(v_in[i]), args, decay, first);
-        out[i] = F::cast_from(adam_update::<A>(x, m, v, args, corrected, decay));
-        m_out[i] = F::cast_from(m);
-        v_out[i] = F::cast_from(v);
+        let x = load::<F, A>(p[i], bits);
+        let (m, v) = adam_moments::<A>(load::<F, A>(g[i], bits), x, load::<F, A>(m_in[i], bits), load::<F, A>(v_in[i], bits), args, decay, first);
+        out[i] = store::<F, A>(adam_update::<A>(x, m, v, args, corrected, decay), bits);
+        m_out[i] = store::<F, A>(m, bits);
+        v_out[i] = store::<F, A>(v, bits);
     }
     param[ABSOLUTE_POS] = out;
     moment_1[ABSOLUTE_POS] = m_out;
@@ -298,7 +308,7 @@ fn adam_vectors<F: Float, A: Float, N: Size>(
 /// The AMSGrad update of the vector at `ABSOLUTE_POS`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn adam_amsgrad_vectors<F: Float, A: Float, N: Size>(
+fn adam_amsgrad_vectors<F: Numeric, A: Float, N: Size>(
     param: &mut Tensor<Vector<F, N>>,
     grad: &Tensor<Vector<F, N>>,
     moment_1: &mut Tensor<Vector<F, N>>,
@@ -308,6 +318,7 @@ fn adam_amsgrad_vectors<F: Float, A: Float, N: Size>(
     corrected: Corrected<A>,
     #[comptime] decay: Decay,
     #[comptime] first: bool,
+    #[comptime] bits: bool,
 ) {
     let (p, g) = (param[ABSOLUTE_POS], grad[ABSOLUTE_POS]);
     let (mut m_in, mut v_in, mut max_in) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
@@ -320,16 +331,16 @@ fn adam_amsgrad_vectors<F: Float, A: Float, N: Size>(
     let (mut m_out, mut v_out, mut max_out) = (Vector::<F, N>::empty(), Vector::<F, N>::empty(), Vector::<F, N>::empty());
     #[unroll]
     for i in 0..p.vector_size() {
-        let x = A::cast_from(p[i]);
-        let (m, v) = adam_moments::<A>(A::cast_from(g[i]), x, A::cast_from(m_in[i]), A::cast_from(v_in[i]), args, decay, first);
+        let x = load::<F, A>(p[i], bits);
+        let (m, v) = adam_moments::<A>(load::<F, A>(g[i], bits), x, load::<F, A>(m_in[i], bits), load::<F, A>(v_in[i], bits), args, decay, first);
         let mut v_max = v;
         if !first {
-            v_max = A::max(A::cast_from(max_in[i]), v);
+            v_max = A::max(load::<F, A>(max_in[i], bits), v);
         }
-        out[i] = F::cast_from(adam_update::<A>(x, m, v_max, args, corrected, decay));
-        m_out[i] = F::cast_from(m);
-        v_out[i] = F::cast_from(v);
-        max_out[i] = F::cast_from(v_max);
+        out[i] = store::<F, A>(adam_update::<A>(x, m, v_max, args, corrected, decay), bits);
+        m_out[i] = store::<F, A>(m, bits);
+        v_out[i] = store::<F, A>(v, bits);
+        max_out[i] = store::<F, A>(v_max, bits);
     }
     param[ABSOLUTE_POS] = out;
     moment_1[ABSOLUTE_POS] = m_out;

@@ -104,13 +104,6 @@ pub struct AdamMoments<R: Runtime> {
     pub max_moment_2: Option<CubeTensor<R>>,
 }
 
-impl<R: Runtime> AdamMoments<R> {
-    /// Each moment through `f`.
-    fn map(self, f: impl Fn(CubeTensor<R>) -> CubeTensor<R>) -> Self {
-        AdamMoments { moment_1: f(self.moment_1), moment_2: f(self.moment_2), max_moment_2: self.max_moment_2.map(&f) }
-    }
-}
-
 /// The SGD update of `param` by `grad`, in place where `param` (and `velocity`) are uniquely
 /// owned. `velocity` is the state of the previous step (`None` on the first). Returns the new
 /// parameter and the new velocity (with momentum).
@@ -121,10 +114,8 @@ pub fn sgd_step<R: Runtime>(
     rule: &SgdRule,
 ) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
     check("sgd step", &param, &[Some(&grad), velocity.as_ref()]);
-    if param.bf16_bits() {
-        let (param, velocity) = sgd_step(bf16::widen(param), bf16::widen(grad), bf16::widen_opt(velocity), rule);
-        return (bf16::narrow(param, DType::BF16), velocity.map(|v| bf16::narrow(v, DType::BF16)));
-    }
+    // bf16 held as bits is read and written as its bits, computed in f32 (`super::bf16`).
+    let bits = param.bf16_bits();
     let compute = accumulator_dtype(param.dtype);
     let dtypes = [param.storage(), storage_type(compute)];
     let momentum = rule.momentum.unwrap_or(SgdMomentum { momentum: 0.0, dampening: 0.0, nesterov: false });
@@ -137,7 +128,7 @@ pub fn sgd_step<R: Runtime>(
         launch(&param.client, "sgd step", Geometry::Units(n), move |client, count, dim| {
             // SAFETY: the kernel guards `pos < n`; every tensor holds `n * v` contiguous elements.
             unsafe {
-                sgd_kernel::launch_unchecked::<R>(client, count, dim, v, p.as_arg(), g.as_arg(), sgd_args(&scalars), n, decay, dtypes)
+                sgd_kernel::launch_unchecked::<R>(client, count, dim, v, p.as_arg(), g.as_arg(), sgd_args(&scalars), n, decay, bits, dtypes)
             }
         });
         return (param, None);
@@ -153,7 +144,7 @@ pub fn sgd_step<R: Runtime>(
         unsafe {
             sgd_momentum_step::launch_unchecked::<R>(
                 client, count, dim, v, p.as_arg(), g.as_arg(), vel.as_arg(), sgd_args(&scalars), n, decay, m.nesterov,
-                first, dtypes,
+                first, bits, dtypes,
             )
         }
     });
@@ -173,11 +164,6 @@ pub fn adam_step<R: Runtime>(
     let op = "adam step";
     let states = state.as_ref().map(|s| [Some(&s.moment_1), Some(&s.moment_2), s.max_moment_2.as_ref()]);
     check(op, &param, &[&[Some(&grad)][..], states.as_ref().map_or(&[][..], |s| &s[..])].concat());
-    if param.bf16_bits() {
-        let state = state.map(|s| s.map(bf16::widen));
-        let (param, state) = adam_step(bf16::widen(param), bf16::widen(grad), state, rule, amsgrad);
-        return (bf16::narrow(param, DType::BF16), state.map(|m| bf16::narrow(m, DType::BF16)));
-    }
     let time = device_time(op, &param, &rule.time);
     let compute = accumulator_dtype(param.dtype);
     let (scalars, decay) = adam_scalars(rule, compute);
@@ -266,6 +252,8 @@ impl<R: Runtime> AdamLaunch<R> {
         let (n, v) = vectors(&self.param);
         let client = self.param.client.clone();
         let dtypes = [self.param.storage(), storage_type(compute)];
+        // bf16 held as bits is read and written as its bits, computed in f32 (`super::bf16`).
+        let bits = self.param.bf16_bits();
         let Self { param: p, grad: g, m1: a, m2: b, max, time, scalars, decay, first, decoupled } = self;
         // SAFETY (every arm): the kernel guards `pos < n`; every tensor holds `n * v`
         // contiguous elements and the time one; the moments are not read on the first step.
@@ -273,25 +261,25 @@ impl<R: Runtime> AdamLaunch<R> {
             (None, None) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
                 adam_kernel::launch_unchecked::<R>(
                     client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), adam_args(&scalars), n,
-                    decay, first, dtypes,
+                    decay, first, bits, dtypes,
                 )
             }),
             (Some(c), None) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
                 adam_amsgrad_step::launch_unchecked::<R>(
                     client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), c.as_arg(),
-                    adam_args(&scalars), n, decay, first, dtypes,
+                    adam_args(&scalars), n, decay, first, bits, dtypes,
                 )
             }),
             (None, Some(t)) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
                 adam_step_at::launch_unchecked::<R>(
                     client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), t.as_arg(),
-                    adam_args(&scalars), n, decay, decoupled, [dtypes[0], dtypes[1], t.storage()],
+                    adam_args(&scalars), n, decay, decoupled, bits, [dtypes[0], dtypes[1], t.storage()],
                 )
             }),
             (Some(c), Some(t)) => launch(&client, op, Geometry::Units(n), move |client, count, dim| unsafe {
                 adam_amsgrad_step_at::launch_unchecked::<R>(
                     client, count, dim, v, p.as_arg(), g.as_arg(), a.as_arg(), b.as_arg(), c.as_arg(), t.as_arg(),
-                    adam_args(&scalars), n, decay, decoupled, [dtypes[0], dtypes[1], t.storage()],
+                    adam_args(&scalars), n, decay, decoupled, bits, [dtypes[0], dtypes[1], t.storage()],
                 )
             }),
         }
