@@ -2,7 +2,7 @@
 //! model's step runs most read the u16 bits, compute in f32 and store each result rounded to
 //! nearest even in one launch (elementwise unary, binary, comparison and predicate ops;
 //! softmax; reductions, a split one in two as in f32; a fused elementwise chain; matmul on the
-//! tiled kernel), and give bit for bit what widening to f32, computing in f32 and rounding back
+//! tiled kernel; SGD and Adam steps; layer norm; `mask_fill`), and give bit for bit what widening to f32, computing in f32 and rounding back
 //! in separate launches gives (the copy kernel's `WidenBf16` and `NarrowBf16` around the f32
 //! op: the path these ops took before, written here with `float_cast`). Inputs: random
 //! values, NaN, ±inf, ±0, f32 subnormals, values whose sum or product overflows or rounds on
@@ -429,6 +429,41 @@ fn optimizer_steps_are_one_launch_with_the_same_bits() {
         eprintln!("{name}: {n} launch(es), {old_n} on the widen / compute / narrow path");
         let same = rf::<Ex>(ours).as_bytes() == rf::<Ex>(old).as_bytes() && bytes(ours_s) == bytes(old_s);
         suite.record(format!("{name} {shape:?}: one launch, the same bits"), if n == 1 && same { Ok(()) } else { Err(format!("{n} launches, the same bits: {same}")) });
+    }
+    suite.finish();
+}
+
+#[test]
+fn layer_norm_and_mask_fill_are_one_launch_with_the_same_bits() {
+    use ex_cubecl::launch::norm::layer_norm;
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !held_as_bits() {
+        return;
+    }
+    let mut suite = Suite::new("bf16 bits: layer norm, mask_fill");
+    let mut rng = Rng::new(60);
+    for (shape, with_beta) in [([6, 40], true), ([3, 17], false)] {
+        let x = float_data(&mut rng, &shape, DType::BF16, -4.0, 4.0);
+        let (gamma, beta) = (float_data(&mut rng, &shape[1..], DType::BF16, 0.5, 1.5), float_data(&mut rng, &shape[1..], DType::BF16, -1.0, 1.0));
+        let inputs = || (f::<Ex>(&x), f::<Ex>(&gamma), with_beta.then(|| f::<Ex>(&beta)));
+        let ((a, g, b), (c, h, d)) = (inputs(), inputs());
+        check(
+            &mut suite,
+            format!("layer_norm {shape:?}{}", if with_beta { " with beta" } else { "" }),
+            || float(|| layer_norm(a, g, b, 1e-5)),
+            || float(|| narrow(layer_norm(widen(c), widen(h), d.map(widen), 1e-5))),
+        );
+    }
+    // A signalling NaN (0x7f81) among the values: the widened path quiets it (0x7fc0).
+    let mut values = float_data(&mut rng, &[5, 9], DType::BF16, -4.0, 4.0).to_vec::<burn_backend::bf16>().unwrap();
+    values[1] = burn_backend::bf16::from_bits(0x7f81);
+    values[2] = burn_backend::bf16::from_bits(0xff81);
+    let x = TensorData::new(values, [5, 9]);
+    let mask = bool_data(&mut rng, &[5, 9]);
+    for s in [0.1, -2.5] {
+        let (a, m, c, n) = (f::<Ex>(&x), b::<Ex>(&mask), f::<Ex>(&x), b::<Ex>(&mask));
+        let s = Scalar::Float(s);
+        check(&mut suite, format!("mask_fill {s:?}"), || float(|| Ex::float_mask_fill(a, m, s)), || float(|| narrow(Ex::float_mask_fill(widen(c), n, s))));
     }
     suite.finish();
 }

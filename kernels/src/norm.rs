@@ -3,9 +3,13 @@
 //! gamma + beta`.
 use cubecl::prelude::*;
 
+use crate::bf16::{load, store};
+
 /// `x` is a view `[rows.., d]`; `gamma` and `beta` views of length `d`; `output` contiguous.
+/// With `bits`, all four are bf16 held as bits in u16 ([`crate::bf16::load`],
+/// [`crate::bf16::store`]); the math runs in `A`.
 #[cube(launch_unchecked)]
-pub fn layer_norm<T: Float, A: Float>(
+pub fn layer_norm<T: Numeric, A: Float>(
     x: &Tensor<T>,
     gamma: &Tensor<T>,
     beta: &Tensor<T>,
@@ -16,6 +20,7 @@ pub fn layer_norm<T: Float, A: Float>(
     epsilon: InputScalar,
     num_rows: usize,
     #[comptime] has_beta: bool,
+    #[comptime] bits: bool,
     #[define(T, A)] _dtypes: [StorageType; 2],
 ) {
     let row = ABSOLUTE_POS;
@@ -35,21 +40,21 @@ pub fn layer_norm<T: Float, A: Float>(
     }
     let mut sum = A::new(0.0);
     for k in 0..d {
-        sum += A::cast_from(x[start + k * stride]);
+        sum += load::<T, A>(x[start + k * stride], bits);
     }
     let mean = sum / A::cast_from(d);
     let mut sq = A::new(0.0);
     for k in 0..d {
-        let c = A::cast_from(x[start + k * stride]) - mean;
+        let c = load::<T, A>(x[start + k * stride], bits) - mean;
         sq += c * c;
     }
     let denom = A::sqrt(sq / A::cast_from(d) + epsilon.get::<A>());
     for k in 0..d {
-        let c = A::cast_from(x[start + k * stride]) - mean;
-        let mut y = c / denom * A::cast_from(gamma[gamma_offset + k * gamma.stride(0)]);
+        let c = load::<T, A>(x[start + k * stride], bits) - mean;
+        let mut y = c / denom * load::<T, A>(gamma[gamma_offset + k * gamma.stride(0)], bits);
         if has_beta {
-            y += A::cast_from(beta[beta_offset + k * beta.stride(0)]);
+            y += load::<T, A>(beta[beta_offset + k * beta.stride(0)], bits);
         }
-        output[row * d + k] = T::cast_from(y);
+        output[row * d + k] = store::<T, A>(y, bits);
     }
 }

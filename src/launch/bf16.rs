@@ -2,8 +2,9 @@
 //! tensor keeps its dtype and holds its bits in a u16 buffer ([`crate::runtime::bf16_in_u16`]).
 //! Ops that only move elements (views, copies, `cat`, `gather`, `select`, `slice_assign`,
 //! `mask_where`) move the bits. The families a model's step runs most (elementwise unary,
-//! binary, comparison and predicate ops, the fused elementwise kernel, reductions, softmax)
-//! take the u16 buffers themselves, in one launch: their kernels widen each element as they
+//! binary, comparison and predicate ops, `mask_fill`, the fused elementwise kernel,
+//! reductions, softmax, layer norm, the tiled matmul, SGD and Adam steps) take the u16 buffers
+//! themselves, in one launch: their kernels widen each element as they
 //! read it (`ex_cubecl_kernels::bf16::load`), compute in f32 and round each result to nearest
 //! even as they store it (`store`). Every other entry point that computes starts with one line
 //! that sends bf16 operands through [`map`]: widened to f32 (exact, a copy launch), computed in

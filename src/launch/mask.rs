@@ -19,10 +19,9 @@ pub fn mask_where<R: Runtime>(
     if !mask.dtype.is_bool() {
         panic!("ex_cubecl: {op}: the mask must be bool, got {:?} with shape {:?}", mask.dtype, mask.dims());
     }
-    // A tensor value's bf16 bits are selected as they are; a scalar is rounded in f32.
-    if tensor.bf16_bits() && matches!(value, super::elementwise::Rhs::Scalar(_)) {
-        return super::bf16::map(tensor, |t| mask_where(op, t, mask, value));
-    }
+    // A tensor value's bf16 bits are selected as they are; with a scalar, bf16 held as bits
+    // goes through f32 in the kernel (see `super::bf16`) and the scalar is rounded from f32.
+    let bits = tensor.bf16_bits() && matches!(value, super::elementwise::Rhs::Scalar(_));
     let mut shape = broadcast_shape(op, &tensor, &mask);
     let (value, scalar, value_scalar) = match value {
         super::elementwise::Rhs::Tensor(value) => {
@@ -38,7 +37,10 @@ pub fn mask_where<R: Runtime>(
             };
             (value, InputScalar::new(0, tensor.storage()), false)
         }
-        super::elementwise::Rhs::Scalar(s) => (tensor.clone(), scalar_arg(op, s, tensor.dtype), true),
+        super::elementwise::Rhs::Scalar(s) => {
+            let dtype = if bits { burn_backend::DType::F32 } else { tensor.dtype };
+            (tensor.clone(), scalar_arg(op, s, dtype), true)
+        }
     };
     let bcast = |t: &CubeTensor<R>| t.layout.broadcast_to(&shape).expect("broadcast shape");
     let (tv, mv, vv) = (bcast(&tensor), bcast(&mask), if value_scalar { bcast(&tensor) } else { bcast(&value) });
@@ -65,6 +67,7 @@ pub fn mask_where<R: Runtime>(
                 views.strides(2),
                 scalar,
                 value_scalar,
+                bits,
                 [tensor.storage(), mask.storage()],
             )
         }

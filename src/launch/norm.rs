@@ -13,10 +13,9 @@ pub fn layer_norm<R: Runtime>(x: CubeTensor<R>, gamma: CubeTensor<R>, beta: Opti
     let mut all = vec![("x", &x), ("gamma", &gamma)];
     all.extend(beta.as_ref().map(|b| ("beta", b)));
     check_float(op, &all);
-    if x.bf16_bits() {
-        let (gamma, beta) = (super::bf16::widen(gamma), super::bf16::widen_opt(beta));
-        return super::bf16::map(x, |x| layer_norm(x, gamma, beta, epsilon));
-    }
+    // bf16 held as bits (x, gamma and beta share the dtype) is read and written as its bits
+    // and computed in f32 (see `super::bf16`).
+    let bits = x.bf16_bits();
     let d = *x.dims().last().unwrap_or_else(|| panic!("ex_cubecl: {op}: x must have rank >= 1, got a scalar ({:?})", x.dtype));
     for (name, t) in &all[1..] {
         if t.dims() != [d] {
@@ -34,7 +33,7 @@ pub fn layer_norm<R: Runtime>(x: CubeTensor<R>, gamma: CubeTensor<R>, beta: Opti
         unsafe {
             layer_norm_kernel::launch_unchecked::<R>(
                 client, count, dim, x.as_arg(), gamma.as_arg(), beta_ref.as_arg(), o.as_arg(), x.layout.offset,
-                gamma.layout.offset, beta_ref.layout.offset, eps, rows, has_beta, [x.storage(), accumulator(x.dtype)],
+                gamma.layout.offset, beta_ref.layout.offset, eps, rows, has_beta, bits, [x.storage(), accumulator(x.dtype)],
             )
         }
     });
