@@ -59,7 +59,7 @@ pub struct BinaryLayout {
 }
 
 /// `out = op(lhs, rhs)` for float dtypes stored as `F`, computed in `A` (`F` itself, or f32
-/// with `bits`, where `F` is u16 holding bf16 bits: see [`crate::bf16::load`]). The scalar is
+/// with `bits`, where `F` is u16 holding bf16 bits: see [`load`](fn@crate::bf16::load)). The scalar is
 /// of type `A`.
 #[cube(launch_unchecked)]
 pub fn binary_float<F: Numeric, A: Float>(

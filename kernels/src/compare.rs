@@ -56,7 +56,7 @@ pub fn compare<T: Numeric, B: Numeric>(
 }
 
 /// [`compare`](fn@compare) of bf16 operands held as their bits in u16 (see
-/// [`crate::bf16::load`]), compared as the f32 values they widen to; the scalar is an f32.
+/// [`load`](fn@crate::bf16::load)), compared as the f32 values they widen to; the scalar is an f32.
 #[cube(launch_unchecked)]
 pub fn compare_bf16_bits<B: Numeric>(
     lhs: &Array<u16>,
@@ -99,7 +99,7 @@ pub(crate) fn apply_compare<T: Numeric>(a: T, b: T, #[comptime] op: CompareOp) -
 
 /// `out = predicate(input)` as 0 / 1 of the bool storage type `B`, the input stored as `F`
 /// and tested as `A` (`F` itself, or f32 with `bits`, where `F` is u16 holding bf16 bits: see
-/// [`crate::bf16::load`]).
+/// [`load`](fn@crate::bf16::load)).
 #[cube(launch_unchecked)]
 pub fn float_predicate<F: Numeric, A: Float, B: Numeric>(
     input: &Array<F>,

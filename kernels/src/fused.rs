@@ -76,7 +76,7 @@ pub struct FusedProgram<Read = FusedRead> {
     /// Whether each op's result is rounded to bf16 (an f32 program standing for a bf16 one
     /// on a device without bf16: the bits that separate bf16 launches give). In
     /// [`fused_float`](fn@fused_float) and the vectorised kernel, the float inputs and outputs
-    /// are then bf16 held as bits in u16 ([`crate::bf16::load`], [`crate::bf16::store`]).
+    /// are then bf16 held as bits in u16 ([`load`](fn@crate::bf16::load), [`store`](fn@crate::bf16::store)).
     pub round_to_bf16: bool,
 }
 

@@ -9,8 +9,8 @@ use crate::strided::seq_offset;
 /// `shape` (their buffers, offsets and strides: see [`seq_offset`](fn@seq_offset)).
 /// With `value_scalar`, the value is the scalar argument and `value` is unused. With `bits`
 /// (a scalar value on bf16 held as bits in u16), the scalar is an f32 stored rounded to bf16
-/// and every other element goes through f32 and back ([`crate::bf16::load`],
-/// [`crate::bf16::store`]), as a select computed in f32 would give it.
+/// and every other element goes through f32 and back ([`load`](fn@crate::bf16::load),
+/// [`store`](fn@crate::bf16::store)), as a select computed in f32 would give it.
 #[cube(launch_unchecked)]
 pub fn mask_where<T: Numeric, B: Numeric>(
     tensor: &Array<T>,

@@ -6,8 +6,8 @@ use cubecl::prelude::*;
 use crate::bf16::{load, store};
 
 /// `x` is a view `[rows.., d]`; `gamma` and `beta` views of length `d`; `output` contiguous.
-/// With `bits`, all four are bf16 held as bits in u16 ([`crate::bf16::load`],
-/// [`crate::bf16::store`]); the math runs in `A`.
+/// With `bits`, all four are bf16 held as bits in u16 ([`load`](fn@crate::bf16::load),
+/// [`store`](fn@crate::bf16::store)); the math runs in `A`.
 #[cube(launch_unchecked)]
 pub fn layer_norm<T: Numeric, A: Float>(
     x: &Tensor<T>,

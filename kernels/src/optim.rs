@@ -5,8 +5,8 @@
 //!
 //! Every tensor is contiguous with the same length and read in vectors of `N`; the math runs
 //! in `A` (f32 for half-precision parameters, the parameter type otherwise); with `bits` the
-//! tensors are bf16 held as bits in u16, read through [`crate::bf16::load`] and written
-//! through [`crate::bf16::store`]. On the first
+//! tensors are bf16 held as bits in u16, read through [`load`](fn@crate::bf16::load) and written
+//! through [`store`](fn@crate::bf16::store). On the first
 //! step (`first`) the state is not read: it starts from zero as Burn's optimizers define it.
 //! Adam's bias corrections come folded into its scalars from the host, or (`*_at` kernels)
 //! are computed from a step count the kernel reads from device memory, so that a recorded

@@ -208,7 +208,7 @@ pub(crate) fn acc_write<T: Numeric, O: Numeric>(acc: Acc<T>, len: usize, #[compt
 }
 
 /// Which of a reduction's buffers hold bf16 as its bits in u16 (read through
-/// [`crate::bf16::load`], written through [`crate::bf16::store`]; the accumulator is f32).
+/// [`load`](fn@crate::bf16::load), written through [`store`](fn@crate::bf16::store); the accumulator is f32).
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Bf16Bits {
     /// The input.
@@ -218,7 +218,7 @@ pub struct Bf16Bits {
 }
 
 /// [`acc_write`](fn@acc_write) to an output element of `O`, or with `bits` the bits of the bf16 nearest to the
-/// value ([`crate::bf16::store`]).
+/// value ([`store`](fn@crate::bf16::store)).
 #[cube]
 fn write_output<A: Numeric, O: Numeric>(acc: Acc<A>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool, #[comptime] bits: bool) -> O {
     if bits {

@@ -9,8 +9,8 @@ use crate::strided::{line_start, seq_offset};
 
 /// `output` is contiguous with the input view's shape. Sums run in `A` (f32 for half-precision
 /// inputs, `T` otherwise). With `log`, writes log-softmax. With `bits` (in every kernel of
-/// this file), `T` is u16 holding bf16 bits, read and written through [`crate::bf16::load`]
-/// and [`crate::bf16::store`].
+/// this file), `T` is u16 holding bf16 bits, read and written through [`load`](fn@crate::bf16::load)
+/// and [`store`](fn@crate::bf16::store).
 #[cube(launch_unchecked)]
 pub fn softmax<T: Numeric, A: Float>(
     input: &Tensor<T>,

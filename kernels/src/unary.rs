@@ -95,7 +95,7 @@ pub enum UnaryIntOp {
 
 /// `out[i] = op(input[i])` for float dtypes stored as `F`, computed in `A` (f32 for f16 and
 /// bf16, whose math functions are coarse on some devices; `F` otherwise). `a` and `b` are of
-/// type `A`. With `bits`, `F` is u16 holding bf16 bits (see [`crate::bf16::load`]).
+/// type `A`. With `bits`, `F` is u16 holding bf16 bits (see [`load`](fn@crate::bf16::load)).
 #[cube(launch_unchecked)]
 pub fn unary_float<F: Numeric, A: Float>(
     input: &Array<F>,

@@ -36,7 +36,7 @@ pub struct TiledConfig {
 
 /// `out[b] = lhs[b] @ rhs[b]`; see the module docs. With `bits` (here and in
 /// [`tiled_product`](fn@tiled_product)), `T` is u16 holding bf16 bits, widened as they are
-/// staged and rounded as they are stored ([`crate::bf16::load`], [`crate::bf16::store`]). `NA` and `NB` are the vector sizes of the
+/// staged and rounded as they are stored ([`load`](fn@crate::bf16::load), [`store`](fn@crate::bf16::store)). `NA` and `NB` are the vector sizes of the
 /// loads along K (`lhs`) and N (`rhs`). The launcher guarantees that the units of a cube
 /// divide the vector counts of both staged slices.
 #[cube(launch_unchecked)]
