@@ -25,7 +25,8 @@ if Code.ensure_loaded?(Axon) do
       :accuracy,
       :warmup,
       :grad_method,
-      :epsilon
+      :epsilon,
+      :resume
     ]
 
     def loop_opts, do: @loop_opts
