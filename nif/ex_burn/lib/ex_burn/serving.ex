@@ -70,6 +70,13 @@ defmodule ExBurn.Serving do
   gathering and the splitting). An input larger than `:batch_size` is split over several
   batches; an inline run splits the same way. `ExBurn.Serving.Server` holds the
   `Nx.Serving` callbacks.
+
+  A request's rows can end up in two batches (the end of one, the start of the next) that
+  run on two partitions at once; `Nx.Serving` (0.13) joins the parts in the order they come
+  back, which is not always the order of the rows. So each request goes with its rows'
+  numbers, which the batch function passes through beside the outputs, and the caller puts
+  its rows back in order where they came back out of it (a read of those numbers, for a
+  request of more than one row).
   """
 
   @enforce_keys [:model]
@@ -168,10 +175,23 @@ defmodule ExBurn.Serving do
   def status(%__MODULE__{} = s), do: Map.take(s, [:batch_size, :batch_timeout, :partitions, :padding])
 
   def status(%Nx.Serving{module: ExBurn.Serving.Server, arg: arg, defn_options: defn, process_options: process}) do
-    %{batch_size: arg.batch_size, batch_timeout: process[:batch_timeout], partitions: defn[:max_concurrency], padding: arg.padding}
+    %{
+      batch_size: arg.batch_size,
+      batch_timeout: process[:batch_timeout],
+      partitions: defn[:max_concurrency],
+      padding: arg.padding
+    }
   end
 
-  def status(other), do: raise(ExBurn.Error.new("ExBurn.Serving.status", "expects an %ExBurn.Serving{} or a serving of build/2", inspect(other, limit: 3)))
+  def status(other),
+    do:
+      raise(
+        ExBurn.Error.new(
+          "ExBurn.Serving.status",
+          "expects an %ExBurn.Serving{} or a serving of build/2",
+          inspect(other, limit: 3)
+        )
+      )
 
   @doc """
   The serving with batch size `batch_size`.
@@ -180,14 +200,17 @@ defmodule ExBurn.Serving do
       %{batch_size: 4, batch_timeout: 50, partitions: System.schedulers_online(), padding: false}
   """
   @spec with_batch_size(t(), pos_integer()) :: t()
-  def with_batch_size(%__MODULE__{} = s, batch_size), do: %{s | batch_size: batch_size!("ExBurn.Serving.with_batch_size", batch_size)}
+  def with_batch_size(%__MODULE__{} = s, batch_size),
+    do: %{s | batch_size: batch_size!("ExBurn.Serving.with_batch_size", batch_size)}
 
   @doc "The serving with batch timeout `timeout` (milliseconds)."
   @spec with_timeout(t(), pos_integer()) :: t()
-  def with_timeout(%__MODULE__{} = s, timeout), do: %{s | batch_timeout: timeout!("ExBurn.Serving.with_timeout", timeout)}
+  def with_timeout(%__MODULE__{} = s, timeout),
+    do: %{s | batch_timeout: timeout!("ExBurn.Serving.with_timeout", timeout)}
 
   defp settings(%__MODULE__{} = s) do
-    [batch_size: s.batch_size, batch_timeout: s.batch_timeout, partitions: s.partitions, padding: s.padding] ++ s.options
+    [batch_size: s.batch_size, batch_timeout: s.batch_timeout, partitions: s.partitions, padding: s.padding] ++
+      s.options
   end
 
   defp batch_size!(_op, n) when is_integer(n) and n > 0, do: n
@@ -202,7 +225,9 @@ defmodule ExBurn.Serving do
   defp partitions!(_op, nil), do: System.schedulers_online()
   defp partitions!(_op, true), do: length(ExBurn.Defn.Compiler.__partitions_options__([]))
   defp partitions!(_op, n) when is_integer(n) and n > 0, do: n
-  defp partitions!(op, n), do: raise(ExBurn.Error.new(op, ":partitions must be a positive integer or true, got #{inspect(n)}"))
+
+  defp partitions!(op, n),
+    do: raise(ExBurn.Error.new(op, ":partitions must be a positive integer or true, got #{inspect(n)}"))
 
   defp padding!(_op, p) when is_boolean(p), do: p
   defp padding!(op, p), do: raise(ExBurn.Error.new(op, ":padding must be true or false, got #{inspect(p)}"))
@@ -342,8 +367,11 @@ defmodule ExBurn.Serving do
 
     serving =
       case serving_or_model do
-        %Nx.Serving{} = serving -> serving!(op, serving, opts)
-        model_or_struct -> build(model_or_struct, for({key, _} <- @build_defaults, opts[key] != nil, do: {key, opts[key]}))
+        %Nx.Serving{} = serving ->
+          serving!(op, serving, opts)
+
+        model_or_struct ->
+          build(model_or_struct, for({key, _} <- @build_defaults, opts[key] != nil, do: {key, opts[key]}))
       end
 
     if serving.module == ExBurn.Serving.Server and serving.arg.example == nil do
@@ -400,7 +428,7 @@ defmodule ExBurn.Serving do
   @doc false
   def preprocess(%Nx.Tensor{shape: shape} = t, example, dev) when tuple_size(shape) > 0 do
     t = check_example!(t, Tuple.delete_at(shape, 0), example, "the batch", shape)
-    {Nx.Batch.concatenate([on_device(t, dev)]), :batch}
+    {Nx.Batch.concatenate([numbered(on_device(t, dev), elem(shape, 0), dev)]), :batch}
   end
 
   def preprocess(%Nx.Tensor{} = t, _example, _dev),
@@ -439,10 +467,13 @@ defmodule ExBurn.Serving do
             )
     end
 
-    {Nx.Batch.stack(examples), {:examples, length(examples)}}
+    numbered =
+      Enum.with_index(examples, fn t, i -> {t, Nx.tensor(i, type: :s32, backend: {ExBurn.Backend, device: dev})} end)
+
+    {Nx.Batch.stack(numbered), {:examples, length(examples)}}
   end
 
-  def preprocess(%Nx.Batch{template: template} = batch, example, _dev) do
+  def preprocess(%Nx.Batch{template: template, size: size} = batch, example, dev) do
     if example && not Nx.compatible?(template, example) do
       raise ExBurn.Error.new(
               "ExBurn.Serving.run",
@@ -451,7 +482,13 @@ defmodule ExBurn.Serving do
             )
     end
 
-    {batch, :batch}
+    # Its rows, as one container (its padding rows left out), numbered as a tensor's.
+    rows =
+      (&Function.identity/1)
+      |> Nx.Defn.jit_apply([batch], compiler: Nx.Defn.Evaluator)
+      |> Composite.traverse(&Nx.slice_along_axis(&1, 0, size, axis: 0))
+
+    {Nx.Batch.concatenate([numbered(on_device(rows, dev), size, dev)]), :batch}
   end
 
   def preprocess(other, _example, _dev),
@@ -480,14 +517,33 @@ defmodule ExBurn.Serving do
   end
 
   @doc false
-  def postprocess({output, _metadata}, :batch), do: output
+  def postprocess({{output, rows}, _metadata}, :batch), do: in_order(output, rows)
 
-  def postprocess({output, _metadata}, {:examples, n}),
-    do:
-      for(
-        i <- 0..(n - 1),
-        do: Composite.traverse(output, &Nx.squeeze(Nx.slice_along_axis(&1, i, 1, axis: 0), axes: [0]))
-      )
+  def postprocess({{output, rows}, _metadata}, {:examples, n}) do
+    output = in_order(output, rows)
+    for i <- 0..(n - 1), do: Composite.traverse(output, &Nx.squeeze(Nx.slice_along_axis(&1, i, 1, axis: 0), axes: [0]))
+  end
+
+  # A request's inputs with its rows' numbers, 0 to n - 1.
+  defp numbered(inputs, n, dev), do: {inputs, Nx.iota({n}, type: :s32, backend: {ExBurn.Backend, device: dev})}
+
+  # The outputs' rows in the order of the request's: `rows` gives the row number of each (in
+  # order, unless the parts of a request split over two batches came back in another order).
+  defp in_order(output, %Nx.Tensor{shape: {n}}) when n <= 1, do: output
+
+  defp in_order(output, rows) do
+    order = Nx.to_flat_list(rows)
+
+    if order == Enum.to_list(0..(length(order) - 1)) do
+      output
+    else
+      positions = order |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+      Composite.traverse(output, &Nx.take(&1, Nx.tensor(positions, type: :s32, backend: backend_of(&1)), axis: 0))
+    end
+  end
+
+  defp backend_of(%Nx.Tensor{data: %ExBurn.Backend{device: dev}}), do: {ExBurn.Backend, device: dev}
+  defp backend_of(%Nx.Tensor{data: %backend{}}), do: backend
 
   ## Helpers
 
