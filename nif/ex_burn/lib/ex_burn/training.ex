@@ -165,7 +165,7 @@ if Code.ensure_loaded?(Axon) do
     The model as it stands in a running `fit/3` (for `ExBurn.Training.Callbacks.on/2`
     handlers: the loop state and the context they get).
     """
-    @spec current_model(Axon.Loop.State.t(), map()) :: model()
+    @spec current_model(%Axon.Loop.State{}, map()) :: model()
     def current_model(state, ctx), do: Fit.current_model(state, ctx)
 
     @doc """

@@ -12,7 +12,7 @@ if Code.ensure_loaded?(Axon) do
     @type t :: %__MODULE__{
             name: atom(),
             event: atom() | [atom()],
-            handler: (Axon.Loop.State.t(), map() -> {atom(), Axon.Loop.State.t()})
+            handler: (%Axon.Loop.State{}, map() -> {atom(), %Axon.Loop.State{}})
           }
   end
 
@@ -342,7 +342,7 @@ if Code.ensure_loaded?(Axon) do
         )
 
     @doc "The metrics of the epoch that just completed, without `:model` (in `:epoch_completed` handlers of `on/2`)."
-    @spec epoch(Axon.Loop.State.t()) :: map()
+    @spec epoch(%Axon.Loop.State{}) :: map()
     def epoch(state), do: state.handler_metadata.exburn.epoch
 
     @doc false
