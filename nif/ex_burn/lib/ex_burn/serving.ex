@@ -26,7 +26,7 @@ defmodule ExBurn.Serving do
       with its own compiled program on its device (default: `System.schedulers_online()`),
       spread in turn over the serving's devices (`:device`); `true` is one partition per
       device: those of a `:device` list, or without `:device` every GPU of the default
-      device's runtime (`ExBurn.Defn.Compiler.__partitions_options__/1`). A partition applies
+      device's runtime (the compiler's `__partitions_options__/1`). A partition applies
       to a started serving; an inline run uses one, on the first device.
     * `:padding` - whether to pad every batch to `:batch_size` (default `false`). Padded, a
       serving runs one program of one shape (compiled when it starts, where the example's

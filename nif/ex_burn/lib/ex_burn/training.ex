@@ -173,7 +173,7 @@ if Code.ensure_loaded?(Axon) do
     `:devices` (the first is `current_model/2`'s); a one-element list without `:devices`. For
     `ExBurn.Training.Callbacks.on/2` handlers, as `current_model/2`.
     """
-    @spec current_replicas(Axon.Loop.State.t(), map()) :: [model()]
+    @spec current_replicas(%Axon.Loop.State{}, map()) :: [model()]
     def current_replicas(state, ctx), do: Fit.current_replicas(state, ctx)
 
     ## Evaluation
