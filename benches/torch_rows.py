@@ -370,7 +370,7 @@ def resnet(full):
             return sgd_step(model, images, labels, bf16=dtype == "bf16", compiled=compiled)
 
         tag = ", torch.compile" if compiled else ""
-        return (f"ResNet-50 train step {dtype} (SGD)", f"batch {batch}, {side}x{side}" + tag, make)
+        return (f"ResNet-50 SGD step {dtype}", f"batch {batch}, {side}x{side}" + tag, make)
 
     return [case(dtype, compiled) for compiled in (False, True) for dtype in ("f32", "bf16")]
 
