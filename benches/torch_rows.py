@@ -361,7 +361,7 @@ def resnet(full):
     table; its compilation happens in the warm-up, a minute or two)."""
     from torch_resnet import ResNet, sgd_step, synthetic_batch
 
-    batch, side = (64, 224) if full else (2, 64)
+    batch, side = (64, 224) if full else (2, 32)
 
     def case(dtype, compiled):
         def make(t):

@@ -20,12 +20,12 @@ pub struct ResNetStep {
     side: usize,
 }
 
-/// The ResNet-50 steps at `size`: batch 64 of 224x224 images (`Full`), batch 2 of 64x64
+/// The ResNet-50 steps at `size`: batch 64 of 224x224 images (`Full`), batch 2 of 32x32
 /// (`Small`), f32 and bf16.
 pub fn cases(size: Size) -> Vec<Box<dyn DynCase>> {
     let (batch, side) = match size {
         Size::Full => (64, 224),
-        Size::Small => (2, 64),
+        Size::Small => (2, 32),
     };
     [FloatDType::F32, FloatDType::BF16].map(|dtype| Box::new(ResNetStep { dtype, batch, side }) as Box<dyn DynCase>).into()
 }
