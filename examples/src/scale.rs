@@ -1,5 +1,5 @@
 //! The `scale` binary's measurements (feature `distributed`): the all-reduce bus bandwidth of
-//! `ex_cubecl::distributed::all_reduce`, and weak scaling of data-parallel training steps
+//! `DistributedBackend::all_reduce` (one thread per device), and weak scaling of data-parallel training steps
 //! (a fixed batch per device) of two models on 1..N devices of one process.
 //!
 //! Data parallelism here is one thread per device, each with its replica of the model and its
@@ -22,7 +22,6 @@ use burn_tensor::backend::{AutodiffBackend, Backend};
 use burn_tensor::{FloatDType, Int, Tensor, TensorData};
 use cubecl::Runtime;
 use ex_cubecl::ExCubeclBackend;
-use ex_cubecl::distributed::all_reduce;
 
 use crate::resnet::{ResNet, cast_module, labels, synthetic_batch, uniform_values};
 
@@ -57,24 +56,50 @@ impl Bandwidth {
     }
 }
 
-/// Times the f32 all-reduce (sum) of `bytes` per device on `devices`: `warmup` calls, then
-/// `iters` timed calls of `ex_cubecl::distributed::all_reduce` (one thread drives every
-/// device; each call returns once the results are on the devices); the median.
+/// Times the f32 all-reduce (sum) of `bytes` per device on `devices` through
+/// `DistributedBackend::all_reduce`, one thread per device (as the training steps run):
+/// `warmup` calls, then `iters` calls started together on every device (a barrier), each
+/// ending when the result is on its device (`resolve` and a device sync); the median over
+/// the calls of the slowest device's time.
+///
+/// One thread driving every device (`ex_cubecl::distributed::all_reduce`) hung with NCCL on
+/// two H200s (2026-11-28), which is why this takes a thread per device.
 pub fn all_reduce_bandwidth<R: Runtime>(devices: &[R::Device], bytes: usize, warmup: usize, iters: usize) -> Bandwidth
 where
     R::Device: DeviceOps,
 {
     let len = bytes / 4;
-    let inputs: Vec<Tensor<ExCubeclBackend<R>, 1>> = devices.iter().map(|d| Tensor::ones([len], d)).collect();
-    let run = || drop(all_reduce(inputs.clone(), ReduceOperation::Sum));
-    (0..warmup).for_each(|_| run());
-    let mut times: Vec<f64> = (0..iters.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            run();
-            start.elapsed().as_secs_f64()
-        })
-        .collect();
+    let ids: Vec<_> = devices.iter().map(DeviceOps::id).collect();
+    let barrier = Barrier::new(devices.len());
+    let per_device: Vec<Vec<f64>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = devices
+            .iter()
+            .map(|device| {
+                let (ids, barrier) = (&ids, &barrier);
+                scope.spawn(move || {
+                    let input = Tensor::<ExCubeclBackend<R>, 1>::ones([len], device);
+                    let run = || {
+                        let primitive = input.clone().into_primitive().tensor();
+                        let collective = <ExCubeclBackend<R> as DistributedBackend>::all_reduce(primitive, ReduceOperation::Sum, ids.clone());
+                        let out = collective.resolve();
+                        sync::<R>(device);
+                        drop(out);
+                    };
+                    (0..warmup).for_each(|_| run());
+                    (0..iters.max(1))
+                        .map(|_| {
+                            barrier.wait();
+                            let start = Instant::now();
+                            run();
+                            start.elapsed().as_secs_f64()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
+    let mut times: Vec<f64> = (0..iters.max(1)).map(|i| per_device.iter().map(|t| t[i]).fold(0.0, f64::max)).collect();
     times.sort_by(f64::total_cmp);
     Bandwidth { devices: devices.len(), bytes: len * 4, seconds: times[times.len() / 2] }
 }

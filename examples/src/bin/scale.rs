@@ -1,6 +1,6 @@
 //! Scaling on several devices of one host (feature `distributed`; CUDA when built with `cuda`,
 //! else logical wgpu devices): the f32 all-reduce bus bandwidth of
-//! `ex_cubecl::distributed::all_reduce` from 1 MiB to 1 GiB, and weak scaling (a fixed batch
+//! `DistributedBackend::all_reduce` (one thread per device) from 1 MiB to 1 GiB, and weak scaling (a fixed batch
 //! per device) of the training step of the MLP 784-4096-4096-10 (f32, TF32 products, batch
 //! 1024 per device) and of ResNet-50 (bf16, 224x224, batch 128 per device), data-parallel with
 //! one thread per device (`ex_cubecl_examples::scale`). Prints a markdown table; `--out FILE`
@@ -130,7 +130,7 @@ fn main() {
             true => (12..=18).step_by(2).map(|k| 1usize << k).collect(),
             false => (20..=30).map(|k| 1usize << k).filter(|&b| b <= opts.max_bytes).collect(),
         };
-        let _ = writeln!(report, "\n## all-reduce f32 (sum), ex_cubecl::distributed::all_reduce\n");
+        let _ = writeln!(report, "\n## all-reduce f32 (sum), DistributedBackend::all_reduce, one thread per device\n");
         let _ = writeln!(report, "| devices | size | time (ms) | algbw (GB/s) | busbw (GB/s) |\n|---|---|---|---|---|");
         for &n in opts.counts.iter().filter(|&&n| n > 1) {
             let devs = devices(n);
