@@ -15,7 +15,8 @@ and summed, so nothing is skipped. The settings match ours: f32 products on TF32
 cores (cuBLAS and cuDNN), cuDNN picking its fastest convolution (`cudnn.benchmark`, its
 search done in the warm-up), the default attention backend. The MLP step is burn's: the
 same models (the MLP and the small CNN) and Adam, as per-parameter tensor ops
-(`foreach=False`) for the plain row and as `fused=True` for the fused row.
+(`foreach=False`) for the plain row and as `fused=True` for the fused row. The ResNet-50 step
+is `torch_resnet.py`'s (bf16 through autocast).
 
 The output is a JSON object, row key to median milliseconds, written to `--out` after every
 case (a run cut short keeps its rows), or to stdout at the end without `--out`; progress
@@ -352,10 +353,32 @@ def train(full):
     return [case(model, batch, fused) for model, batch in steps for fused in (False, True)]
 
 
+def resnet(full):
+    """`cases/resnet.rs`: one SGD step (lr 0.01, no momentum) of ResNet-50 (`torch_resnet.py`,
+    1000 classes) on a fixed batch, f32 (TF32 convolutions and products) and bf16 (autocast:
+    f32 weights, bf16 convolutions and products, as PyTorch users train); eager, and with the
+    model under torch.compile (keys ending in `, torch.compile`, for the text beside the
+    table; its compilation happens in the warm-up, a minute or two)."""
+    from torch_resnet import ResNet, sgd_step, synthetic_batch
+
+    batch, side = (64, 224) if full else (2, 32)
+
+    def case(dtype, compiled):
+        def make(t):
+            model = ResNet().to(t.device)
+            images, labels = synthetic_batch(batch, side, 1000, t.device, 1)
+            return sgd_step(model, images, labels, bf16=dtype == "bf16", compiled=compiled)
+
+        tag = ", torch.compile" if compiled else ""
+        return (f"ResNet-50 SGD step {dtype}", f"batch {batch}, {side}x{side}" + tag, make)
+
+    return [case(dtype, compiled) for compiled in (False, True) for dtype in ("f32", "bf16")]
+
+
 def cases(full):
     """Every case with a PyTorch equivalent, in the order of `cases::all`; the variants of
     ours only (exact f32, tilings) have none."""
-    return elementwise(full) + reduce(full) + composite(full) + index(full) + matmul(full) + module(full) + train(full)
+    return elementwise(full) + reduce(full) + composite(full) + index(full) + matmul(full) + module(full) + train(full) + resnet(full)
 
 
 def time_case(run, sync, warmup, iters):

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (no Rust toolchain there): the fusion measurements of one session,
 # from the bundle .bin/gpu.tar.xz (bench, pipeline and digits in release, the conformance tests
-# fusion, fused and matmul in debug, all built here with `--features cuda`; see the README's
-# "Kernel fusion"). Stages, with the time each took on an H200 (2026-11-27): a device call
-# ends after ten minutes, so give each of the long ones a call of its own.
+# fusion, fused and matmul in debug, all built here with `--features cuda`; see docs/fusion.md).
+# Stages, with the time each took on an H200 (2026-11-27): a device call ends after ten
+# minutes, so give each of the long ones a call of its own.
 #   bash scripts/fusion_gpu.sh OUT tests     # conformance/tests/{fusion,fused,matmul}.rs on CUDA (8 min)
 #   bash scripts/fusion_gpu.sh OUT torch     # PyTorch's rows, eager and torch.compile (1 min)
 #   bash scripts/fusion_gpu.sh OUT bench     # the fusion rows: unfused, then both backends fused

@@ -3,7 +3,8 @@
 # --no-verify` of ex_cubecl_kernels, ex_cubecl and ex_cubecl_record (each package's manifest
 # and metadata as crates.io checks them, its Cargo.lock, its file list), then a check of each
 # .crate file: its sources are exactly the crate's tracked (or new, not ignored) `src/**/*.rs`,
-# beside Cargo.toml, README.md and cargo's own files, and it stays small. A warning from cargo
+# beside Cargo.toml, README.md, the two licence files (LICENSE-MIT and LICENSE-APACHE, links
+# to the repository's in each crate's folder) and cargo's own files, and it stays small. A warning from cargo
 # (a missing metadata field, say) fails the check too. cargo's full verification build, which
 # compiles each crate again from its tarball, is scripts/package_verify.sh, run by hand.
 set -euo pipefail
@@ -40,7 +41,7 @@ for crate in ex_cubecl_kernels ex_cubecl ex_cubecl_record; do
     file="$CARGO_TARGET_DIR/package/$crate-$version.crate"
     dir="${dirs[$crate]}"
     got="$(tar -tzf "$file" | sed "s|^$crate-$version/||" | grep -v -x -E 'Cargo.toml.orig|Cargo.lock|.cargo_vcs_info.json' | sort)"
-    want="$( (echo Cargo.toml; echo README.md; git -C "$dir" ls-files --cached --others --exclude-standard -- src tests | grep '\.rs$') | sort -u)"
+    want="$( (echo Cargo.toml; echo README.md; echo LICENSE-MIT; echo LICENSE-APACHE; git -C "$dir" ls-files --cached --others --exclude-standard -- src tests | grep '\.rs$') | sort -u)"
     if [ "$got" != "$want" ]; then
         echo "cargo package: $crate's file list differs from its sources (< packaged, > in the repository):" >&2
         diff <(echo "$got") <(echo "$want") >&2 || true

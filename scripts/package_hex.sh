@@ -57,6 +57,13 @@ build() {
         diff <(echo "$got") <(echo "$want") >&2 || true
         exit 1
     fi
+    # The licences the metadata names (MIT, Apache-2.0), as files rather than links.
+    for f in LICENSE-MIT LICENSE-APACHE; do
+        if [ "$(tar -xOf "$out/$name.tar" contents.tar.gz | tar -xzO "$f" 2>/dev/null | head -c 200 | grep -c -E 'MIT License|Apache License')" != 1 ]; then
+            echo "package_hex.sh: $name has no $f (or not its text)" >&2
+            exit 1
+        fi
+    done
     echo "package_hex.sh: $out/$name.tar ($(($(stat -c %s "$out/$name.tar") / 1024)) KiB, $(tar -xOf "$out/$name.tar" contents.tar.gz | tar -tz | grep -vc '/$') files)"
 }
 

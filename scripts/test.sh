@@ -62,6 +62,11 @@ if [ -z "$EXBURN_NX_MISSING" ]; then
     # an Elixir script that train, save, serve and end with commands and kernel launches
     # still in flight; every run must exit with status 0.
     bash scripts/exit_check.sh 5
+    # A serving under load (nif/ex_burn/bench/serving_soak.exs): 64 concurrent callers for
+    # 40 s after 5 s of warm-up, every answer checked against Nx.BinaryBackend, a line every
+    # 5 s; fails on any error, on device or BEAM memory that grew, or on a p99 that drifted
+    # (the script's header gives the bounds). About 55 s.
+    (cd nif/ex_burn && MIX_ENV=test mix run bench/serving_soak.exs --seconds 40 --every 5 2>&1 | grep -v "XDG_RUNTIME_DIR")
     # ExBurn installed as a user installs it: the two Hex tarballs in a fresh Mix project, the
     # NIF built above served as a precompiled release on the loopback, no cargo on PATH, a
     # smoke test, and a corrupted artifact refused (scripts/install_test.sh).

@@ -12,6 +12,9 @@
 //! - [`model`]: [`model::Mlp`] and [`model::Cnn`].
 //! - [`train`]: the training loop, evaluation, save and load.
 //! - `parallel` (feature `distributed`): `--devices N`, data-parallel training.
+//! - [`resnet`]: ResNet-50 with burn-nn layers (the `bench` row and the `scale` binary).
+//! - `scale` (feature `distributed`): the `scale` binary's all-reduce bandwidth and weak
+//!   scaling measurements.
 //! - [`export`]: `--export-data`, the split written as a record for the Elixir job.
 //! - [`cli`]: the command line, the device listing and the run.
 #![warn(missing_docs)]
@@ -26,4 +29,7 @@ pub mod export;
 pub mod model;
 #[cfg(feature = "distributed")]
 pub mod parallel;
+pub mod resnet;
+#[cfg(feature = "distributed")]
+pub mod scale;
 pub mod train;

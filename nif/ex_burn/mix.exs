@@ -85,7 +85,7 @@ defmodule ExBurn.MixProject do
       licenses: ["MIT", "Apache-2.0"],
       links: %{"GitHub" => @source_url},
       # What a build from the tarball needs; the guides go to HexDocs (`mix docs`), not here.
-      files: ~w(lib mix.exs README.md .formatter.exs)
+      files: ~w(lib mix.exs README.md .formatter.exs LICENSE-MIT LICENSE-APACHE)
     ]
   end
 

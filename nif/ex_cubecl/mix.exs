@@ -177,7 +177,7 @@ defmodule ExCubecl.MixProject do
       # precompiled libraries, and the two crates of the source build (their own manifests,
       # no workspace); scripts/package_hex.sh adds the workspace's Cargo.lock beside the NIF
       # crate's manifest.
-      files: ~w(lib mix.exs README.md .formatter.exs checksum-Elixir.ExCubecl.Native.exs
+      files: ~w(lib mix.exs README.md .formatter.exs LICENSE-MIT LICENSE-APACHE checksum-Elixir.ExCubecl.Native.exs
                 native/ex_cubecl_nif/Cargo.toml native/ex_cubecl_nif/Cargo.lock native/ex_cubecl_nif/src
                 native/ex_cubecl_record/Cargo.toml native/ex_cubecl_record/README.md native/ex_cubecl_record/src)
     ]

@@ -78,19 +78,15 @@ pub fn all_reduce<B: DistributedBackend, const D: usize>(tensors: Vec<Tensor<B, 
             panic!("ex_cubecl: all_reduce: tensors {i} and {} are both on device {:?} (one tensor per device)", ids[..i].iter().position(|d| *d == ids[i]).unwrap_or(0), devices[i]);
         }
     }
-    let collectives: Vec<_> = tensors
-        .into_iter()
-        .map(|t| B::all_reduce(t.into_primitive().tensor(), op, ids.clone()))
-        .collect();
-    // Lazy backends (Fusion) run the all-reduce when their stream is flushed: flush every
-    // device before waiting on any, so that one thread can drive all of them.
-    for device in &devices {
-        if let Err(e) = B::sync(device) {
+    // One thread per device, each making its device's all-reduce and waiting for it: NCCL's
+    // calls of the devices of one group wait for each other (a communicator's first use joins
+    // them all), and a lazy backend (Fusion) makes the call when its stream is flushed.
+    let jobs: Vec<_> = tensors.into_iter().zip(devices).collect();
+    crate::runtime::collective::on_threads(jobs, |(tensor, device)| {
+        let collective = B::all_reduce(tensor.into_primitive().tensor(), op, ids.clone());
+        if let Err(e) = B::sync(&device) {
             panic!("ex_cubecl: all_reduce: device {device:?} failed: {e:?}");
         }
-    }
-    collectives
-        .into_iter()
-        .map(|c| Tensor::from_primitive(TensorPrimitive::Float(c.resolve())))
-        .collect()
+        Tensor::from_primitive(TensorPrimitive::Float(collective.resolve()))
+    })
 }

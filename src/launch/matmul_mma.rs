@@ -22,7 +22,7 @@ use crate::tensor::CubeTensor;
 /// The tiling of products with at least 128 rows and columns: 2 × 2 planes of 64 × 64
 /// outputs, K slices of 64 (128-byte rows of a K-major operand), 3 stages (96 KiB, two cubes
 /// per multiprocessor). On an H100 at 4096³ it ran 0.44-0.62 ms (f16 and bf16 alike) where
-/// 128 × 256 tiles on 8 planes and K slices of 32 ran 0.59-0.67 ms; see the README.
+/// 128 × 256 tiles on 8 planes and K slices of 32 ran 0.59-0.67 ms; see `benches/RESULTS.md`.
 pub const MMA_TILING: CmmaTiling = CmmaTiling { block_m: 128, block_n: 128, block_k: 64, warps_m: 2, warps_n: 2, stages: 3 };
 /// The tiling of smaller products.
 pub const MMA_TILING_SMALL: CmmaTiling = CmmaTiling { block_m: 64, block_n: 64, block_k: 32, warps_m: 2, warps_n: 2, stages: 4 };

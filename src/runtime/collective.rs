@@ -64,9 +64,25 @@ where
         }
     }
     let devices: Vec<R::Device> = tensors.iter().map(|t| t.device.clone()).collect();
-    let out: Vec<CubeTensor<R>> = tensors.into_iter().map(|t| all_reduce_one(t, op, ids.clone())).collect();
+    let out: Vec<CubeTensor<R>> = match peer_to_peer::<R>() {
+        // NCCL: a communicator's first use joins every device of the group, and each call
+        // waits for the others', so one thread can't make the calls of several devices in
+        // turn: each device's share runs on a thread of its own.
+        true => on_threads(tensors, |t| all_reduce_one(t, op, ids.clone())),
+        false => tensors.into_iter().map(|t| all_reduce_one(t, op, ids.clone())).collect(),
+    };
     devices.iter().for_each(sync_collective::<R>);
     out
+}
+
+/// `f` of each item, each on a scoped thread of its own, in the items' order; a panic in
+/// one is this thread's panic, once every thread has ended.
+pub(crate) fn on_threads<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> U + Sync) -> Vec<U> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = items.into_iter().map(|item| s.spawn(|| f(item))).collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        results.into_iter().map(|r| r.unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    })
 }
 
 /// This device's share of an all-reduce over `device_ids` (one call per device of the group,

@@ -5,6 +5,7 @@ pub mod index;
 pub mod matmul;
 pub mod module;
 pub mod reduce;
+pub mod resnet;
 pub mod train;
 
 use crate::{DynCase, Size};
@@ -19,6 +20,7 @@ pub fn all(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
     cases.extend(matmul::cases(size, tune));
     cases.extend(module::cases(size, tune));
     cases.extend(train::cases(size));
+    cases.extend(resnet::cases(size));
     cases
 }
 

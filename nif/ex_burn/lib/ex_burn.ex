@@ -161,11 +161,24 @@ defmodule ExBurn do
   @spec available?() :: boolean()
   def available?, do: nif_loaded?() and smoke_test() == :ok
 
-  @doc "`ExBurn.Tensor.from_nx/2`: `{:ok, %ExBurn.Tensor{}}` of `t` (options: `:device`)."
+  @doc """
+  `ExBurn.Tensor.from_nx/2`: `{:ok, %ExBurn.Tensor{}}` of `t` (options: `:device`).
+
+      iex> {:ok, bt} = ExBurn.from_nx(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]))
+      iex> {bt.shape, bt.type}
+      {[2, 2], :f32}
+  """
   @spec from_nx(Nx.Tensor.t(), keyword()) :: {:ok, ExBurn.Tensor.t()} | {:error, String.t()}
   defdelegate from_nx(t, opts \\ []), to: ExBurn.Tensor
 
-  @doc "`ExBurn.Tensor.to_nx/1`: `{:ok, nx_tensor}` of an `%ExBurn.Tensor{}`."
+  @doc """
+  `ExBurn.Tensor.to_nx/1`: `{:ok, nx_tensor}` of an `%ExBurn.Tensor{}`.
+
+      iex> {:ok, bt} = ExBurn.from_nx(Nx.tensor([1, 2, 3]))
+      iex> {:ok, t} = ExBurn.to_nx(bt)
+      iex> Nx.to_list(t)
+      [1, 2, 3]
+  """
   @spec to_nx(ExBurn.Tensor.t()) :: {:ok, Nx.Tensor.t()} | {:error, String.t()}
   defdelegate to_nx(t), to: ExBurn.Tensor
 
@@ -177,7 +190,14 @@ defmodule ExBurn do
   @spec ones([non_neg_integer()], ExBurn.Tensor.burn_type(), keyword()) :: ExBurn.Tensor.t()
   defdelegate ones(shape, type \\ :f32, opts \\ []), to: ExBurn.BurnBridge
 
-  @doc "`ExBurn.Tensor.free/1`: frees a tensor's device memory now. `:ok = ExBurn.free(t)`"
+  @doc """
+  `ExBurn.Tensor.free/1`: frees a tensor's device memory now (of an `%ExBurn.Tensor{}` or an
+  `Nx.Tensor` on `ExBurn.Backend`).
+
+      iex> {:ok, bt} = ExBurn.from_nx(Nx.tensor([1.0, 2.0]))
+      iex> ExBurn.free(bt)
+      :ok
+  """
   @spec free(ExBurn.Tensor.t() | Nx.Tensor.t()) :: :ok | :already_deallocated
   defdelegate free(t), to: ExBurn.Tensor
 

@@ -5,6 +5,8 @@ defmodule ExBurn.AutodiffTest do
 
   alias ExBurn.Autodiff
 
+  doctest ExBurn.Autodiff
+
   defp rand(shape, seed), do: Nx.Random.uniform(Nx.Random.key(seed), -1.0, 1.0, shape: shape) |> elem(0)
 
   # Nx.Defn.value_and_grad of `fun.(params, data)` on `params` through `compiler` (`data` an

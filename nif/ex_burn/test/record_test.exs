@@ -5,6 +5,8 @@ defmodule ExBurn.RecordTest do
   # ((7k + 13p) mod 97 - 48) / 256 for element k of the p-th parameter.
   use ExUnit.Case, async: true
 
+  doctest ExBurn.Record
+
   alias ExBurn.Record
 
   @fixture Path.expand("fixtures/burn_mlp.mpk", __DIR__)

@@ -43,7 +43,10 @@ defmodule ExBurn.ServingFaultsTest do
 
   test "bad callers among 48 concurrent good ones get their error alone; every good result is right" do
     model_state = axon_model()
-    start_supervised!(Serving.supervise(model_state, name: ExBurn.ServingFaultsTest.Shared, batch_size: 8, batch_timeout: 20))
+
+    start_supervised!(
+      Serving.supervise(model_state, name: ExBurn.ServingFaultsTest.Shared, batch_size: 8, batch_timeout: 20)
+    )
 
     good = for i <- 1..48, do: {:good, rand({1 + rem(i, 3), 3}, 300 + i)}
 
@@ -96,6 +99,40 @@ defmodule ExBurn.ServingFaultsTest do
     assert counts[:good] == 48
     assert Process.whereis(ExBurn.ServingFaultsTest.Shared) |> Process.alive?()
     IO.puts("serving faults: #{length(requests)} concurrent requests, #{length(requests) - 48} bad, 48 good all right")
+  end
+
+  test "a request split over two batches that run on two partitions at once gets its rows in order" do
+    # Batches of 4 rows, requests of 3: most requests straddle two batches, and 4 partitions
+    # run neighbouring batches at once. Each row is its request's own numbers, so any row out
+    # of place shows.
+    name = ExBurn.ServingFaultsTest.Split
+
+    start_supervised!(
+      Serving.supervise(&Nx.multiply(&1, 2), name: name, shape: {4}, batch_size: 4, batch_timeout: 1, partitions: 4)
+    )
+
+    results =
+      1..24
+      |> Task.async_stream(
+        fn caller ->
+          for n <- 1..10 do
+            x = Nx.iota({3, 4}, type: :f32) |> Nx.add(1000 * caller + 10 * n)
+            {Nx.to_flat_list(Nx.multiply(x, 2)), Serving.run(name, x) |> Nx.to_flat_list()}
+          end
+        end,
+        max_concurrency: 24,
+        timeout: 60_000
+      )
+      |> Enum.flat_map(fn {:ok, r} -> r end)
+
+    wrong = Enum.reject(results, fn {want, got} -> want == got end)
+
+    assert wrong == [],
+           "#{length(wrong)} of #{length(results)} requests got their rows out of order: #{inspect(Enum.take(wrong, 2))}"
+
+    IO.puts(
+      "serving split requests: #{length(results)} requests of 3 rows in batches of 4 on 4 partitions, every row in place"
+    )
   end
 
   test "a serving process killed #{@crashes} times is restarted by its supervisor; device memory stays flat" do

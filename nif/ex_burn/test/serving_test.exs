@@ -6,6 +6,8 @@ defmodule ExBurn.ServingTest do
 
   alias ExBurn.Serving
 
+  doctest ExBurn.Serving
+
   # A function model: rows of x to {row sums of x * x + 1, x * 3}.
   defp fun_model(x), do: {Nx.add(Nx.sum(Nx.multiply(x, x), axes: [1]), 1), Nx.multiply(x, 3)}
 

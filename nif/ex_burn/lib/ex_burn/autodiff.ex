@@ -28,7 +28,16 @@ defmodule ExBurn.Autodiff do
   alias Nx.Tensor, as: T
   alias ExCubecl.Native
 
-  @doc "The value of `fun.(params)` and its gradient with respect to each tensor of `params`."
+  @doc """
+  The value of `fun.(params)` and its gradient with respect to each tensor of `params`.
+
+      iex> params = %{w: Nx.tensor([1.0, 2.0]), b: Nx.tensor(0.5)}
+      iex> {value, grads} = ExBurn.Autodiff.value_and_grad(params, fn %{w: w, b: b} -> Nx.sum(Nx.multiply(w, w)) |> Nx.add(b) end)
+      iex> Nx.to_number(value)
+      5.5
+      iex> {Nx.to_list(grads.w), Nx.to_number(grads.b)}
+      {[2.0, 4.0], 1.0}
+  """
   @spec value_and_grad(Nx.Container.t(), (Nx.Container.t() -> Nx.Tensor.t())) :: {Nx.Tensor.t(), Nx.Container.t()}
   def value_and_grad(params, fun) when is_function(fun, 1) do
     {tracked, leaves} = Composite.traverse(params, [], fn t, acc -> t |> track() |> then(&{&1, [&1 | acc]}) end)
@@ -47,7 +56,12 @@ defmodule ExBurn.Autodiff do
 
   def value_and_grad(_params, fun), do: raise(ExBurn.Error.new("ExBurn.Autodiff.value_and_grad", "expects a function of one argument", inspect(fun)))
 
-  @doc "The gradient of `fun.(params)` with respect to each tensor of `params`."
+  @doc """
+  The gradient of `fun.(params)` with respect to each tensor of `params`.
+
+      iex> ExBurn.Autodiff.grad(Nx.tensor([0.0, 1.0]), &Nx.sum(Nx.exp(&1))) |> Nx.to_list() |> Enum.map(&Float.round(&1, 4))
+      [1.0, 2.7183]
+  """
   @spec grad(Nx.Container.t(), (Nx.Container.t() -> Nx.Tensor.t())) :: Nx.Container.t()
   def grad(params, fun), do: params |> value_and_grad(fun) |> elem(1)
 

@@ -506,6 +506,7 @@ defmodule ExBurn.Backend do
   @doc false
   # The shape and dtype name of `t` on device `dev` (`stored_shape/2`, `stored_type/2`).
   def device_shape(%T{shape: shape, type: type}), do: stored_shape(shape, type)
+  @doc false
   def device_type(%T{type: type}, dev), do: stored_type(type, dev)
 
   @doc false

@@ -79,7 +79,7 @@ if Code.ensure_loaded?(Axon) do
 
     @type t :: %__MODULE__{
             model: Axon.t(),
-            state: Axon.ModelState.t(),
+            state: %Axon.ModelState{},
             compiled: boolean(),
             device: :cpu | :gpu,
             device_spec: String.t(),

@@ -73,6 +73,15 @@ defmodule ExBurn.Record do
   Burn's recorder does. Options: `:metadata`, a map overriding some of Burn's metadata
   strings (`:float`, `:int`, `:format`, `:version`, `:settings`), e.g. the metadata
   `read/2` gave.
+
+      iex> path = Path.join(System.tmp_dir!(), "ex_burn_record_doc.mpk")
+      iex> ExBurn.Record.save(path, %{"linear.weight" => Nx.tensor([[1.0, 2.0]]), "linear.bias" => Nx.tensor([0.5])})
+      :ok
+      iex> {:ok, params} = ExBurn.Record.load(path)
+      iex> params |> Map.new(fn {name, t} -> {name, Nx.to_list(t)} end)
+      %{"linear.bias" => [0.5], "linear.weight" => [[1.0, 2.0]]}
+      iex> File.rm!(path)
+      :ok
   """
   @spec save(Path.t(), params() | [{String.t(), Nx.Tensor.t()}], keyword()) :: :ok | {:error, ExBurn.Error.t()}
   def save(path, params, opts \\ []) when is_map(params) or is_list(params) do

@@ -26,7 +26,7 @@ defmodule ExBurn.Serving do
       with its own compiled program on its device (default: `System.schedulers_online()`),
       spread in turn over the serving's devices (`:device`); `true` is one partition per
       device: those of a `:device` list, or without `:device` every GPU of the default
-      device's runtime (`ExBurn.Defn.Compiler.__partitions_options__/1`). A partition applies
+      device's runtime (the compiler's `__partitions_options__/1`). A partition applies
       to a started serving; an inline run uses one, on the first device.
     * `:padding` - whether to pad every batch to `:batch_size` (default `false`). Padded, a
       serving runs one program of one shape (compiled when it starts, where the example's
@@ -76,6 +76,13 @@ defmodule ExBurn.Serving do
   gathering and the splitting). An input larger than `:batch_size` is split over several
   batches; an inline run splits the same way. `ExBurn.Serving.Server` holds the
   `Nx.Serving` callbacks.
+
+  A request's rows can end up in two batches (the end of one, the start of the next) that
+  run on two partitions at once; `Nx.Serving` (0.13) joins the parts in the order they come
+  back, which is not always the order of the rows. So each request goes with its rows'
+  numbers, which the batch function passes through beside the outputs, and the caller puts
+  its rows back in order where they came back out of it (a read of those numbers, for a
+  request of more than one row).
 
   ## Across BEAM nodes
 
@@ -210,7 +217,15 @@ defmodule ExBurn.Serving do
     }
   end
 
-  def status(other), do: raise(ExBurn.Error.new("ExBurn.Serving.status", "expects an %ExBurn.Serving{} or a serving of build/2", inspect(other, limit: 3)))
+  def status(other),
+    do:
+      raise(
+        ExBurn.Error.new(
+          "ExBurn.Serving.status",
+          "expects an %ExBurn.Serving{} or a serving of build/2",
+          inspect(other, limit: 3)
+        )
+      )
 
   @doc """
   The serving with batch size `batch_size`.
@@ -219,14 +234,17 @@ defmodule ExBurn.Serving do
       %{batch_size: 4, batch_timeout: 50, partitions: System.schedulers_online(), padding: false}
   """
   @spec with_batch_size(t(), pos_integer()) :: t()
-  def with_batch_size(%__MODULE__{} = s, batch_size), do: %{s | batch_size: batch_size!("ExBurn.Serving.with_batch_size", batch_size)}
+  def with_batch_size(%__MODULE__{} = s, batch_size),
+    do: %{s | batch_size: batch_size!("ExBurn.Serving.with_batch_size", batch_size)}
 
   @doc "The serving with batch timeout `timeout` (milliseconds)."
   @spec with_timeout(t(), pos_integer()) :: t()
-  def with_timeout(%__MODULE__{} = s, timeout), do: %{s | batch_timeout: timeout!("ExBurn.Serving.with_timeout", timeout)}
+  def with_timeout(%__MODULE__{} = s, timeout),
+    do: %{s | batch_timeout: timeout!("ExBurn.Serving.with_timeout", timeout)}
 
   defp settings(%__MODULE__{} = s) do
-    [batch_size: s.batch_size, batch_timeout: s.batch_timeout, partitions: s.partitions, padding: s.padding] ++ s.options
+    [batch_size: s.batch_size, batch_timeout: s.batch_timeout, partitions: s.partitions, padding: s.padding] ++
+      s.options
   end
 
   defp batch_size!(_op, n) when is_integer(n) and n > 0, do: n
@@ -402,8 +420,11 @@ defmodule ExBurn.Serving do
 
     serving =
       case serving_or_model do
-        %Nx.Serving{} = serving -> serving!(op, serving, opts)
-        model_or_struct -> build(model_or_struct, for({key, _} <- @build_defaults, opts[key] != nil, do: {key, opts[key]}))
+        %Nx.Serving{} = serving ->
+          serving!(op, serving, opts)
+
+        model_or_struct ->
+          build(model_or_struct, for({key, _} <- @build_defaults, opts[key] != nil, do: {key, opts[key]}))
       end
 
     if serving.module == ExBurn.Serving.Server and serving.arg.example == nil do
@@ -460,7 +481,7 @@ defmodule ExBurn.Serving do
   @doc false
   def preprocess(%Nx.Tensor{shape: shape} = t, example, dev) when tuple_size(shape) > 0 do
     t = check_example!(t, Tuple.delete_at(shape, 0), example, "the batch", shape)
-    {Nx.Batch.concatenate([on_device(t, dev)]), :batch}
+    {Nx.Batch.concatenate([numbered(on_device(t, dev), elem(shape, 0), dev)]), :batch}
   end
 
   def preprocess(%Nx.Tensor{} = t, _example, _dev),
@@ -499,10 +520,13 @@ defmodule ExBurn.Serving do
             )
     end
 
-    {Nx.Batch.stack(examples), {:examples, length(examples)}}
+    numbered =
+      Enum.with_index(examples, fn t, i -> {t, Nx.tensor(i, type: :s32, backend: {ExBurn.Backend, device: dev})} end)
+
+    {Nx.Batch.stack(numbered), {:examples, length(examples)}}
   end
 
-  def preprocess(%Nx.Batch{template: template} = batch, example, _dev) do
+  def preprocess(%Nx.Batch{template: template, size: size} = batch, example, dev) do
     if example && not Nx.compatible?(template, example) do
       raise ExBurn.Error.new(
               "ExBurn.Serving.run",
@@ -511,7 +535,13 @@ defmodule ExBurn.Serving do
             )
     end
 
-    {batch, :batch}
+    # Its rows, as one container (its padding rows left out), numbered as a tensor's.
+    rows =
+      (&Function.identity/1)
+      |> Nx.Defn.jit_apply([batch], compiler: Nx.Defn.Evaluator)
+      |> Composite.traverse(&Nx.slice_along_axis(&1, 0, size, axis: 0))
+
+    {Nx.Batch.concatenate([numbered(on_device(rows, dev), size, dev)]), :batch}
   end
 
   def preprocess(other, _example, _dev),
@@ -540,14 +570,34 @@ defmodule ExBurn.Serving do
   end
 
   @doc false
-  def postprocess({output, _metadata}, :batch), do: output
+  def postprocess({{output, rows}, _metadata}, :batch), do: in_order(output, rows)
 
-  def postprocess({output, _metadata}, {:examples, n}),
-    do:
-      for(
-        i <- 0..(n - 1),
-        do: Composite.traverse(output, &Nx.squeeze(Nx.slice_along_axis(&1, i, 1, axis: 0), axes: [0]))
-      )
+  def postprocess({{output, rows}, _metadata}, {:examples, n}) do
+    output = in_order(output, rows)
+    for i <- 0..(n - 1), do: Composite.traverse(output, &Nx.squeeze(Nx.slice_along_axis(&1, i, 1, axis: 0), axes: [0]))
+  end
+
+  # A request's inputs with its rows' numbers, 0 to n - 1 (on the host where the inputs are).
+  defp numbered(inputs, n, :host), do: {inputs, Nx.iota({n}, type: :s32, backend: Nx.BinaryBackend)}
+  defp numbered(inputs, n, dev), do: {inputs, Nx.iota({n}, type: :s32, backend: {ExBurn.Backend, device: dev})}
+
+  # The outputs' rows in the order of the request's: `rows` gives the row number of each (in
+  # order, unless the parts of a request split over two batches came back in another order).
+  defp in_order(output, %Nx.Tensor{shape: {n}}) when n <= 1, do: output
+
+  defp in_order(output, rows) do
+    order = Nx.to_flat_list(rows)
+
+    if order == Enum.to_list(0..(length(order) - 1)) do
+      output
+    else
+      positions = order |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+      Composite.traverse(output, &Nx.take(&1, Nx.tensor(positions, type: :s32, backend: backend_of(&1)), axis: 0))
+    end
+  end
+
+  defp backend_of(%Nx.Tensor{data: %ExBurn.Backend{device: dev}}), do: {ExBurn.Backend, device: dev}
+  defp backend_of(%Nx.Tensor{data: %backend{}}), do: backend
 
   ## Helpers
 

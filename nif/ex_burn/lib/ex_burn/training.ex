@@ -60,6 +60,11 @@ if Code.ensure_loaded?(Axon) do
       * `:grad_method` (`:exact`), `:epsilon` (`1.0e-5`) - see above.
       * `:devices` (`nil`) - a list of devices (`["cuda:0", "cuda:1"]`, `["wgpu", "wgpu:cpu"]`):
         trains data-parallel, see "Several devices" below.
+      * `:resume` (`nil`) - a checkpoint of `ExBurn.Training.CheckpointCallback` (a file, or
+        its folder: the latest epoch's): the run continues from the epoch after it, with the
+        checkpoint's parameters, optimizer state, schedule step, random keys and data order,
+        and ends bit for bit where the uninterrupted run ends (give the same data and
+        options; `:epochs` is the whole run's). See `ExBurn.Training.Resume`.
       * Beside them: `:metrics` (names of `Axon.Metrics`), `:optimizer` (another optimizer
         than the model's, from its defaults), the optimizer's own options
         (`:learning_rate`, `:momentum`, `:b1`, `:b2`, `:eps`, `:decay`, ...; see
@@ -116,7 +121,8 @@ if Code.ensure_loaded?(Axon) do
             accumulate_gradients: pos_integer(),
             accuracy: boolean(),
             nesterov: boolean(),
-            warmup: pos_integer()
+            warmup: pos_integer(),
+            resume: Path.t() | nil
           ]
 
     ## Fitting
@@ -159,7 +165,7 @@ if Code.ensure_loaded?(Axon) do
     The model as it stands in a running `fit/3` (for `ExBurn.Training.Callbacks.on/2`
     handlers: the loop state and the context they get).
     """
-    @spec current_model(Axon.Loop.State.t(), map()) :: model()
+    @spec current_model(%Axon.Loop.State{}, map()) :: model()
     def current_model(state, ctx), do: Fit.current_model(state, ctx)
 
     @doc """
@@ -167,7 +173,7 @@ if Code.ensure_loaded?(Axon) do
     `:devices` (the first is `current_model/2`'s); a one-element list without `:devices`. For
     `ExBurn.Training.Callbacks.on/2` handlers, as `current_model/2`.
     """
-    @spec current_replicas(Axon.Loop.State.t(), map()) :: [model()]
+    @spec current_replicas(%Axon.Loop.State{}, map()) :: [model()]
     def current_replicas(state, ctx), do: Fit.current_replicas(state, ctx)
 
     ## Evaluation

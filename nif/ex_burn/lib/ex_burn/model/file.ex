@@ -27,6 +27,12 @@ defmodule ExBurn.Model.File do
   then the tensors' data, one after another at their `offset` (counted from the end of the
   index), each in Nx's binary layout (row-major, the machine's native byte order: little-endian
   on every platform ExCubecl runs on).
+
+  A file may hold further tensors beside the parameters, in named sections: the index's
+  `sections` (`%{training: [entries]}`), entries as those of `params`, their data after the
+  parameters'. A training checkpoint (`ExBurn.Training.CheckpointCallback`) keeps the optimizer
+  state there (`ExBurn.Training.Resume`). `decode/3` leaves them out, so that every reader of
+  parameters reads a checkpoint as a model file; `decode_sections/3` gives them.
   """
 
   @magic "EXBURNMD"
@@ -38,23 +44,39 @@ defmodule ExBurn.Model.File do
   @spec version() :: pos_integer()
   def version, do: @version
 
-  @doc "The binary of `params` (a map `name => tensor`) and `meta` as a file of `kind` (`:model` or `:params`)."
-  @spec encode(%{String.t() => Nx.Tensor.t()}, map(), :model | :params) :: binary()
-  def encode(params, meta, kind) do
-    {entries, {chunks, _}} =
-      params
-      |> Enum.sort_by(&elem(&1, 0))
-      |> Enum.map_reduce({[], 0}, fn {name, t}, {chunks, offset} ->
-        bin = Nx.to_binary(t)
-        entry = %{name: name, type: t.type, shape: t.shape, offset: offset, size: byte_size(bin)}
-        {entry, {[bin | chunks], offset + byte_size(bin)}}
+  @doc """
+  The binary of `params` (a map `name => tensor`) and `meta` as a file of `kind` (`:model` or
+  `:params`); `sections` (a map `atom => %{name => tensor}`) are further tensors beside the
+  parameters.
+  """
+  @spec encode(%{String.t() => Nx.Tensor.t()}, map(), :model | :params, %{atom() => map()}) :: binary()
+  def encode(params, meta, kind, sections \\ %{}) do
+    {entries, acc} = entries(params, {[], 0})
+
+    {section_entries, {chunks, _}} =
+      Enum.map_reduce(Enum.sort(sections), acc, fn {name, tensors}, acc ->
+        {list, acc} = entries(tensors, acc)
+        {{name, list}, acc}
       end)
 
-    index = :erlang.term_to_binary(%{params: entries, meta: meta})
+    index = %{params: entries, meta: meta}
+    index = if sections == %{}, do: index, else: Map.put(index, :sections, Map.new(section_entries))
+    index = :erlang.term_to_binary(index)
     payload = IO.iodata_to_binary([<<byte_size(index)::32>>, index | Enum.reverse(chunks)])
 
     <<@magic, @version::16, Map.fetch!(@kinds, kind)::16, :erlang.crc32(payload)::32, byte_size(payload)::64,
       payload::binary>>
+  end
+
+  # The index entries of `tensors`, their data prepended to the chunks, from `offset` on.
+  defp entries(tensors, {chunks, offset}) do
+    tensors
+    |> Enum.sort_by(&elem(&1, 0))
+    |> Enum.map_reduce({chunks, offset}, fn {name, t}, {chunks, offset} ->
+      bin = Nx.to_binary(t)
+      entry = %{name: name, type: t.type, shape: t.shape, offset: offset, size: byte_size(bin)}
+      {entry, {[bin | chunks], offset + byte_size(bin)}}
+    end)
   end
 
   @doc """
@@ -74,6 +96,40 @@ defmodule ExBurn.Model.File do
   end
 
   def decode(other, _kind, fun), do: {:error, ExBurn.Error.new(fun, "expected a binary", inspect(other, limit: 5))}
+
+  @doc """
+  `decode/3` with the file's sections: `{:ok, {params, meta, sections}}`, `sections` a map
+  `atom => %{name => tensor}` (empty for a file without them), checked as the parameters are.
+  """
+  @spec decode_sections(binary(), :model | :params, String.t()) ::
+          {:ok, {%{String.t() => Nx.Tensor.t()}, map(), %{atom() => map()}}} | {:error, ExBurn.Error.t()}
+  def decode_sections(binary, kind, fun) when is_binary(binary) do
+    with {:ok, payload} <- header(binary, Map.fetch!(@kinds, kind)),
+         {:ok, index, data} <- index(payload),
+         {:ok, params} <- tensors(index.params, data),
+         {:ok, sections} <- sections(Map.get(index, :sections, %{}), data) do
+      {:ok, {params, Map.get(index, :meta, %{}), sections}}
+    else
+      {:error, reason, details} -> {:error, ExBurn.Error.new(fun, reason, details)}
+    end
+  end
+
+  def decode_sections(other, kind, fun), do: decode(other, kind, fun)
+
+  defp sections(sections, data) when is_map(sections) do
+    Enum.reduce_while(sections, {:ok, %{}}, fn
+      {name, entries}, {:ok, acc} when is_atom(name) and is_list(entries) ->
+        case tensors(entries, data) do
+          {:ok, tensors} -> {:cont, {:ok, Map.put(acc, name, tensors)}}
+          error -> {:halt, error}
+        end
+
+      {name, _}, _ ->
+        {:halt, {:error, "the file's index has an invalid section", inspect(name, limit: 5)}}
+    end)
+  end
+
+  defp sections(other, _data), do: {:error, "the file's index has invalid sections", inspect(other, limit: 5)}
 
   defp header(<<@magic, version::16, kind::16, crc::32, length::64, payload::binary>>, want_kind) do
     cond do

@@ -37,7 +37,7 @@ if Code.ensure_loaded?(Axon) do
     each checked first: a known name, the same shape, cast to the current tensor's type and
     moved to `backend`. Raises `ArgumentError` (naming `fun`) before changing anything.
     """
-    @spec put(ModelState.t(), map(), {module(), keyword()}, String.t()) :: ModelState.t()
+    @spec put(%ModelState{}, map(), {module(), keyword()}, String.t()) :: %ModelState{}
     def put(%ModelState{data: data} = state, updates, backend, fun) do
       updates = normalize(updates, fun)
       index = Map.new(paths(data))
@@ -104,7 +104,7 @@ if Code.ensure_loaded?(Axon) do
       do: raise(ArgumentError, "#{fun}: parameter #{inspect(name)} is not a tensor: #{inspect(other, limit: 5)}")
 
     @doc "`state` with every tensor mapped by `fun`."
-    @spec map(ModelState.t(), (Nx.Tensor.t() -> Nx.Tensor.t())) :: ModelState.t()
+    @spec map(%ModelState{}, (Nx.Tensor.t() -> Nx.Tensor.t())) :: %ModelState{}
     def map(%ModelState{data: data} = state, fun), do: %{state | data: map_data(data, fun)}
 
     defp map_data(%Nx.Tensor{} = t, fun), do: fun.(t)
@@ -115,12 +115,12 @@ if Code.ensure_loaded?(Axon) do
     The parameters of `state` (trainable and frozen), without the layer state (batch-norm
     statistics, dropout keys): a nested map as `data`.
     """
-    @spec parameters(ModelState.t()) :: map()
+    @spec parameters(%ModelState{}) :: map()
     def parameters(%ModelState{} = state),
       do: deep_merge(ModelState.trainable_parameters(state), ModelState.frozen_parameters(state))
 
     @doc "The layer state of `state` (trainable and frozen), without the parameters."
-    @spec layer_state(ModelState.t()) :: map()
+    @spec layer_state(%ModelState{}) :: map()
     def layer_state(%ModelState{} = state),
       do: deep_merge(ModelState.trainable_state(state), ModelState.frozen_state(state))
 

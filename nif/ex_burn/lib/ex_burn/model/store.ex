@@ -8,10 +8,44 @@ if Code.ensure_loaded?(Axon) do
     alias ExBurn.Model
 
     def save(%Model{} = model, path) do
-      binary = ExBurn.Model.File.encode(Model.parameters(model), meta(model), :model)
+      case write(model, path, %{}, meta(model)) do
+        :ok -> :ok
+        {:error, reason} -> {:error, "ExBurn.Model.save: #{reason}"}
+      end
+    end
+
+    @doc false
+    # A training checkpoint: the model file with the training state of ExBurn.Training.Resume
+    # (the optimizer state in the file's :training section, the rest in meta.training).
+    # Readers of model files read it as one. :ok or {:error, reason}.
+    def save_checkpoint(%Model{} = model, path) do
+      case ExBurn.Training.Resume.pack(model) do
+        nil -> write(model, path, %{}, meta(model))
+        {tensors, training} -> write(model, path, %{training: tensors}, Map.put(meta(model), :training, training))
+      end
+    end
+
+    defp write(model, path, sections, meta) do
+      binary = ExBurn.Model.File.encode(Model.parameters(model), meta, :model, sections)
+
       case ExBurn.AtomicFile.write(path, binary) do
         :ok -> :ok
-        {:error, reason} -> {:error, "ExBurn.Model.save: cannot write #{path} (#{reason})"}
+        {:error, reason} -> {:error, "cannot write #{path} (#{reason})"}
+      end
+    end
+
+    @doc false
+    # A checkpoint read into the compiled `model`: {:ok, model with the file's parameters,
+    # {meta.training, the :training section's tensors} or nil where the file has none}, or
+    # {:error, %ExBurn.Error{}} (op `fun`).
+    def read_checkpoint(%Model{} = target, path, fun) do
+      with {:ok, binary} <- read(path, fun),
+           {:ok, {params, meta, sections}} <- ExBurn.Model.File.decode_sections(binary, :model, fun),
+           {:ok, model} <- into(target, params, meta, fun) do
+        case {meta[:training], sections[:training]} do
+          {nil, _} -> {:ok, model, nil}
+          {training, tensors} -> {:ok, model, {training, tensors || %{}}}
+        end
       end
     end
 

@@ -38,17 +38,21 @@ defmodule ExBurn.Serving.Server do
   # the model is compiled here for that shape (a serving process compiles when it starts).
   # Otherwise the model is jitted, compiled on the first batch of each size (and cached by
   # ExBurn.Defn.Compiler).
+  #
+  # A batch is `{inputs, rows}` (`ExBurn.Serving`'s client side numbers each request's rows);
+  # the function gives `{outputs, rows}`, the numbers passed through.
   defp batch_fun(%{fun: fun, params: params, example: example, batch_size: size, padding: padding}, defn_options) do
     args = if params, do: [params], else: []
+    tagged = if params, do: fn p, {x, rows} -> {fun.(p, x), rows} end, else: fn {x, rows} -> {fun.(x), rows} end
 
     compiled =
       case {example, padding} do
         {%Nx.Tensor{shape: shape, type: type}, true} ->
-          templates = Enum.map(args, &Nx.to_template/1) ++ [Nx.template(Tuple.insert_at(shape, 0, size), type)]
-          Nx.Defn.compile(fun, templates, defn_options)
+          batch = {Nx.template(Tuple.insert_at(shape, 0, size), type), Nx.template({size}, :s32)}
+          Nx.Defn.compile(tagged, Enum.map(args, &Nx.to_template/1) ++ [batch], defn_options)
 
         _ ->
-          Nx.Defn.jit(fun, defn_options)
+          Nx.Defn.jit(tagged, defn_options)
       end
 
     fn batch -> apply(compiled, args ++ [batch]) end

@@ -12,7 +12,7 @@ if Code.ensure_loaded?(Axon) do
     @type t :: %__MODULE__{
             name: atom(),
             event: atom() | [atom()],
-            handler: (Axon.Loop.State.t(), map() -> {atom(), Axon.Loop.State.t()})
+            handler: (%Axon.Loop.State{}, map() -> {atom(), %Axon.Loop.State{}})
           }
   end
 
@@ -192,9 +192,12 @@ if Code.ensure_loaded?(Axon) do
     ## Checkpoints
 
     @doc """
-    Saves the model (`ExBurn.Model.save/2`) every `:every` epochs (default 1). `:path`
-    (required) is a folder (files `epoch_<n>.exburn` in it) or a file name where `{epoch}` is
-    replaced by the epoch number. Raises `ExBurn.Error` when the file cannot be written.
+    Saves a checkpoint of the model every `:every` epochs (default 1): a model file
+    (`ExBurn.Model.load/2` reads it) that also holds the training state, so that
+    `ExBurn.Training.fit(model, data, resume: path)` continues the run exactly
+    (`ExBurn.Training.Resume`). Written atomically. `:path` (required) is a folder (files
+    `epoch_<n>.exburn` in it) or a file name where `{epoch}` is replaced by the epoch number.
+    Raises `ExBurn.Error` when the file cannot be written.
     """
     @spec checkpoint(keyword()) :: t()
     def checkpoint(opts) do
@@ -217,8 +220,8 @@ if Code.ensure_loaded?(Axon) do
               else: Path.join(opts[:path], "epoch_#{epoch}.exburn")
 
           case metrics do
-            %{model: %ExBurn.Model{} = model} ->
-              case ExBurn.Model.save(model, path) do
+            %{model: %ExBurn.Model{}} ->
+              case ExBurn.Training.Resume.save_checkpoint(metrics, path) do
                 :ok -> metrics
                 {:error, reason} -> raise ExBurn.Error.new("ExBurn.Training.Callbacks.checkpoint", reason)
               end
@@ -339,7 +342,7 @@ if Code.ensure_loaded?(Axon) do
         )
 
     @doc "The metrics of the epoch that just completed, without `:model` (in `:epoch_completed` handlers of `on/2`)."
-    @spec epoch(Axon.Loop.State.t()) :: map()
+    @spec epoch(%Axon.Loop.State{}) :: map()
     def epoch(state), do: state.handler_metadata.exburn.epoch
 
     @doc false

@@ -26,7 +26,8 @@ if Code.ensure_loaded?(Axon) do
       :warmup,
       :grad_method,
       :epsilon,
-      :devices
+      :devices,
+      :resume
     ]
 
     def loop_opts, do: @loop_opts

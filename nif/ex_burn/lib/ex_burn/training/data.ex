@@ -25,8 +25,10 @@ if Code.ensure_loaded?(Axon) do
 
     @doc """
     The batches of `data`. Options: `:batch_size` (default 32), `:shuffle` (default `true`),
-    `:seed` (default 0), `:drop_last` (default `false`), for `{x, y}` tensors only. Raises
-    `ArgumentError` naming `fun`.
+    `:seed` (default 0), `:drop_last` (default `false`), for `{x, y}` tensors only, and
+    `:passes` (default 0): the passes over the data made before (by the run a resumed run
+    continues), so that the shuffled orders continue theirs. Raises `ArgumentError` naming
+    `fun`.
     """
     @spec new(term(), keyword(), {module(), keyword()}, String.t()) :: t()
     def new(data, opts, backend, fun)
@@ -52,7 +54,9 @@ if Code.ensure_loaded?(Axon) do
       count = if drop_last, do: div(n, batch_size), else: div(n + batch_size - 1, batch_size)
       x = Composite.traverse(x, &ExBurn.Model.Params.on_backend(&1, backend))
       y = Composite.traverse(y, &ExBurn.Model.Params.on_backend(&1, backend))
+      # Each enumeration is a pass, with an order of its own from the seed and its number.
       passes = :counters.new(1, [])
+      :counters.add(passes, 1, opts[:passes] || 0)
 
       batches =
         Stream.resource(

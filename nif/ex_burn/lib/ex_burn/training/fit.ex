@@ -6,10 +6,11 @@ if Code.ensure_loaded?(Axon) do
     # learning rate (the multiplier in the optimizer state), and whose :epoch_completed
     # handler builds the metrics map (running averages of the loss and metrics, the validation
     # pass), prints the progress line, runs the callbacks over the map in order, keeps the
-    # history, and stops the loop on stop_training: true.
+    # history, and stops the loop on stop_training: true. With resume: path, the run starts
+    # from the checkpoint's state (ExBurn.Training.Resume) at the epoch after it.
 
     alias ExBurn.Model
-    alias ExBurn.Training.{Callbacks, Checks, Data, Evaluate, LRSchedule, Optimizer, Parallel, Step}
+    alias ExBurn.Training.{Callbacks, Checks, Data, Evaluate, LRSchedule, Optimizer, Parallel, Resume, Step}
 
     # {trained model, history (a list of metrics maps without :model)}.
     def run(%Model{} = model, data, opts, fun) do
@@ -32,12 +33,23 @@ if Code.ensure_loaded?(Axon) do
 
       # Data-parallel: the model (the first replica) lives on the first device.
       model = if devices, do: Model.to_device(model, hd(devices)), else: model
+
+      if devices && loop_opts[:resume],
+        do: raise(ArgumentError, "#{fun}: resume: continues a run on one device; it can't be combined with :devices")
+
+      {model, resumed} = Resume.restore(model, loop_opts[:resume], fun)
+      done = if resumed, do: resumed.epoch, else: 0
+
+      if done > epochs,
+        do: raise(ArgumentError, "#{fun}: the checkpoint to resume from is of epoch #{done}, past epochs: #{epochs}")
+
       backend = Model.backend(model)
 
       train =
         Data.new(
           data,
-          Keyword.take(loop_opts, [:batch_size, :shuffle, :drop_last]) ++ [seed: loop_opts[:seed] || model.seed],
+          Keyword.take(loop_opts, [:batch_size, :shuffle, :drop_last]) ++
+            [seed: loop_opts[:seed] || model.seed, passes: done],
           backend,
           fun
         )
@@ -59,6 +71,7 @@ if Code.ensure_loaded?(Axon) do
           {built, Parallel.initial_state(model, built, first)}
         else
           built = Step.build(model, spec, grad)
+          if resumed, do: same_run!(model, built, loop_opts[:resume], fun)
           {built, Step.initial_state(model, built, first)}
         end
 
@@ -85,17 +98,49 @@ if Code.ensure_loaded?(Axon) do
       run_opts =
         if devices,
           do: [epochs: epochs, jit_compile?: false],
-          else: [epochs: epochs, strict?: train.strict?] ++ Model.jit_opts(model)
+          else: [epochs: epochs - done, strict?: train.strict?] ++ Model.jit_opts(model)
 
       final =
         try do
-          built |> loop(metrics, handlers, ctx) |> Axon.Loop.run(train.batches, state, run_opts)
+          built
+          |> loop(metrics, handlers, ctx)
+          |> from_checkpoint(resumed, state)
+          |> Axon.Loop.run(train.batches, state, run_opts)
         after
           if devices, do: Parallel.forget()
         end
 
       meta = Map.get(final.handler_metadata, :exburn, %{history: []})
       {Step.model_after(model, built, final.step_state, steps(final, ctx)), Enum.reverse(meta.history)}
+    end
+
+    # A resumed run: the loop state of the checkpoint's epoch (the epochs done, the step
+    # state with its running loss, the history and the callbacks' learning-rate factor).
+    defp from_checkpoint(loop, nil, _state), do: loop
+
+    defp from_checkpoint(loop, resumed, state) do
+      state = if resumed.step, do: Map.merge(state, resumed.step), else: state
+      meta = %{history: Enum.reverse(resumed.history), factor: resumed.factor}
+      meta = if resumed.history == [], do: meta, else: Map.put(meta, :epoch, List.last(resumed.history))
+
+      Axon.Loop.from_state(loop, %Axon.Loop.State{
+        step_state: state,
+        epoch: resumed.epoch,
+        handler_metadata: %{exburn: meta}
+      })
+    end
+
+    # The optimizer state of a checkpoint serves only the run that wrote it: the same
+    # optimizer, options and trainable parameters.
+    defp same_run!(%Model{optimizer_state: %{key: key}}, %{key: key}, _path, _fun), do: :ok
+
+    defp same_run!(%Model{optimizer_state: %{key: {spec, params}}}, %{key: {want_spec, want_params}}, path, fun) do
+      what =
+        if spec != want_spec,
+          do: "the optimizer #{inspect(spec)}, this run #{inspect(want_spec)}",
+          else: "trainable parameters #{inspect(params -- want_params)}, this run #{inspect(want_params -- params)}"
+
+      raise ArgumentError, "#{fun}: the checkpoint #{path} is of another run: it has #{what}"
     end
 
     defp verbose!(v, _fun) when is_boolean(v), do: v
@@ -195,16 +240,21 @@ if Code.ensure_loaded?(Axon) do
       entry = %{epoch: state.epoch + 1, learning_rate: lr} |> Map.merge(train) |> Map.merge(val)
       log(entry, state, ctx)
 
-      metrics = Map.put(entry, :model, current_model(state, ctx))
+      history = [entry | meta(state).history]
+
+      # The model as it stands, with the run's state for a checkpoint (ExBurn.Training.Resume).
+      run = %{
+        epoch: entry.epoch,
+        lr: lr,
+        factor: meta(state).factor,
+        history: Enum.reverse(history),
+        step: Map.take(state.step_state, [:i, :loss])
+      }
+
+      metrics = Map.put(entry, :model, Resume.put_run(current_model(state, ctx), run))
       returned = Callbacks.run(ctx.callbacks, metrics, ctx.fun)
-
-      factor =
-        case returned do
-          %{learning_rate: new} when is_number(new) and new != lr and lr > 0 -> meta(state).factor * new / lr
-          _ -> meta(state).factor
-        end
-
-      meta = %{meta(state) | history: [entry | meta(state).history]} |> Map.merge(%{epoch: entry, factor: factor})
+      factor = Resume.next_factor(meta(state).factor, lr, returned)
+      meta = %{meta(state) | history: history} |> Map.merge(%{epoch: entry, factor: factor})
       state = put_in(state.handler_metadata[:exburn], meta)
       if returned[:stop_training] == true, do: {:halt_loop, state}, else: {:continue, state}
     end

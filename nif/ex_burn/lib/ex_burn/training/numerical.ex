@@ -75,6 +75,9 @@ defmodule ExBurn.Training.Numerical do
     end)
   end
 
+  @doc false
+  # The gradient of one parameter tensor (`flat`, flattened): a `while` over its elements,
+  # each perturbed in turn; public only so that `gradients/5` traces into it.
   defn element_loop(flat, params, rest, base, opts \\ []) do
     k = Nx.size(flat)
     zero = Nx.broadcast(Nx.tensor(0, type: Nx.type(flat)), {k})

@@ -97,7 +97,7 @@ if Code.ensure_loaded?(Axon) do
     end
 
     @doc "`model_state` with the tensors of `params` (a nested map of some of its parameters) in place."
-    @spec with_params(ModelState.t(), map()) :: ModelState.t()
+    @spec with_params(%ModelState{}, map()) :: %ModelState{}
     def with_params(%ModelState{data: data} = model_state, params), do: %{model_state | data: merge(data, params)}
 
     defp merge(data, params) do

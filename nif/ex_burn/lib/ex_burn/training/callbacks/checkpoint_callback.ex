@@ -5,8 +5,11 @@ if Code.ensure_loaded?(Axon) do
 
         callbacks: [ExBurn.Training.CheckpointCallback.every(5, "/checkpoints")]
 
-    Every `interval` epochs the map's `:model` is saved (`ExBurn.Model.save/2`) as
-    `epoch_<n>.exburn` in `dir` (created as needed); `ExBurn.Model.load/2` reads it back.
+    Every `interval` epochs the map's `:model` is saved, atomically, as `epoch_<n>.exburn` in
+    `dir` (created as needed): a model file (`ExBurn.Model.load/2` reads it back) that also
+    holds the optimizer state and the run's progress, so that
+    `ExBurn.Training.fit(model, data, resume: dir)` continues the run from its latest
+    checkpoint exactly (`ExBurn.Training.Resume`).
     """
 
     @doc "The callback: save the model every `interval` epochs into `dir`."

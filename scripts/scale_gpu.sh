@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (no Rust toolchain there; CUDA driver, NVRTC, NCCL or PyTorch's
+# NCCL wheel, python3 with torch): unpacks .bin/scale.tar.xz (scripts/scale_cuda.sh), then
+#   1. finds NCCL: cudarc opens `libnccl.so`; where only `libnccl.so.2` exists (NCCL's runtime
+#      package, or PyTorch's pip wheel `nvidia/nccl/lib/libnccl.so.2`) it links
+#      libnccl.so to it in a folder of its own put first on LD_LIBRARY_PATH; where none is
+#      found, SCALE.md says so (our all-reduces then run host-staged),
+#   2. the two-process NCCL check: scripts/launch_distributed.sh --nproc 2 -- process_group,
+#   3. our scale binary on 1, 2 (and 4 where present) GPUs: all-reduce bus bandwidth
+#      1 MiB-1 GiB, weak scaling of the MLP 784-4096-4096-10 (f32/TF32, batch 1024 per GPU)
+#      and of ResNet-50 (bf16, batch 128 per GPU), each part its own process and time limit,
+#   4. benches/torch_ddp.py, the same in PyTorch (NCCL all_reduce, DDP, autocast bf16),
+# and writes three files to OUT_DIR: SCALE.md (ours beside PyTorch, with ratios), logs.txt
+# (every step's output) and raw.tar.gz (the JSON figures, tables, logs and `nvidia-smi topo
+# -m`). About 8 minutes on 2 GPUs. NCCL_NVLS_ENABLE=0 throughout (no NVLink multicast).
+#   bash scripts/scale_gpu.sh OUT_DIR [--resnet-batch N] [--devices 1,2]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${1:?usage: scale_gpu.sh OUT_DIR [--resnet-batch N] [--devices 1,2,4]}"
+shift
+resnet_batch=128 counts=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --resnet-batch) resnet_batch="$2"; shift 2 ;;
+        --devices) counts="$2"; shift 2 ;;
+        *) echo "scale_gpu: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+mkdir -p "$out"
+final="$(cd "$out" && pwd)"
+out="$(mktemp -d /tmp/ex_cubecl_scale_run.XXXXXX)"
+bin=/tmp/ex_cubecl_scale
+rm -rf "$bin" && mkdir -p "$bin"
+tar -C "$bin" -xJf .bin/scale.tar.xz || { echo "scale_gpu: no .bin/scale.tar.xz (run scripts/scale_cuda.sh on the build machine)" >&2; exit 1; }
+export NCCL_NVLS_ENABLE=0
+cuda_lib="$(ls -d /usr/local/cuda*/lib64 2>/dev/null | head -1 || true)"
+export LD_LIBRARY_PATH="${cuda_lib:+$cuda_lib:}${LD_LIBRARY_PATH:-}"
+notes=()
+note() { notes+=(--note "$1"); echo "scale_gpu: $1" >&2; }
+
+# 1. NCCL, as cudarc loads it (libnccl.so).
+nccl_dir=/tmp/ex_cubecl_nccl
+nccl=""
+if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; then
+    nccl="$(ldconfig -p | awk '/libnccl\.so / {print $NF; exit}')"
+    note "NCCL: $nccl (system, unversioned link present)"
+else
+    candidates=()
+    sys="$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')"
+    [ -n "$sys" ] && candidates+=("$sys")
+    wheel="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)"
+    [ -n "$wheel" ] && candidates+=("$wheel")
+    for dir in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/local/lib /usr/local/cuda*/lib64 /opt/conda/lib; do
+        [ -e "$dir/libnccl.so.2" ] && candidates+=("$dir/libnccl.so.2")
+    done
+    for c in "${candidates[@]}"; do
+        if [ -e "$c" ]; then nccl="$(readlink -f "$c")"; break; fi
+    done
+    if [ -n "$nccl" ]; then
+        rm -rf "$nccl_dir" && mkdir -p "$nccl_dir"
+        ln -s "$nccl" "$nccl_dir/libnccl.so"
+        ln -s "$nccl" "$nccl_dir/libnccl.so.2"
+        export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
+        note "NCCL: $nccl, linked as $nccl_dir/libnccl.so (only libnccl.so.2 was installed)"
+    else
+        note "NCCL: NOT FOUND (no libnccl.so or libnccl.so.2 in ldconfig, LD_LIBRARY_PATH, /usr/lib, /usr/local/cuda*, nor PyTorch's nvidia-nccl wheel): our all-reduces ran HOST-STAGED, not through NCCL; install libnccl2 or pip's nvidia-nccl-cu12"
+    fi
+fi
+
+gpus="$(nvidia-smi -L 2>/dev/null | wc -l)"
+gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+if [ -z "$counts" ]; then
+    counts=1
+    [ "$gpus" -ge 2 ] && counts="1,2"
+    [ "$gpus" -ge 4 ] && counts="1,2,4"
+fi
+note "$gpus x $gpu, driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1); $(date -u +%Y-%m-%dT%H:%MZ); commit $(cat "$bin/COMMIT" 2>/dev/null || echo '?'); NCCL_NVLS_ENABLE=0"
+nvidia-smi topo -m > "$out/topology.txt" 2>&1 || true
+
+# 2. The two-process NCCL check.
+if [ "$gpus" -ge 2 ]; then
+    timeout 75 scripts/launch_distributed.sh --nproc 2 -- "$bin/process_group" > "$out/process_group.log" 2>&1
+    status=$?
+    if [ $status -eq 0 ]; then
+        note "two-process NCCL check (launch_distributed.sh --nproc 2 -- process_group): passed; $(grep -h 'bus bandwidth' "$out/process_group.log" | head -2 | sed 's/process_group: //' | tr '\n' ' ')"
+    else
+        note "two-process NCCL check: FAILED (exit $status$([ $status -eq 124 ] && echo ', timed out after 75 s')); see process_group.log: $(tail -2 "$out/process_group.log" | tr '\n' ' ')"
+    fi
+else
+    note "two-process NCCL check: not run (one GPU)"
+fi
+
+# 3. Ours, one process per part, each with its own limit (a hang costs only its part).
+run_part() {
+    local part="$1" limit="$2"
+    shift 2
+    timeout "$limit" "$bin/scale" --devices "$counts" --only "$part" --out "$out/ours_$part.json" "$@" \
+        > "$out/ours_$part.md" 2> "$out/ours_$part.log"
+    local status=$?
+    if [ $status -ne 0 ]; then
+        note "ours, $part: exit $status$([ $status -eq 124 ] && echo ", timed out after $limit s"); the table has what it measured before; see ours_$part.log: $(grep -v '^scale: .*: .* ms' "$out/ours_$part.log" | tail -3 | tr '\n' ' ')"
+    fi
+}
+run_part allreduce 60
+run_part mlp 70
+run_part resnet 170 --resnet-batch "$resnet_batch"
+
+# 4. PyTorch, the same on the same GPUs.
+torch_json=()
+if python3 -c "import torch" 2>/dev/null; then
+    timeout 170 python3 benches/torch_ddp.py --devices "$counts" --resnet-batch "$resnet_batch" --out "$out/torch.json" \
+        > /dev/null 2> "$out/torch.log"
+    status=$?
+    [ $status -ne 0 ] && note "PyTorch: torch_ddp.py exit $status$([ $status -eq 124 ] && echo ', timed out after 170 s'); see torch.log: $(tail -2 "$out/torch.log" | tr '\n' ' ')"
+    torch_json=(--torch "$out/torch.json")
+else
+    note "PyTorch: no torch in python3; no PyTorch column"
+fi
+[ "$resnet_batch" != 128 ] && note "ResNet-50 at batch $resnet_batch per GPU (not 128)"
+
+python3 benches/scale_report.py --ours "$out"/ours_allreduce.json "$out"/ours_mlp.json "$out"/ours_resnet.json \
+    ${torch_json[@]+"${torch_json[@]}"} "${notes[@]}" > "$final/SCALE.md"
+for f in process_group.log ours_allreduce.md ours_allreduce.log ours_mlp.md ours_mlp.log ours_resnet.md ours_resnet.log torch.log; do
+    [ -f "$out/$f" ] && { echo "==== $f"; cat "$out/$f"; }
+done > "$final/logs.txt"
+tar -C "$out" -czf "$final/raw.tar.gz" .
+cat "$final/SCALE.md"
