@@ -14,6 +14,10 @@ fi
 cuda_lib="$(ls -d /usr/local/cuda*/lib64 2>/dev/null | head -1 || true)"
 export LD_LIBRARY_PATH="$root/so${cuda_lib:+:$cuda_lib}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$root/erlang/bin:$root/elixir/bin:$PATH"
+# NCCL for all-reduces across the GPUs (ExCubecl.all_reduce/2, fit(devices:)).
+source scripts/nccl_env.sh
+echo "elixir_gpu: $EX_CUBECL_NCCL_FOUND" >&2
+export NCCL_NVLS_ENABLE=0
 export ELIXIR_ERL_OPTIONS="${ELIXIR_ERL_OPTIONS:-+fnu}"
 export EX_CUBECL_DEVICE="${EX_CUBECL_DEVICE:-cuda:0}"
 # Starts ex_burn's applications, then runs the script with its own arguments.

@@ -39,34 +39,8 @@ notes=()
 note() { notes+=(--note "$1"); echo "scale_gpu: $1" >&2; }
 
 # 1. NCCL, as cudarc loads it (libnccl.so).
-nccl_dir=/tmp/ex_cubecl_nccl
-nccl=""
-if ldconfig -p 2>/dev/null | grep -q 'libnccl\.so '; then
-    nccl="$(ldconfig -p | awk '/libnccl\.so / {print $NF; exit}')"
-    note "NCCL: $nccl (system, unversioned link present)"
-else
-    candidates=()
-    sys="$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 / {print $NF; exit}')"
-    [ -n "$sys" ] && candidates+=("$sys")
-    wheel="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null || true)"
-    [ -n "$wheel" ] && candidates+=("$wheel")
-    for dir in ${LD_LIBRARY_PATH//:/ } /usr/lib/x86_64-linux-gnu /usr/local/lib /usr/local/cuda*/lib64 /opt/conda/lib; do
-        [ -e "$dir/libnccl.so.2" ] && candidates+=("$dir/libnccl.so.2")
-    done
-    for c in "${candidates[@]}"; do
-        if [ -e "$c" ]; then nccl="$(readlink -f "$c")"; break; fi
-    done
-    if [ -n "$nccl" ]; then
-        rm -rf "$nccl_dir" && mkdir -p "$nccl_dir"
-        ln -s "$nccl" "$nccl_dir/libnccl.so"
-        ln -s "$nccl" "$nccl_dir/libnccl.so.2"
-        export LD_LIBRARY_PATH="$nccl_dir:$LD_LIBRARY_PATH"
-        note "NCCL: $nccl, linked as $nccl_dir/libnccl.so (only libnccl.so.2 was installed)"
-    else
-        note "NCCL: NOT FOUND (no libnccl.so or libnccl.so.2 in ldconfig, LD_LIBRARY_PATH, /usr/lib, /usr/local/cuda*, nor PyTorch's nvidia-nccl wheel): our all-reduces ran HOST-STAGED, not through NCCL; install libnccl2 or pip's nvidia-nccl-cu12"
-    fi
-fi
-
+source scripts/nccl_env.sh
+note "$EX_CUBECL_NCCL_FOUND"
 gpus="$(nvidia-smi -L 2>/dev/null | wc -l)"
 gpu="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 if [ -z "$counts" ]; then
