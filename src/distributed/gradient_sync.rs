@@ -341,6 +341,14 @@ where
         kept.push(flat);
         kept.push(reduced);
     }
+    if during_backward && let Some(flat) = kept.first() {
+        // cubecl's device thread takes queued work in batches: without a flush, the
+        // all-reduces would wait in the queue for the backward pass's next kernels (none, at
+        // its end). A round trip to the device thread, no wait for the device.
+        if let Err(e) = flat.client.flush() {
+            panic!("ex_cubecl: gradient sync: device {:?} failed: {e:?}", flat.device);
+        }
+    }
     let mut guard = groups();
     if let Some(group) = group_mut::<R>(&mut guard) {
         let s = &mut group.stats;
