@@ -49,6 +49,8 @@ stage_start() { stage_t0=$SECONDS; echo "scale_gpu: $1 ..." >&2; }
 stage_end() { stages+=("$1: $((SECONDS - stage_t0)) s"); echo "scale_gpu: $1 took $((SECONDS - stage_t0)) s" >&2; }
 kernel_cache="${EX_CUBECL_KERNEL_CACHE:-/tmp/ex_cubecl_kernel_cache}"
 mkdir -p "$kernel_cache"
+# The driver's cache of PTX compiled for the GPU, shared by the devices: room for ResNet-50's kernels.
+export CUDA_CACHE_MAXSIZE="${CUDA_CACHE_MAXSIZE:-4294967296}"
 
 # 1. NCCL, as cudarc loads it (libnccl.so).
 source scripts/nccl_env.sh
