@@ -106,10 +106,12 @@ def main():
         out.append("| - | - | - | - | - | - | - | - | - | - | - |")
     out.append("")
     out.append(
-        "Ours: one thread per GPU, each replica's gradients all-reduced (mean) after its backward "
-        "pass through `DistributedBackend::all_reduce` (NCCL), then SGD; PyTorch: DDP (its bucketed "
-        "all-reduce overlaps the backward pass), autocast bf16 for ResNet-50. One device: no "
-        "all-reduce on either side. Every step ends in a device sync on both."
+        "Ours: one thread per GPU, each replica's gradients all-reduced (mean, NCCL) during its "
+        "backward pass in 25 MiB buckets as they complete (`ex_cubecl::distributed::"
+        "start_gradient_sync` behind Burn's gradient-sync hooks; after the backward pass where a "
+        "note says `--grad-sync after`), then SGD; PyTorch: DDP (its bucketed all-reduce overlaps "
+        "the backward pass), autocast bf16 for ResNet-50. One device: no all-reduce on either "
+        "side. Every step ends in a device sync on both."
     )
     print("\n".join(out))
 

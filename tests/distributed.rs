@@ -1,7 +1,8 @@
 //! Scale-out on several logical wgpu devices of one adapter (lavapipe where there is no GPU),
 //! in one process: the host-staged all-reduce of `DistributedBackend` for every reducible
 //! dtype, through `Autodiff` and `Autodiff<Fusion>`; data-parallel training equal to
-//! single-device training; the process-group API where it has no NCCL.
+//! single-device training, with the gradients reduced after `backward` and during it (Burn's
+//! hooks, our bucketed sync); the process-group API where it has no NCCL.
 //!
 //! `cargo test -p ex_cubecl --features distributed --test distributed` (the feature stays out
 //! of the workspace's own test run: see `ex_cubecl::distributed`).
@@ -17,9 +18,11 @@ use burn_optim::{GradientsParams, Optimizer, SgdConfig};
 use burn_tensor::backend::{AutodiffBackend, Backend};
 use burn_tensor::{FloatDType, Int, Tensor};
 use ex_cubecl::distributed::{
-    DistributedConfig, DistributedError, DistributedParamId, ProcessGroupConfig, ReduceOperation, UniqueId, all_reduce, all_reduce_gradients, init, wgpu_devices,
+    DistributedConfig, DistributedError, DistributedParamId, GradientSyncConfig, GradientSyncStats, ProcessGroupConfig,
+    ReduceOperation, UniqueId, all_reduce, all_reduce_gradients, init, mark_distributed, start_gradient_sync,
+    stop_gradient_sync, wgpu_devices,
 };
-use ex_cubecl::cubecl::wgpu::WgpuDevice;
+use ex_cubecl::cubecl::wgpu::{WgpuDevice, WgpuRuntime};
 use ex_cubecl::{ExWgpu, ExWgpuAutodiff, ExWgpuFusionAutodiff};
 
 /// The tests share the logical devices, and the all-reduces of one group of devices pair up
@@ -352,4 +355,84 @@ where
 fn burn_gradient_sync_server_on_two_devices_matches_one_device() {
     let _serial = serial();
     burn_sync_server_matches_one_device::<ExWgpuAutodiff>(2);
+}
+
+/// The overlapped, bucketed gradient sync (`start_gradient_sync` with `config`, parameters
+/// marked by `mark_distributed`), with the *sum*: each replica's loss is its shard's mean
+/// divided by `n`, so the summed gradient is the whole batch's. A bucket missed leaves a
+/// replica with its own shard's gradient over `n`, a bucket reduced twice gives `n` times the
+/// gradient: either moves the replicas away from single-device training, which they must
+/// match within 2e-5 as in [`data_parallel_matches_one_device`], bit-identical to each other.
+/// Returns what the sync did, checked by the callers.
+fn overlapped_sync_matches_one_device(n: usize, config: GradientSyncConfig) -> GradientSyncStats {
+    type B = ExWgpuAutodiff;
+    let devices = wgpu_devices(n);
+    let reference_device = devices[0].clone();
+    B::seed(&reference_device, 17);
+    let initial = Mlp::<B>::new(&reference_device);
+    let probe = batch::<B>(97, 0..BATCH, &reference_device).0.inner();
+    let before = host(initial.valid().forward(probe.clone()));
+
+    let mut model = initial.clone();
+    let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
+    for step in 0..STEPS {
+        let (x, y) = batch::<B>(step, 0..BATCH, &reference_device);
+        let grads = GradientsParams::from_grads(mse(&model, x, y).backward(), &model);
+        model = optim.step(LR, model, grads);
+    }
+    let expected = host(model.valid().forward(probe.clone()));
+
+    start_gradient_sync::<WgpuRuntime>(&devices, config.clone());
+    let rows = BATCH / n;
+    let outputs: Vec<Vec<f32>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(k, device)| {
+                let (replica, probe) = (initial.clone().fork(device), probe.clone().to_device(device));
+                scope.spawn(move || {
+                    let mut replica = replica;
+                    let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
+                    for step in 0..STEPS {
+                        replica = mark_distributed(replica);
+                        let (x, y) = batch::<B>(step, k * rows..(k + 1) * rows, device);
+                        let loss = mse(&replica, x, y).div_scalar(n as f32);
+                        let grads = GradientsParams::from_grads(loss.backward(), &replica);
+                        replica = optim.step(LR, replica, grads);
+                    }
+                    host(replica.valid().forward(probe))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a replica's thread")).collect()
+    });
+    let stats = stop_gradient_sync::<WgpuRuntime>().expect("the sync was started");
+    for (k, out) in outputs.iter().enumerate() {
+        assert_eq!(out, &outputs[0], "replica {k} differs from replica 0");
+    }
+    let moved = before.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(moved > 1e-3, "training moved the outputs by only {moved}");
+    for (i, (got, want)) in outputs[0].iter().zip(&expected).enumerate() {
+        assert!((got - want).abs() <= 2e-5 * (1.0 + want.abs()), "{n} devices, {config:?}: output {i} is {got}, one device gives {want}");
+    }
+    // Four parameters (two linear layers), each reduced once per step on every device.
+    assert_eq!(stats.steps, STEPS * n, "{stats:?}");
+    assert_eq!(stats.gradients, 4 * STEPS * n, "{stats:?}");
+    assert_eq!(stats.bytes, (6 * 16 + 16 + 16 * 3 + 3) * 4 * STEPS * n, "{stats:?}");
+    stats
+}
+
+#[test]
+fn overlapped_gradient_sync_reduces_each_bucket_once() {
+    let _serial = serial();
+    // A bucket per parameter: each launched by the device that completes it, from `backward`.
+    let stats = overlapped_sync_matches_one_device(2, GradientSyncConfig::new(ReduceOperation::Sum).with_bucket_bytes(0));
+    assert_eq!(stats.buckets, 4 * STEPS * 2, "{stats:?}");
+    assert!(stats.buckets_during_backward >= 4 * STEPS, "{stats:?}");
+    // Buckets of about two parameters, on three devices.
+    let stats = overlapped_sync_matches_one_device(3, GradientSyncConfig::new(ReduceOperation::Sum).with_bucket_bytes(200));
+    assert!((2 * STEPS * 3..4 * STEPS * 3).contains(&stats.buckets), "{stats:?}");
+    // DDP's sizes: the whole model fits the first bucket, closed when every gradient is complete.
+    let stats = overlapped_sync_matches_one_device(2, GradientSyncConfig::new(ReduceOperation::Sum));
+    assert_eq!(stats.buckets, STEPS * 2, "{stats:?}");
 }

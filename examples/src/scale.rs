@@ -4,10 +4,21 @@
 //!
 //! Data parallelism here is one thread per device, each with its replica of the model and its
 //! own optimizer: a step is the replica's forward pass on its device's batch, the mean
-//! cross-entropy, backward, the all-reduce (mean) of every gradient across the devices through
-//! `DistributedBackend::all_reduce` (NCCL on CUDA, host-staged on wgpu), one
-//! `sync_collective`, and the same SGD update on every replica; each step ends with a device
-//! sync, as the `bench` rows do. On one device there is no all-reduce.
+//! cross-entropy, backward with the gradients averaged across the devices, and the same SGD
+//! update on every replica; each step ends with a device sync, as the `bench` rows do. On one
+//! device there is no all-reduce. Two ways to average ([`GradSync`]):
+//! - [`GradSync::Overlap`] (the default), as PyTorch's DDP: the parameters are marked
+//!   distributed (`ex_cubecl::distributed::mark_distributed`) and `backward` all-reduces the
+//!   gradients in buckets as soon as every device has completed them, on the communication
+//!   stream while the backward pass goes on (`ex_cubecl::distributed::start_gradient_sync`);
+//! - [`GradSync::AfterBackward`]: the all-reduce (mean) of every gradient after the backward
+//!   pass, through `DistributedBackend::all_reduce`, then one `sync_collective`.
+//!
+//! Both use NCCL on CUDA and the host-staged all-reduce on wgpu. With several devices, device
+//! 0 first runs one untimed step alone (a copy of its replica), so that its kernels are
+//! compiled before the other devices start: with a persistent kernel cache
+//! (`scale --kernel-cache DIR`), the other devices then load them instead of compiling them
+//! again.
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -22,6 +33,7 @@ use burn_tensor::backend::{AutodiffBackend, Backend};
 use burn_tensor::{FloatDType, Int, Tensor, TensorData};
 use cubecl::Runtime;
 use ex_cubecl::ExCubeclBackend;
+use ex_cubecl::distributed::{GradientSyncConfig, mark_distributed, start_gradient_sync, stop_gradient_sync};
 
 use crate::resnet::{ResNet, cast_module, labels, synthetic_batch, uniform_values};
 
@@ -141,12 +153,31 @@ impl Throughput {
     }
 }
 
-/// Trains `workload` data-parallel on `devices` (one thread each; see the module docs):
-/// `warmup` steps, then `steps` timed steps started together on every device.
+/// How data-parallel steps average the gradients (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradSync {
+    /// During the backward pass, in buckets of this many bytes (PyTorch DDP's 25 MiB; the
+    /// first bucket 1 MiB, or this when smaller).
+    Overlap {
+        /// Bytes of one bucket.
+        bucket_bytes: usize,
+    },
+    /// After the backward pass, one all-reduce per gradient.
+    AfterBackward,
+}
+
+impl GradSync {
+    /// DDP's buckets.
+    pub const DDP: GradSync = GradSync::Overlap { bucket_bytes: 25 << 20 };
+}
+
+/// Trains `workload` data-parallel on `devices` (one thread each; see the module docs), the
+/// gradients averaged as `grad_sync` says: `warmup` steps, then `steps` timed steps started
+/// together on every device.
 ///
 /// # Panics
 /// When a loss is not finite or a device fails.
-pub fn weak_scaling<R, W>(workload: &W, devices: &[R::Device], warmup: usize, steps: usize) -> Throughput
+pub fn weak_scaling<R, W>(workload: &W, devices: &[R::Device], warmup: usize, steps: usize, grad_sync: GradSync) -> Throughput
 where
     R: Runtime,
     R::Device: DeviceOps,
@@ -155,8 +186,28 @@ where
     let n = devices.len();
     let ids: Vec<_> = devices.iter().map(DeviceOps::id).collect();
     let first = workload.model(&devices[0]);
+    if n > 1 {
+        // Device 0's kernels compiled (and cached) before the other devices start.
+        let batch = workload.batch(0, &devices[0]);
+        let mut optimizer = ex_cubecl::optim::SgdConfig::new().init::<Train<R>, W::Model>();
+        let model = first.clone();
+        let loss = workload.loss(&model, batch);
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        drop(optimizer.step(LR, model, grads));
+        sync::<R>(&devices[0]);
+    }
     let replicas: Vec<W::Model> = devices.iter().map(|d| first.clone().fork(d)).collect();
     drop(first);
+    let overlap = match grad_sync {
+        GradSync::Overlap { bucket_bytes } if n > 1 => {
+            let mut config = GradientSyncConfig::new(ReduceOperation::Mean);
+            config.bucket_bytes = bucket_bytes;
+            config.first_bucket_bytes = config.first_bucket_bytes.min(bucket_bytes);
+            start_gradient_sync::<R>(devices, config);
+            true
+        }
+        _ => false,
+    };
     let barrier = Barrier::new(n);
     let results: Vec<(Duration, f32)> = std::thread::scope(|scope| {
         let handles: Vec<_> = replicas
@@ -169,9 +220,12 @@ where
                     let batch = workload.batch(rank, device);
                     let mut optimizer = ex_cubecl::optim::SgdConfig::new().init::<Train<R>, W::Model>();
                     let mut step = |model: W::Model| {
+                        // Marked each step: the optimizer's step drops the mark.
+                        let model = if overlap { mark_distributed(model) } else { model };
                         let loss = workload.loss(&model, batch.clone());
+                        // With `overlap`, backward returns the averaged gradients.
                         let mut grads = GradientsParams::from_grads(loss.backward(), &model);
-                        if n > 1 {
+                        if n > 1 && !overlap {
                             all_reduce_mean::<R, _>(&model, &mut grads, ids.clone(), device);
                         }
                         let model = optimizer.step(LR, model, grads);
@@ -197,6 +251,9 @@ where
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
     });
+    if overlap {
+        stop_gradient_sync::<R>();
+    }
     let slowest = results.iter().map(|r| r.0).max().expect("one device at least");
     let last_loss = results[0].1;
     if !last_loss.is_finite() {

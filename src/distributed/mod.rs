@@ -14,6 +14,9 @@
 //!   `DistributedBackend`; [`all_reduce_gradients`] does it for every parameter of replicated
 //!   models (the loop of data-parallel training: each replica computes the gradients of its
 //!   shard, the gradients are averaged, every replica takes the same optimizer step).
+//! - [`start_gradient_sync`] / [`mark_distributed`]: the same loop with the all-reduces
+//!   overlapped with the backward pass, in buckets, as PyTorch's DDP does it, through Burn's own
+//!   hooks (`Tensor::set_distributed`; `backward` reduces the marked parameters' gradients).
 //! - [`init`] / [`ProcessGroup`]: several processes, on one host or several, each with its own
 //!   GPU, joined in one NCCL communicator the way `torchrun` does it: rank 0 makes NCCL's unique
 //!   id, a launcher hands it to every process (environment or a shared file), each process
@@ -33,6 +36,7 @@
 mod backend;
 #[cfg(feature = "wgpu")]
 mod devices;
+mod gradient_sync;
 #[cfg(feature = "optim")]
 mod gradients;
 mod process_group;
@@ -44,6 +48,9 @@ use burn_tensor::Tensor;
 pub use burn_backend::distributed::{DistributedConfig, DistributedParamId, ReduceOperation};
 #[cfg(feature = "wgpu")]
 pub use devices::wgpu_devices;
+pub use gradient_sync::{GradientSyncConfig, GradientSyncStats, start_gradient_sync, stop_gradient_sync};
+#[cfg(feature = "optim")]
+pub use gradient_sync::mark_distributed;
 #[cfg(feature = "optim")]
 pub use gradients::all_reduce_gradients;
 pub use process_group::{

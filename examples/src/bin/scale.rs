@@ -10,7 +10,12 @@
 //! ```text
 //! scale [--devices 1,2,4] [--only allreduce,mlp,resnet] [--mlp-batch N] [--resnet-batch N]
 //!       [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE]
+//!       [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR]
 //! ```
+//! `--grad-sync overlap` (default) all-reduces the gradients in buckets of `--bucket-mb` MiB
+//! (default 25, as PyTorch's DDP) during the backward pass; `after` all-reduces each gradient
+//! after it. `--kernel-cache DIR` keeps the compiled kernels (PTX) in DIR (cubecl's compilation
+//! cache): the devices after the first, and later runs, load them instead of compiling again.
 //! `--devices` lists the device counts to measure (each uses devices `0..n`; default 1,2);
 //! `--quick` runs tiny sizes (all-reduces of 4 KiB to 256 KiB, an MLP 784-64-64-10 at batch 8,
 //! a ResNet with one block per stage on 32x32 images at batch 2, f32) to check the logic on
@@ -19,7 +24,7 @@ use std::fmt::Write as _;
 
 use burn_tensor::FloatDType;
 use ex_cubecl_examples::scale::{
-    Bandwidth, MlpWorkload, ResNetWorkload, Throughput, Train, Workload, all_reduce_bandwidth, weak_scaling,
+    Bandwidth, GradSync, MlpWorkload, ResNetWorkload, Throughput, Train, Workload, all_reduce_bandwidth, weak_scaling,
 };
 
 #[cfg(feature = "cuda")]
@@ -50,6 +55,8 @@ struct Options {
     max_bytes: usize,
     quick: bool,
     out: Option<String>,
+    grad_sync: GradSync,
+    kernel_cache: Option<String>,
 }
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
@@ -64,7 +71,10 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
         max_bytes: 1 << 30,
         quick: false,
         out: None,
+        grad_sync: GradSync::DDP,
+        kernel_cache: None,
     };
+    let mut bucket_mb = None;
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("scale: {arg} needs a value"));
@@ -92,8 +102,23 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             "--max-bytes" => o.max_bytes = number(value()?, "--max-bytes")?,
             "--quick" => o.quick = true,
             "--out" => o.out = Some(value()?),
+            "--grad-sync" => {
+                o.grad_sync = match value()?.as_str() {
+                    "overlap" => GradSync::DDP,
+                    "after" => GradSync::AfterBackward,
+                    other => return Err(format!("scale: --grad-sync overlap|after, not {other}")),
+                }
+            }
+            "--bucket-mb" => bucket_mb = Some(number(value()?, "--bucket-mb")?),
+            "--kernel-cache" => o.kernel_cache = Some(value()?),
             "-h" | "--help" => return Err(usage()),
             other => return Err(format!("scale: unknown argument {other}\n{}", usage())),
+        }
+    }
+    if let Some(mb) = bucket_mb {
+        match o.grad_sync {
+            GradSync::Overlap { .. } => o.grad_sync = GradSync::Overlap { bucket_bytes: mb << 20 },
+            GradSync::AfterBackward => return Err("scale: --bucket-mb goes with --grad-sync overlap".into()),
         }
     }
     for part in &o.only {
@@ -106,7 +131,8 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
 
 fn usage() -> String {
     "usage: scale [--devices 1,2,4] [--only allreduce,mlp,resnet] [--mlp-batch N] [--resnet-batch N] \
-     [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE]"
+     [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE] \
+     [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR]"
         .into()
 }
 
@@ -115,6 +141,9 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(2)
     });
+    if let Some(dir) = &opts.kernel_cache {
+        kernel_cache(dir);
+    }
     // f32 products on TF32 tensor cores, as PyTorch's side sets allow_tf32.
     ex_cubecl::set_matmul_precision(ex_cubecl::MatmulPrecision::Tf32);
     if let Err(reason) = ex_cubecl::distributed::nccl_status() {
@@ -153,7 +182,7 @@ fn main() {
             false => MlpWorkload { batch: opts.mlp_batch, widths: ex_cubecl_examples::scale::MLP_WIDTHS.to_vec() },
         };
         for &n in &opts.counts {
-            let t = measure::<_>(&mlp, n, warmup, steps, "mlp");
+            let t = measure::<_>(&mlp, n, warmup, steps, opts.grad_sync, "mlp");
             json.train.push(("mlp".into(), "f32".into(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("mlp", "f32".into(), t));
@@ -172,14 +201,18 @@ fn main() {
         };
         let dtype = dtype_name(resnet.dtype);
         for &n in &opts.counts {
-            let t = measure::<_>(&resnet, n, warmup, steps, "resnet50");
+            let t = measure::<_>(&resnet, n, warmup, steps, opts.grad_sync, "resnet50");
             json.train.push(("resnet50".into(), dtype.to_string(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("resnet50", dtype.to_string(), t));
         }
     }
     if !trained.is_empty() {
-        let _ = writeln!(report, "\n## weak scaling: one SGD step per device batch, data-parallel (thread per device)\n");
+        let how = match opts.grad_sync {
+            GradSync::Overlap { bucket_bytes } => format!("gradients all-reduced during backward in {} MiB buckets", bucket_bytes >> 20),
+            GradSync::AfterBackward => "gradients all-reduced after backward".to_string(),
+        };
+        let _ = writeln!(report, "\n## weak scaling: one SGD step per device batch, data-parallel (thread per device; {how})\n");
         let _ = writeln!(
             report,
             "| model | dtype | devices | batch per device | step (ms) | samples/s | speed-up over 1 device |\n|---|---|---|---|---|---|---|"
@@ -200,10 +233,23 @@ fn main() {
     println!("# ex_cubecl scaling ({runtime}{})\n{report}", if opts.quick { ", --quick sizes" } else { "" });
 }
 
+/// cubecl's compilation cache in `dir` (read by each device when it starts, written as
+/// kernels compile), over what `cubecl.toml` and the `CUBECL_*` variables say.
+fn kernel_cache(dir: &str) {
+    use cubecl::config::{CubeClRuntimeConfig, RuntimeConfig, cache::CacheConfig};
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        eprintln!("scale: --kernel-cache {dir}: {e}");
+        std::process::exit(2)
+    }
+    let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+    config.compilation.cache = Some(CacheConfig::File(dir.into()));
+    CubeClRuntimeConfig::set(config);
+}
+
 /// [`weak_scaling`] on the first `n` devices, with progress on stderr.
-fn measure<W: Workload<Train<Rt>>>(workload: &W, n: usize, warmup: usize, steps: usize, name: &str) -> Throughput {
+fn measure<W: Workload<Train<Rt>>>(workload: &W, n: usize, warmup: usize, steps: usize, sync: GradSync, name: &str) -> Throughput {
     let start = std::time::Instant::now();
-    let t = weak_scaling::<Rt, W>(workload, &devices(n), warmup, steps);
+    let t = weak_scaling::<Rt, W>(workload, &devices(n), warmup, steps, sync);
     eprintln!(
         "scale: {name} on {n} device(s), batch {} each: {:.2} ms a step, {:.0} samples/s, loss {:.4} ({:.1} s)",
         t.batch_per_device,
