@@ -169,3 +169,36 @@ pub fn fragment_chunk(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_
     }
     row * cpr + swizzle(row, chunk, cpr, Swizzle::Ldmatrix)
 }
+
+/// Elements of f16 / bf16 along one row of a TMA box: 128 bytes, the span of the hardware's
+/// 128-byte swizzle.
+pub const BOX_INNER: usize = 64;
+
+/// Where chunk `chunk` of row `row` lies in a slice staged by TMA ([`crate::matmul::tma`]):
+/// the slice is cut along its contiguous dimension into boxes of [`BOX_INNER`] elements (8
+/// chunks), each box `rows` rows of 128 bytes one after the other, and within a row the
+/// hardware's 128-byte swizzle XORs the chunk with the row's position among 8 (the boxes
+/// start on 1024-byte boundaries). With one box per row (`cpr` = 8) this is
+/// [`swizzle`](fn@swizzle)'s `Ldmatrix` layout, and as there the eight rows one `ldmatrix` reads at the
+/// same chunk fall in distinct banks.
+#[cube]
+pub fn boxed_chunk(row: usize, chunk: usize, #[comptime] rows: usize) -> usize {
+    (chunk / 8) * comptime!(rows * 8) + row * 8 + ((chunk % 8) ^ (row % 8))
+}
+
+/// [`fragment_chunk`](fn@fragment_chunk) for a slice staged by TMA in boxes of `rows` rows
+/// ([`boxed_chunk`](fn@boxed_chunk)).
+#[cube]
+pub fn fragment_chunk_boxed(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_first: bool, #[comptime] rows: usize) -> usize {
+    let q = lane / 8;
+    let mut row = row0 + lane % 8;
+    let mut chunk = chunk0;
+    if rows_first {
+        row += (q % 2) * 8;
+        chunk += q / 2;
+    } else {
+        row += (q / 2) * 8;
+        chunk += q % 2;
+    }
+    boxed_chunk(row, chunk, rows)
+}
