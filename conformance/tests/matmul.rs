@@ -137,7 +137,7 @@ fn float_matmul_matches_ndarray() {
         use ex_cubecl::launch::matmul::CmmaTiling;
         use ex_cubecl::launch::matmul_mma::{MMA_TILING_SMALL, MMA_TILING_TF32};
         let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
-        mma_layout_cases(&mut suite, &mut rng, DType::F32, &[MMA_TILING_SMALL, MMA_TILING_TF32, wide], &mma_shapes(), seed);
+        mma_layout_cases(&mut suite, &mut rng, DType::F32, &[MMA_TILING_SMALL, MMA_TILING_TF32, wide], &mma_shapes(), &MMA_LAYOUTS, seed);
     }
     // In large products, f32 operands that the TF32 kernel would read element by element
     // (lhs M-major, rhs N-major) are copied K-major first (2^31 multiply-adds and more).
@@ -248,7 +248,7 @@ fn manual_mma_layouts_match_ndarray() {
     let mut rng = Rng::new(seed);
     let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
     for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
-        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING_SMALL, MMA_TILING, wide], &mma_shapes(), seed);
+        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING_SMALL, MMA_TILING, wide], &mma_shapes(), &MMA_LAYOUTS, seed);
     }
     suite.finish();
 }
@@ -267,14 +267,24 @@ fn tma_tilings_match_ndarray() {
     let seed = 43;
     let mut rng = Rng::new(seed);
     let t = |block_m, block_n, warps_m, warps_n, stages| CmmaTiling { block_m, block_n, block_k: 64, warps_m, warps_n, stages };
-    let tilings = [MMA_TILING, t(128, 256, 2, 4, 4), t(256, 128, 4, 2, 2), t(64, 64, 2, 2, 5)];
     let shapes = [
         (vec![136, 520], vec![520, 136]),
         (vec![2, 2, 40, 200], vec![2, 2, 200, 72]),
         (vec![3, 72, 328], vec![1, 328, 264]),
     ];
+    // Each case compiles a kernel of its own on CUDA (seconds each): every layout and shape
+    // on the default tiling in f16, fewer in bf16 and on the other tilings.
+    let contiguous = [(Operand::Contiguous, Operand::Contiguous)];
+    let others = [t(128, 256, 2, 4, 4), t(256, 128, 4, 2, 2), t(64, 64, 2, 2, 5)];
     for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
-        mma_layout_cases(&mut suite, &mut rng, dtype, &tilings, &shapes, seed);
+        let layouts: &[(Operand, Operand)] = match dtype {
+            DType::F16 => &MMA_LAYOUTS,
+            _ => &[MMA_LAYOUTS[0], MMA_LAYOUTS[3]],
+        };
+        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING], &shapes, layouts, seed);
+        if dtype == DType::F16 {
+            mma_layout_cases(&mut suite, &mut rng, dtype, &others, &shapes[..1], &contiguous, seed);
+        }
     }
     suite.finish();
 }
@@ -289,27 +299,31 @@ fn mma_shapes() -> [(Vec<usize>, Vec<usize>); 3] {
     ]
 }
 
+/// The four operand layouts of the manual-MMA kernel: lhs contiguous along K or M, rhs along
+/// N or K.
+const MMA_LAYOUTS: [(Operand, Operand); 4] = [
+    (Operand::Contiguous, Operand::Contiguous),
+    (Operand::Transposed, Operand::Contiguous),
+    (Operand::Contiguous, Operand::Transposed),
+    (Operand::Transposed, Operand::Transposed),
+];
+
 /// The manual-MMA kernel (where the device has it; elsewhere the WMMA or tiled kernel runs)
-/// in each of the four operand layouts (lhs contiguous along K or M, rhs along N or K), with
-/// each tiling, on each `(lhs, rhs)` shape pair.
+/// in each of `layouts` (see [`MMA_LAYOUTS`]), with each tiling, on each `(lhs, rhs)` shape
+/// pair.
 fn mma_layout_cases(
     suite: &mut Suite,
     rng: &mut Rng,
     dtype: DType,
     tilings: &[ex_cubecl::launch::matmul::CmmaTiling],
     shapes: &[(Vec<usize>, Vec<usize>)],
+    layouts: &[(Operand, Operand)],
     seed: u64,
 ) {
     use ex_cubecl::launch::matmul::{TensorCoreKernel, matmul_with};
-    let layouts = [
-        (Operand::Contiguous, Operand::Contiguous),
-        (Operand::Transposed, Operand::Contiguous),
-        (Operand::Contiguous, Operand::Transposed),
-        (Operand::Transposed, Operand::Transposed),
-    ];
     for &tiling in tilings {
         for (ls, rs) in shapes {
-            for (lv, rv) in layouts {
+            for &(lv, rv) in layouts {
                 let a = float_data(rng, &upload_shape(ls, lv), dtype, -1.0, 1.0);
                 let b = float_data(rng, &upload_shape(rs, rv), dtype, -1.0, 1.0);
                 let ours = catch(|| {
