@@ -353,3 +353,36 @@ fn launch_tma<R: Runtime>(
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(shape: &[usize], strides: &[usize], offset: usize) -> Layout {
+        Layout { shape: Shape::from(shape.to_vec()), strides: strides.to_vec(), offset }
+    }
+
+    #[test]
+    fn tma_layout_collapses_batches_and_refuses_what_a_tensor_map_cannot_describe() {
+        // [2, 3, 40, 64] f16, contiguous: one batch dimension of 6, K-major rows of 64.
+        let (map, batched) = tma_layout(&layout(&[2, 3, 40, 64], &[7680, 2560, 64, 1], 0), 2, 3, 2).expect("contiguous");
+        assert!(batched);
+        assert_eq!((map.shape.as_slice().to_vec(), map.strides.clone()), (vec![6, 40, 64], vec![2560, 64, 1]));
+        // The same matrix seen M-major ([K, M] rows of M).
+        let (map, _) = tma_layout(&layout(&[40, 64], &[1, 40], 0), 1, 0, 2).expect("transposed");
+        assert_eq!((map.shape.as_slice().to_vec(), map.strides.clone()), (vec![64, 40], vec![40, 1]));
+        // Every batch dimension broadcast: one matrix, no batch dimension.
+        let (map, batched) = tma_layout(&layout(&[4, 40, 64], &[0, 64, 1], 0), 1, 2, 2).expect("broadcast");
+        assert!(!batched);
+        assert_eq!(map.shape.as_slice().to_vec(), vec![40, 64]);
+        // Refused: an offset, a broadcast beside a stepped batch dimension, batch strides that
+        // don't collapse, rows not a multiple of 16 bytes, a non-contiguous inner dimension, an
+        // empty dimension.
+        assert!(tma_layout(&layout(&[40, 64], &[64, 1], 64), 0, 1, 2).is_none());
+        assert!(tma_layout(&layout(&[2, 3, 40, 64], &[2560, 0, 64, 1], 0), 2, 3, 2).is_none());
+        assert!(tma_layout(&layout(&[2, 3, 40, 64], &[2560, 7680, 64, 1], 0), 2, 3, 2).is_none());
+        assert!(tma_layout(&layout(&[40, 60], &[60, 1], 0), 0, 1, 2).is_none());
+        assert!(tma_layout(&layout(&[40, 64], &[128, 2], 0), 0, 1, 2).is_none());
+        assert!(tma_layout(&layout(&[0, 64], &[64, 1], 0), 0, 1, 2).is_none());
+    }
+}
