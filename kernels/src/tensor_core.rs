@@ -7,6 +7,8 @@
 //! ([`CHUNK`] elements of f16 / bf16, [`CHUNK_F32`] of f32) along their contiguous dimension,
 //! by asynchronous copies ([`copy_tile`](fn@copy_tile)); a row's chunks are permuted ([`swizzle`](fn@swizzle)) so that
 //! the reads of `ldmatrix` or of TF32 fragments, and a plane's copies, fall in distinct banks.
+//! On Hopper the f16 / bf16 product's operands are staged by TMA instead, in boxes of 128-byte
+//! rows that the hardware swizzles ([`boxed_chunk`](fn@boxed_chunk)).
 //! `ldmatrix` hands each unit its fragment registers ([`fragment_chunk`](fn@fragment_chunk) says which chunk a
 //! lane points it at), and the m16n8 f32 accumulators live in registers
 //! ([`zero_accumulators`](fn@zero_accumulators)). Register layouts follow PTX's (lane = 4g + t): an m16n8 f32
