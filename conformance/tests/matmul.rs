@@ -137,7 +137,7 @@ fn float_matmul_matches_ndarray() {
         use ex_cubecl::launch::matmul::CmmaTiling;
         use ex_cubecl::launch::matmul_mma::{MMA_TILING_SMALL, MMA_TILING_TF32};
         let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
-        mma_layout_cases(&mut suite, &mut rng, DType::F32, &[MMA_TILING_SMALL, MMA_TILING_TF32, wide], seed);
+        mma_layout_cases(&mut suite, &mut rng, DType::F32, &[MMA_TILING_SMALL, MMA_TILING_TF32, wide], &mma_shapes(), &MMA_LAYOUTS, seed);
     }
     // In large products, f32 operands that the TF32 kernel would read element by element
     // (lhs M-major, rhs N-major) are copied K-major first (2^31 multiply-adds and more).
@@ -248,31 +248,82 @@ fn manual_mma_layouts_match_ndarray() {
     let mut rng = Rng::new(seed);
     let wide = CmmaTiling { block_m: 128, block_n: 256, block_k: 32, warps_m: 2, warps_n: 4, stages: 4 };
     for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
-        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING_SMALL, MMA_TILING, wide], seed);
+        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING_SMALL, MMA_TILING, wide], &mma_shapes(), &MMA_LAYOUTS, seed);
     }
     suite.finish();
 }
 
-/// The manual-MMA kernel (where the device has it; elsewhere the WMMA or tiled kernel runs)
-/// in each of the four operand layouts (lhs contiguous along K or M, rhs along N or K), with
-/// each tiling, on shapes with partial tiles, K slices beyond the stages with a partial last
-/// one, a broadcast batch and a single K chunk.
-fn mma_layout_cases(suite: &mut Suite, rng: &mut Rng, dtype: DType, tilings: &[ex_cubecl::launch::matmul::CmmaTiling], seed: u64) {
-    use ex_cubecl::launch::matmul::{TensorCoreKernel, matmul_with};
-    let shapes: [(Vec<usize>, Vec<usize>); 3] = [
+#[test]
+fn tma_tilings_match_ndarray() {
+    use ex_cubecl::launch::matmul::CmmaTiling;
+    use ex_cubecl::launch::matmul_mma::MMA_TILING;
+    // Where the device has TMA (CUDA on Hopper and later), f16 and bf16 products on tilings
+    // with K slices of 64 and tiles of 64 to 256 run the TMA kernel (matmul::tma) when their
+    // operands start at their buffers' start: here K runs past the stages (the ring refills),
+    // tiles and the last K slice are partial (zero fill), one case has two batch dimensions
+    // to collapse, one a broadcast rhs (a map without batch). Elsewhere the same products run
+    // the manual-MMA, WMMA or tiled kernel.
+    let mut suite = Suite::new("matmul tma");
+    let seed = 43;
+    let mut rng = Rng::new(seed);
+    let t = |block_m, block_n, warps_m, warps_n, stages| CmmaTiling { block_m, block_n, block_k: 64, warps_m, warps_n, stages };
+    let shapes = [
+        (vec![136, 520], vec![520, 136]),
+        (vec![2, 2, 40, 200], vec![2, 2, 200, 72]),
+        (vec![3, 72, 328], vec![1, 328, 264]),
+    ];
+    // Each case compiles a kernel of its own on CUDA (seconds each): every layout and shape
+    // on the default tiling in f16, fewer in bf16 and on the other tilings.
+    let contiguous = [(Operand::Contiguous, Operand::Contiguous)];
+    let others = [t(128, 256, 2, 4, 4), t(256, 128, 4, 2, 2), t(64, 64, 2, 2, 5)];
+    for dtype in float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
+        let layouts: &[(Operand, Operand)] = match dtype {
+            DType::F16 => &MMA_LAYOUTS,
+            _ => &[MMA_LAYOUTS[0], MMA_LAYOUTS[3]],
+        };
+        mma_layout_cases(&mut suite, &mut rng, dtype, &[MMA_TILING], &shapes, layouts, seed);
+        if dtype == DType::F16 {
+            mma_layout_cases(&mut suite, &mut rng, dtype, &others, &shapes[..1], &contiguous, seed);
+        }
+    }
+    suite.finish();
+}
+
+/// The shapes of [`mma_layout_cases`] for the manual-MMA tilings: partial tiles, K slices
+/// beyond the stages with a partial last one, a broadcast batch and a single K chunk.
+fn mma_shapes() -> [(Vec<usize>, Vec<usize>); 3] {
+    [
         (vec![72, 136], vec![136, 200]),
         (vec![2, 136, 40], vec![2, 40, 264]),
         (vec![3, 24, 8], vec![1, 8, 16]),
-    ];
-    let layouts = [
-        (Operand::Contiguous, Operand::Contiguous),
-        (Operand::Transposed, Operand::Contiguous),
-        (Operand::Contiguous, Operand::Transposed),
-        (Operand::Transposed, Operand::Transposed),
-    ];
+    ]
+}
+
+/// The four operand layouts of the manual-MMA kernel: lhs contiguous along K or M, rhs along
+/// N or K.
+const MMA_LAYOUTS: [(Operand, Operand); 4] = [
+    (Operand::Contiguous, Operand::Contiguous),
+    (Operand::Transposed, Operand::Contiguous),
+    (Operand::Contiguous, Operand::Transposed),
+    (Operand::Transposed, Operand::Transposed),
+];
+
+/// The manual-MMA kernel (where the device has it; elsewhere the WMMA or tiled kernel runs)
+/// in each of `layouts` (see [`MMA_LAYOUTS`]), with each tiling, on each `(lhs, rhs)` shape
+/// pair.
+fn mma_layout_cases(
+    suite: &mut Suite,
+    rng: &mut Rng,
+    dtype: DType,
+    tilings: &[ex_cubecl::launch::matmul::CmmaTiling],
+    shapes: &[(Vec<usize>, Vec<usize>)],
+    layouts: &[(Operand, Operand)],
+    seed: u64,
+) {
+    use ex_cubecl::launch::matmul::{TensorCoreKernel, matmul_with};
     for &tiling in tilings {
-        for (ls, rs) in &shapes {
-            for (lv, rv) in layouts {
+        for (ls, rs) in shapes {
+            for &(lv, rv) in layouts {
                 let a = float_data(rng, &upload_shape(ls, lv), dtype, -1.0, 1.0);
                 let b = float_data(rng, &upload_shape(rs, rv), dtype, -1.0, 1.0);
                 let ours = catch(|| {

@@ -7,6 +7,8 @@
 //! ([`CHUNK`] elements of f16 / bf16, [`CHUNK_F32`] of f32) along their contiguous dimension,
 //! by asynchronous copies ([`copy_tile`](fn@copy_tile)); a row's chunks are permuted ([`swizzle`](fn@swizzle)) so that
 //! the reads of `ldmatrix` or of TF32 fragments, and a plane's copies, fall in distinct banks.
+//! On Hopper the f16 / bf16 product's operands are staged by TMA instead, in boxes of 128-byte
+//! rows that the hardware swizzles ([`boxed_chunk`](fn@boxed_chunk)).
 //! `ldmatrix` hands each unit its fragment registers ([`fragment_chunk`](fn@fragment_chunk) says which chunk a
 //! lane points it at), and the m16n8 f32 accumulators live in registers
 //! ([`zero_accumulators`](fn@zero_accumulators)). Register layouts follow PTX's (lane = 4g + t): an m16n8 f32
@@ -168,4 +170,37 @@ pub fn fragment_chunk(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_
         chunk += q % 2;
     }
     row * cpr + swizzle(row, chunk, cpr, Swizzle::Ldmatrix)
+}
+
+/// Elements of f16 / bf16 along one row of a TMA box: 128 bytes, the span of the hardware's
+/// 128-byte swizzle.
+pub const BOX_INNER: usize = 64;
+
+/// Where chunk `chunk` of row `row` lies in a slice staged by TMA ([`crate::matmul::tma`]):
+/// the slice is cut along its contiguous dimension into boxes of [`BOX_INNER`] elements (8
+/// chunks), each box `rows` rows of 128 bytes one after the other, and within a row the
+/// hardware's 128-byte swizzle XORs the chunk with the row's position among 8 (the boxes
+/// start on 1024-byte boundaries). With one box per row (`cpr` = 8) this is
+/// [`swizzle`](fn@swizzle)'s `Ldmatrix` layout, and as there the eight rows one `ldmatrix` reads at the
+/// same chunk fall in distinct banks.
+#[cube]
+pub fn boxed_chunk(row: usize, chunk: usize, #[comptime] rows: usize) -> usize {
+    (chunk / 8) * comptime!(rows * 8) + row * 8 + ((chunk % 8) ^ (row % 8))
+}
+
+/// [`fragment_chunk`](fn@fragment_chunk) for a slice staged by TMA in boxes of `rows` rows
+/// ([`boxed_chunk`](fn@boxed_chunk)).
+#[cube]
+pub fn fragment_chunk_boxed(row0: usize, chunk0: usize, lane: usize, #[comptime] rows_first: bool, #[comptime] rows: usize) -> usize {
+    let q = lane / 8;
+    let mut row = row0 + lane % 8;
+    let mut chunk = chunk0;
+    if rows_first {
+        row += (q % 2) * 8;
+        chunk += q / 2;
+    } else {
+        row += (q / 2) * 8;
+        chunk += q % 2;
+    }
+    boxed_chunk(row, chunk, rows)
 }

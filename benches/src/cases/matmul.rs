@@ -69,6 +69,10 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
             t(128, 256, 64, 2, 4, 3),
             t(256, 128, 32, 4, 2, 4),
             t(64, 64, 32, 2, 2, 4),
+            // K slices of 64 on tiles of 64 to 256: the TMA kernel where the device has TMA.
+            t(128, 128, 64, 2, 2, 4),
+            t(128, 256, 64, 2, 4, 4),
+            t(256, 128, 64, 4, 2, 4),
         ];
         for tiling in half {
             for dtype in [DType::F16, DType::BF16] {

@@ -23,7 +23,7 @@ use cubecl::prelude::*;
 
 use super::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
 use super::tile_pos;
-use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, swizzle};
+use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, fragment_chunk_boxed, swizzle};
 
 /// The comptime shape of a [`matmul_mma`](fn@matmul_mma) launch.
 #[derive(CubeType, Clone, Copy, Debug, Hash, PartialEq, Eq)]
@@ -203,7 +203,10 @@ impl<T: Float, NV: Size> StageSlices<T, NV> for MatrixSlices {
 /// Multiplies one staged K slice into the plane's accumulators (`acc[i * frags_n + j]` is the
 /// fragment at rows `16i`, columns `8j` of the plane's part). A fragments (16 × 16) come from
 /// one `ldmatrix.x4` each; B fragments in pairs (16 × 16) from one `ldmatrix.x4`, transposed
-/// where the slice is N-major (`rhs`) or M-major (`lhs`).
+/// where the slice is N-major (`rhs`) or M-major (`lhs`). The slices lie as
+/// [`copy_tile`](fn@copy_tile) stages them, or in TMA's boxes (`boxed`, see
+/// [`boxed_chunk`](fn@crate::tensor_core::boxed_chunk); `block_k` is then
+/// [`BOX_INNER`](crate::tensor_core::BOX_INNER)).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 pub fn multiply_slice<T: Float, NV: Size>(
@@ -217,6 +220,7 @@ pub fn multiply_slice<T: Float, NV: Size>(
     warp_col: usize,
     lane: usize,
     #[comptime] tile: MmaTile,
+    #[comptime] boxed: bool,
 ) {
     let frags_m = comptime!(tile.block_m / tile.warps_m / 16);
     let frags_n = comptime!(tile.block_n / tile.warps_n / 8);
@@ -228,7 +232,14 @@ pub fn multiply_slice<T: Float, NV: Size>(
         #[unroll]
         for i in 0..frags_m {
             let rows = warp_row + i * 16;
-            let at = if tile.lhs_k_major {
+            let at = if boxed {
+                // Boxes of `rows` rows: block_m / block_n rows K-major, block_k rows else.
+                if tile.lhs_k_major {
+                    fragment_chunk_boxed(rows, ks * 2, lane, true, tile.block_m)
+                } else {
+                    fragment_chunk_boxed(ks * 16, rows / CHUNK, lane, false, tile.block_k)
+                }
+            } else if tile.lhs_k_major {
                 fragment_chunk(rows, ks * 2, lane, true, a_cpr)
             } else {
                 fragment_chunk(ks * 16, rows / CHUNK, lane, false, a_cpr)
@@ -244,7 +255,13 @@ pub fn multiply_slice<T: Float, NV: Size>(
         #[unroll]
         for jj in 0..frags_n / 2 {
             let cols = warp_col + jj * 16;
-            let at = if tile.rhs_k_major {
+            let at = if boxed {
+                if tile.rhs_k_major {
+                    fragment_chunk_boxed(cols, ks * 2, lane, false, tile.block_n)
+                } else {
+                    fragment_chunk_boxed(ks * 16, cols / CHUNK, lane, true, tile.block_k)
+                }
+            } else if tile.rhs_k_major {
                 fragment_chunk(cols, ks * 2, lane, false, b_cpr)
             } else {
                 fragment_chunk(ks * 16, cols / CHUNK, lane, true, b_cpr)
@@ -373,7 +390,7 @@ pub fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
 /// past `m` and `n`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn write_accumulators<T: Float, F: Float, NO: Size>(
+pub(crate) fn write_accumulators<T: Float, F: Float, NO: Size>(
     def: &cmma::MmaDefinition<F, F, f32>,
     output: &mut Tensor<Vector<T, NO>>,
     acc: &Sequence<Array<Vector<f32, Pair>>>,

@@ -8,6 +8,8 @@
 //!   (`mma.sync`; `ldmatrix` for f16 / bf16), operands read in 16-byte chunks along whichever
 //!   dimension is contiguous, swizzled shared memory, a multi-stage asynchronous-copy pipeline
 //!   ([`pipeline`], shared with the convolutions on the same instructions).
+//! - [`tma`]: the same f16 / bf16 product on Hopper, its operands loaded by the Tensor Memory
+//!   Accelerator into hardware-swizzled shared memory, one unit feeding a ring of stages.
 //!
 //! Shared conventions: `lhs` is a view `[batch.., M, K]` and `rhs` a view `[batch.., K, N]`,
 //! both with the output's batch shape (stride 0 on broadcast batch dimensions) and any
@@ -20,6 +22,7 @@ pub mod cmma;
 pub mod mma;
 pub mod pipeline;
 pub mod tiled;
+pub mod tma;
 
 use cubecl::prelude::*;
 

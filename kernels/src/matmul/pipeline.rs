@@ -96,7 +96,7 @@ pub fn multiply_staged<T: Float, F: Float, NV: Size, S: StageSlices<T, NV>>(
                 } else {
                     let half = cmma::MmaDefinition::<T, T, f32>::new(16usize, 8usize, 16usize);
                     multiply_slice::<T, NV>(
-                        &half, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile,
+                        &half, &smem_a, &smem_b, &mut acc, s * stage_a, s * stage_b, warp_row, warp_col, lane, tile, false,
                     );
                 }
             }
