@@ -5,7 +5,8 @@
 #     EX_CUBECL_PROFILE=release MIX_ENV=prod mix run bench/overhead.exs
 #
 # The Rust column is the benchmark crate's row on the same device (bench --filter "tiny add":
-# a 16-element add + sync). Medians; every timed call ends in a device sync, so queued work
+# a 16-element add + sync). The defn rows run the add compiled by ExBurn.Defn.Compiler on
+# the normal and on a dirty scheduler. Medians; every timed call ends in a device sync, so queued work
 # is counted. BinaryBackend's dot runs once (it takes tens of seconds).
 defmodule Bench do
   def median(fun, iters) do
@@ -28,6 +29,17 @@ IO.puts("  Nx.add alone (queued, no sync): #{Bench.median(launch, 2000)} us")
 IO.puts("  sync alone, idle device: #{Bench.median(sync, 2000)} us")
 mul = fn -> Nx.multiply(x, 2.0) |> tap(fn _ -> sync.() end) end
 IO.puts("Nx.multiply by a scalar 16 f32 + sync: #{Bench.median(mul, 2000)} us")
+
+# The same add compiled by ExBurn.Defn.Compiler: a run well under a millisecond goes through
+# the NIF on the caller's normal scheduler (issue 52, item 5); `:normal_scheduler_us` 0 sends
+# every run to a dirty scheduler, as before.
+jitted = Nx.Defn.jit(&Nx.add/2, compiler: ExBurn.Defn.Compiler)
+for {label, us} <- [{"normal scheduler", 250}, {"dirty scheduler", 0}] do
+  Application.put_env(:ex_burn, :normal_scheduler_us, us)
+  run = fn -> jitted.(x, x) |> tap(fn _ -> sync.() end) end
+  IO.puts("defn add 16 f32 + sync (#{label}): #{Bench.median(run, 2000)} us")
+end
+Application.delete_env(:ex_burn, :normal_scheduler_us)
 
 n = 1024
 a = Nx.iota({n, n}, type: :f32) |> Nx.divide(n * n)

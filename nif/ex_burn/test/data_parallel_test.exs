@@ -49,6 +49,20 @@ defmodule ExBurn.DataParallelTest do
     |> Enum.max()
   end
 
+  test "Nx.backend_copy between the two devices: values, type and the target device; the source unchanged" do
+    t = Nx.tensor([[1.5, -2.0], [0.25, 8.0]], type: :f32, backend: {ExBurn.Backend, device: "wgpu"})
+    c = Nx.backend_copy(t, {ExBurn.Backend, device: "wgpu:cpu"})
+    assert %ExBurn.Backend{device: "wgpu:cpu"} = c.data
+    assert c.data.ref != t.data.ref
+    assert Nx.to_list(c) == Nx.to_list(t)
+    assert Nx.to_list(Nx.add(c, 1)) == [[2.5, -1.0], [1.25, 9.0]]
+    back = Nx.backend_transfer(c, {ExBurn.Backend, device: "wgpu"})
+    assert %ExBurn.Backend{device: "wgpu"} = back.data
+    assert Nx.to_list(back) == Nx.to_list(t)
+    ints = Nx.backend_copy(Nx.tensor([1, -2, 3], backend: {ExBurn.Backend, device: "wgpu"}), {ExBurn.Backend, device: "wgpu:cpu"})
+    assert {Nx.type(ints), Nx.to_list(ints)} == {{:s, 32}, [1, -2, 3]}
+  end
+
   test "4 steps on 2 devices with shards of 4 equal 4 steps on one device with batches of 8" do
     opts = [epochs: 2, batch_size: 8, shuffle: false, verbose: false]
     parent = self()

@@ -812,6 +812,35 @@ defmodule ExCubecl do
   @spec all_reduce!([Buffer.t()], :sum | :mean) :: [Buffer.t()]
   def all_reduce!(buffers, op \\ :sum), do: bang(all_reduce(buffers, op))
 
+  @doc """
+  The buffer on `device` (a device spec, as `devices/0` lists them): a new buffer on that
+  device with the same values, or the buffer itself when it is already there. Between two
+  CUDA devices the bytes go device to device (NCCL's peer copy, where NCCL is installed)
+  without waiting for the work that computes them; elsewhere through the host.
+
+      iex> b = ExCubecl.buffer!([1.5, 2.5], [2], :f32)
+      iex> {:ok, c} = ExCubecl.to_device(b, b.device)
+      iex> ExCubecl.to_list(c)
+      {:ok, [1.5, 2.5]}
+  """
+  @spec to_device(Buffer.t(), String.t()) :: result(Buffer.t())
+  def to_device(%Buffer{ref: ref, device: device} = buffer, device) when is_reference(ref), do: {:ok, buffer}
+
+  def to_device(%Buffer{ref: ref}, device) when is_reference(ref) and is_binary(device) do
+    with {:ok, out} <- Native.to_device(ref, device) do
+      wrap(out)
+    else
+      error -> error(error)
+    end
+  end
+
+  def to_device(%Buffer{}, device), do: {:error, Error.new("to_device", "the device must be a device spec string", inspect(device))}
+  def to_device(other, _device), do: not_a_buffer("to_device", other)
+
+  @doc "As `to_device/2`, raising `ExCubecl.Error`."
+  @spec to_device!(Buffer.t(), String.t()) :: Buffer.t()
+  def to_device!(buffer, device), do: bang(to_device(buffer, device))
+
   # ---------------------------------------------------------------------------------------
   # Helpers
 

@@ -117,10 +117,19 @@ defmodule ExBurn.Backend do
 
     if dev == t.data.device,
       do: nx(:copy, t, [t]),
-      else: from_binary(t, to_binary(t, Nx.size(t)), opts)
+      else: to_device(t, dev)
   end
 
   def backend_copy(%T{} = t, backend, opts), do: backend.from_binary(t, to_binary(t, Nx.size(t)), opts)
+
+  # Another device's copy: device to device where the runtime copies between its devices
+  # (CUDA with NCCL), queued behind the work computing `t` rather than waiting for it.
+  defp to_device(%T{data: %__MODULE__{ref: ref}} = t, dev) do
+    case Native.to_device(ref, dev) do
+      {:ok, out} -> %{t | data: %__MODULE__{ref: out, device: dev}}
+      {:error, e} -> raise ExBurn.Error.from("Nx.backend_copy", e)
+    end
+  end
 
   @impl true
   def backend_transfer(%T{} = t, backend, opts) do

@@ -57,6 +57,12 @@ defmodule ExCubecl.Native do
   @doc "`{:ok, binary}`: the tensor's bytes, after the device has computed them."
   def read(_tensor), do: err()
 
+  @doc """
+  `{:ok, tensor}`: the tensor on `device` (itself when it is there), device to device where
+  the runtime copies between its devices; `ExCubecl.to_device/2`.
+  """
+  def to_device(_tensor, _device), do: err()
+
   @doc "`{:ok, shape}`: the tensor's shape as a list."
   def shape(_tensor), do: err()
 

@@ -51,4 +51,32 @@ defmodule ExCubecl.CollectiveTest do
     assert {:error, %ExCubecl.Error{op: "all_reduce"}} = ExCubecl.all_reduce([], :sum)
     assert {:error, %ExCubecl.Error{op: "all_reduce"}} = ExCubecl.all_reduce(:nope, :sum)
   end
+
+  test "to_device copies a buffer to another device, values, dtype and shape kept" do
+    for {values, dtype} <- [{[1.5, -2.0, 3.25], :f32}, {[7, -8, 9], :s32}, {[true, false, true], :bool}, {[1.0, 2.5, -4.0], :bf16}],
+        dtype in ExCubecl.supported_dtypes() do
+      [a, _] = on_devices([values, values], dtype)
+      b = ExCubecl.to_device!(a, "wgpu:cpu")
+      assert b.device == "wgpu:cpu" and b.dtype == dtype and b.shape == [3]
+      assert ExCubecl.to_list!(b) == values, "#{dtype}"
+      # the copy is its own buffer: freeing the source leaves it
+      {:ok, true} = ExCubecl.free(a)
+      assert ExCubecl.to_list!(b) == values
+      back = ExCubecl.to_device!(b, "wgpu")
+      assert back.device == "wgpu" and ExCubecl.to_list!(back) == values
+    end
+
+    [c, _] = on_devices([[1.0], [2.0]], :f32)
+    assert {:ok, ^c} = ExCubecl.to_device(c, c.device)
+  end
+
+  test "to_device with bad input is an error naming to_device" do
+    [c, _] = on_devices([[1.0], [2.0]], :f32)
+    assert {:error, %ExCubecl.Error{op: "to_device"}} = ExCubecl.to_device(c, "nope:7")
+    assert {:error, %ExCubecl.Error{op: "to_device"}} = ExCubecl.to_device(c, :wgpu)
+    assert {:error, %ExCubecl.Error{op: "to_device"}} = ExCubecl.to_device(:nope, "wgpu")
+    {:ok, true} = ExCubecl.free(c)
+    assert {:error, %ExCubecl.Error{op: "to_device"}} = ExCubecl.to_device(c, "wgpu:cpu")
+    assert_raise ExCubecl.Error, fn -> ExCubecl.to_device!(c, "wgpu:cpu") end
+  end
 end

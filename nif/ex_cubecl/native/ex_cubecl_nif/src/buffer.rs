@@ -102,3 +102,36 @@ fn read_on<B: Backend>(p: Prim<B>) -> Result<TensorData, String> {
     };
     future.map_err(|e| format!("{e:?}"))
 }
+
+/// `prim` on `device`: the tensor itself where it already is; between two devices of one
+/// runtime Burn's `to_device` (device to device on CUDA with NCCL, through the host
+/// elsewhere), queued behind the source's work without waiting for it where the runtime copies
+/// device to device; between runtimes through the host. A tracked tensor stays on the tape.
+pub fn to_device(op: &str, prim: AnyPrim, device: &Dev) -> NifResult<AnyPrim> {
+    if &prim.device() == device {
+        return Ok(prim);
+    }
+    match (prim, device) {
+        (AnyPrim::Wgpu(p), Dev::Wgpu(d)) => Ok(AnyPrim::Wgpu(to_device_on::<crate::tensor::AdWgpu>(op, p, d)?)),
+        #[cfg(feature = "cuda")]
+        (AnyPrim::Cuda(p), Dev::Cuda(d)) => Ok(AnyPrim::Cuda(to_device_on::<crate::tensor::AdCuda>(op, p, d)?)),
+        #[allow(unreachable_patterns)]
+        (prim, device) => {
+            let (dims, dtype) = (prim.shape().to_vec(), prim.dtype());
+            upload(op, read(op, prim)?, dims, dtype, device)
+        }
+    }
+}
+
+fn to_device_on<B: Backend>(op: &str, p: Prim<B>, device: &B::Device) -> NifResult<Prim<B>> {
+    let dtype = p.dtype();
+    if !B::supports_dtype(device, dtype) {
+        return Err(NifError::new(op, format!("the device does not support dtype {}", name(dtype)), format!("{device:?}")));
+    }
+    Ok(match p {
+        Prim::Float(t) => Prim::Float(B::float_to_device(t, device)),
+        Prim::Int(t) => Prim::Int(B::int_to_device(t, device)),
+        Prim::Bool(t) => Prim::Bool(B::bool_to_device(t, device)),
+        Prim::Quant(t) => Prim::Quant(B::q_to_device(t, device)),
+    })
+}

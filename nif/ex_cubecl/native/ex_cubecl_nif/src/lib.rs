@@ -74,6 +74,17 @@ fn read<'a>(env: Env<'a>, tensor: TensorRef) -> NifResult<Binary<'a>> {
     Ok(out.into())
 }
 
+/// The tensor on `device` (itself when it is there): device to device where the runtime
+/// copies between its devices (CUDA with NCCL), without waiting for the source's work.
+#[rustler::nif(schedule = "DirtyIo")]
+fn to_device(tensor: TensorRef, device: String) -> NifResult<TensorRef> {
+    let op = "to_device";
+    guard(op, || {
+        let device = Dev::parse(op, &device)?;
+        Ok(wrap(buffer::to_device(op, tensor.get(op)?, &device)?))
+    })
+}
+
 #[rustler::nif]
 fn shape(tensor: TensorRef) -> NifResult<Vec<usize>> {
     guard("shape", || Ok(tensor.get("shape")?.shape().to_vec()))
