@@ -106,10 +106,10 @@ def main():
         out.append("| - | - | - | - | - | - | - | - | - | - | - |")
     out.append("")
     out.append(
-        "Ours: one thread per GPU, each replica's gradients all-reduced (mean, NCCL) during its "
-        "backward pass in 25 MiB buckets as they complete (`ex_cubecl::distributed::"
-        "start_gradient_sync` behind Burn's gradient-sync hooks; after the backward pass where a "
-        "note says `--grad-sync after`), then SGD; PyTorch: DDP (its bucketed all-reduce overlaps "
+        "Ours: one thread per GPU, each replica's gradients all-reduced (mean, NCCL) after its "
+        "backward pass (during it, in 25 MiB buckets, where a note says `--grad-sync overlap`: "
+        "`ex_cubecl::distributed::start_gradient_sync`, host-staged only for now), then SGD; "
+        "PyTorch: DDP (its bucketed all-reduce overlaps "
         "the backward pass), autocast bf16 for ResNet-50. One device: no all-reduce on either "
         "side. Every step ends in a device sync on both."
     )

@@ -7,11 +7,12 @@
 //! cross-entropy, backward with the gradients averaged across the devices, and the same SGD
 //! update on every replica; each step ends with a device sync, as the `bench` rows do. On one
 //! device there is no all-reduce. Two ways to average ([`GradSync`]):
-//! - [`GradSync::Overlap`] (the default), as PyTorch's DDP: the parameters are marked
+//! - [`GradSync::Overlap`], as PyTorch's DDP (host-staged all-reduces only for now: over
+//!   NCCL it hung, see `start_gradient_sync`): the parameters are marked
 //!   distributed (`ex_cubecl::distributed::mark_distributed`) and `backward` all-reduces the
 //!   gradients in buckets as soon as every device has completed them, on the communication
 //!   stream while the backward pass goes on (`ex_cubecl::distributed::start_gradient_sync`);
-//! - [`GradSync::AfterBackward`]: the all-reduce (mean) of every gradient after the backward
+//! - [`GradSync::AfterBackward`] (the `scale` binary's default): the all-reduce (mean) of every gradient after the backward
 //!   pass, through `DistributedBackend::all_reduce`, then one `sync_collective`.
 //!
 //! Both use NCCL on CUDA and the host-staged all-reduce on wgpu. With several devices, device

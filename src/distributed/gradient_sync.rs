@@ -96,8 +96,14 @@ pub struct GradientSyncStats {
 /// their gradients reduced during `backward` on each of these devices. A group of one device
 /// reduces nothing.
 ///
+/// Not over NCCL yet: its first run on two H200s (2026-11-28) hung in the first step of two
+/// devices, for the MLP and ResNet-50 alike, where the same steps with the all-reduce after the
+/// backward pass ran; until that is understood, a group whose all-reduces would be NCCL's is
+/// refused. Devices without NCCL (wgpu, or CUDA without the library) reduce host-staged.
+///
 /// # Panics
-/// When `devices` is empty or names a device twice.
+/// When `devices` is empty or names a device twice, or when the runtime's all-reduces are
+/// NCCL's.
 pub fn start_gradient_sync<R: Runtime>(devices: &[R::Device], config: GradientSyncConfig)
 where
     R::Device: DeviceOps,
@@ -105,6 +111,13 @@ where
     let ids: Vec<DeviceId> = devices.iter().map(DeviceOps::id).collect();
     if ids.is_empty() {
         panic!("ex_cubecl: start_gradient_sync: no devices");
+    }
+    if ids.len() > 1 && crate::runtime::peer_to_peer::<R>() {
+        panic!(
+            "ex_cubecl: start_gradient_sync: the gradient sync overlapped with backward is not available over NCCL \
+             yet (it hung on two H200s, issue 51); all-reduce the gradients after the backward pass \
+             (DistributedBackend::all_reduce, then sync_collective) on {devices:?}"
+        );
     }
     for (i, id) in ids.iter().enumerate() {
         if ids[..i].contains(id) {
