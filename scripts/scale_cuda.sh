@@ -6,7 +6,8 @@
 # writes OUT_DIR/SCALE.md.
 #   scale          all-reduce bus bandwidth and weak scaling on 1..N GPUs of one process
 #   process_group  the NCCL check across processes (scripts/launch_distributed.sh)
-# CARGO_TARGET_DIR defaults to the project's cache, as in bench_cuda.sh.
+# CARGO_TARGET_DIR defaults to the project's cache, as in bench_cuda.sh. EX_CUBECL_SYMBOLS=1
+# keeps the symbols (for gdb's stacks in scripts/scale_hang.sh; 18 MB instead of 4 packed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/ex_cubecl/target}"
@@ -16,7 +17,7 @@ stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
 for bin in scale process_group; do
     cp "$CARGO_TARGET_DIR/release/$bin" "$stage/$bin"
-    strip "$stage/$bin"
+    [ -n "${EX_CUBECL_SYMBOLS:-}" ] || strip "$stage/$bin"
 done
 git rev-parse --short HEAD > "$stage/COMMIT"
 mkdir -p .bin

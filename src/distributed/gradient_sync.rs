@@ -99,7 +99,8 @@ pub struct GradientSyncStats {
 /// Not over NCCL yet: its first run on two H200s (2026-11-28) hung in the first step of two
 /// devices, for the MLP and ResNet-50 alike, where the same steps with the all-reduce after the
 /// backward pass ran; until that is understood, a group whose all-reduces would be NCCL's is
-/// refused. Devices without NCCL (wgpu, or CUDA without the library) reduce host-staged.
+/// refused (`EX_CUBECL_ALLOW_NCCL_OVERLAP=1` lets it through, for `scripts/scale_hang.sh`'s
+/// diagnosis). Devices without NCCL (wgpu, or CUDA without the library) reduce host-staged.
 ///
 /// # Panics
 /// When `devices` is empty or names a device twice, or when the runtime's all-reduces are
@@ -112,7 +113,8 @@ where
     if ids.is_empty() {
         panic!("ex_cubecl: start_gradient_sync: no devices");
     }
-    if ids.len() > 1 && crate::runtime::peer_to_peer::<R>() {
+    let allowed = std::env::var("EX_CUBECL_ALLOW_NCCL_OVERLAP").is_ok_and(|v| v == "1");
+    if ids.len() > 1 && crate::runtime::peer_to_peer::<R>() && !allowed {
         panic!(
             "ex_cubecl: start_gradient_sync: the gradient sync overlapped with backward is not available over NCCL \
              yet (it hung on two H200s, issue 51); all-reduce the gradients after the backward pass \
