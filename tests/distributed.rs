@@ -178,6 +178,46 @@ fn mse<B: Backend>(model: &Mlp<B>, x: Tensor<B, 2>, y: Tensor<B, 2>) -> Tensor<B
     (model.forward(x) - y).powi_scalar(2).mean()
 }
 
+/// The single-device reference of the data-parallel tests: an MLP seeded with `seed` on
+/// `device`, a probe batch (batch `probe_step`), and the probe's outputs before and after
+/// `STEPS` SGD steps of whole batches.
+struct Reference<B: AutodiffBackend> {
+    initial: Mlp<B>,
+    probe: Tensor<B::InnerBackend, 2>,
+    before: Vec<f32>,
+    expected: Vec<f32>,
+}
+
+fn reference<B: AutodiffBackend>(device: &B::Device, seed: u64, probe_step: usize) -> Reference<B> {
+    B::seed(device, seed);
+    let initial = Mlp::<B>::new(device);
+    let probe = batch::<B>(probe_step, 0..BATCH, device).0.inner();
+    // burn-nn initialises parameters lazily: this makes them once, before the replicas copy them.
+    let before = host(initial.valid().forward(probe.clone()));
+    let mut model = initial.clone();
+    let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
+    for step in 0..STEPS {
+        let (x, y) = batch::<B>(step, 0..BATCH, device);
+        let grads = GradientsParams::from_grads(mse(&model, x, y).backward(), &model);
+        model = optim.step(LR, model, grads);
+    }
+    let expected = host(model.valid().forward(probe.clone()));
+    Reference { initial, probe, before, expected }
+}
+
+/// Every replica's probe outputs bit-identical to the others', training moved them, and they
+/// equal single-device training's within 2e-5 (f32 sums in another order).
+fn assert_matches_one_device(outputs: &[Vec<f32>], before: &[f32], expected: &[f32], what: &str) {
+    for (k, out) in outputs.iter().enumerate() {
+        assert_eq!(out, &outputs[0], "{what}: replica {k} differs from replica 0");
+    }
+    let moved = before.iter().zip(expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+    assert!(moved > 1e-3, "{what}: training moved the outputs by only {moved}");
+    for (i, (got, want)) in outputs[0].iter().zip(expected).enumerate() {
+        assert!((got - want).abs() <= 2e-5 * (1.0 + want.abs()), "{what}: output {i} is {got}, one device gives {want}");
+    }
+}
+
 /// `STEPS` SGD steps of batch `BATCH` on one device against the same steps on `n` devices,
 /// each with `BATCH / n` rows and the gradients averaged by [`all_reduce_gradients`]: every
 /// replica ends bit-identical to the others, and equal to the single-device model within
@@ -188,20 +228,7 @@ where
 {
     let devices = wgpu_devices(n);
     let reference_device = devices[0].clone();
-    B::seed(&reference_device, 11);
-    let initial = Mlp::<B>::new(&reference_device);
-    let probe = batch::<B>(99, 0..BATCH, &reference_device).0;
-    // burn-nn initialises parameters lazily: this makes them once, before the replicas copy them.
-    let before = host(initial.valid().forward(probe.clone().inner()));
-
-    let mut model = initial.clone();
-    let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
-    for step in 0..STEPS {
-        let (x, y) = batch::<B>(step, 0..BATCH, &reference_device);
-        let grads = GradientsParams::from_grads(mse(&model, x, y).backward(), &model);
-        model = optim.step(LR, model, grads);
-    }
-    let expected = host(model.valid().forward(probe.clone().inner()));
+    let Reference { initial, probe, before, expected } = reference::<B>(&reference_device, 11, 99);
 
     let mut replicas: Vec<Mlp<B>> = devices.iter().map(|d| initial.clone().fork(d)).collect();
     let mut optims: Vec<_> = devices.iter().map(|_| SgdConfig::new().init::<B, Mlp<B>>()).collect();
@@ -226,16 +253,9 @@ where
     }
     let outputs: Vec<Vec<f32>> = replicas
         .iter()
-        .map(|r| host(r.valid().forward(probe.clone().inner().to_device(&r.devices()[0]))))
+        .map(|r| host(r.valid().forward(probe.clone().to_device(&r.devices()[0]))))
         .collect();
-    for (k, out) in outputs.iter().enumerate() {
-        assert_eq!(out, &outputs[0], "replica {k} differs from replica 0");
-    }
-    let moved = before.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    assert!(moved > 1e-3, "training moved the outputs by only {moved}");
-    for (i, (got, want)) in outputs[0].iter().zip(&expected).enumerate() {
-        assert!((got - want).abs() <= 2e-5 * (1.0 + want.abs()), "{n} devices: output {i} is {got}, one device gives {want}");
-    }
+    assert_matches_one_device(&outputs, &before, &expected, &format!("{n} devices"));
 }
 
 #[test]
@@ -302,20 +322,7 @@ where
 {
     let devices = wgpu_devices(n);
     let reference_device = devices[0].clone();
-    B::seed(&reference_device, 13);
-    let initial = Mlp::<B>::new(&reference_device);
-    let probe = batch::<B>(98, 0..BATCH, &reference_device).0.inner();
-    // burn-nn initialises parameters lazily: this makes them once, before the replicas copy them.
-    let before = host(initial.valid().forward(probe.clone()));
-
-    let mut model = initial.clone();
-    let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
-    for step in 0..STEPS {
-        let (x, y) = batch::<B>(step, 0..BATCH, &reference_device);
-        let grads = GradientsParams::from_grads(mse(&model, x, y).backward(), &model);
-        model = optim.step(LR, model, grads);
-    }
-    let expected = host(model.valid().forward(probe.clone()));
+    let Reference { initial, probe, before, expected } = reference::<B>(&reference_device, 13, 98);
 
     B::start_communication_server(&devices, DistributedConfig { all_reduce_op: ReduceOperation::Mean });
     let rows = BATCH / n;
@@ -341,14 +348,7 @@ where
         handles.into_iter().map(|h| h.join().expect("a replica's thread")).collect()
     });
     B::close_communication_server(&devices[0]);
-    for (k, out) in outputs.iter().enumerate() {
-        assert_eq!(out, &outputs[0], "replica {k} differs from replica 0");
-    }
-    let moved = before.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    assert!(moved > 1e-3, "training moved the outputs by only {moved}");
-    for (i, (got, want)) in outputs[0].iter().zip(&expected).enumerate() {
-        assert!((got - want).abs() <= 2e-5 * (1.0 + want.abs()), "{n} devices: output {i} is {got}, one device gives {want}");
-    }
+    assert_matches_one_device(&outputs, &before, &expected, &format!("{n} devices"));
 }
 
 #[test]
@@ -368,19 +368,7 @@ fn overlapped_sync_matches_one_device(n: usize, config: GradientSyncConfig) -> G
     type B = ExWgpuAutodiff;
     let devices = wgpu_devices(n);
     let reference_device = devices[0].clone();
-    B::seed(&reference_device, 17);
-    let initial = Mlp::<B>::new(&reference_device);
-    let probe = batch::<B>(97, 0..BATCH, &reference_device).0.inner();
-    let before = host(initial.valid().forward(probe.clone()));
-
-    let mut model = initial.clone();
-    let mut optim = SgdConfig::new().init::<B, Mlp<B>>();
-    for step in 0..STEPS {
-        let (x, y) = batch::<B>(step, 0..BATCH, &reference_device);
-        let grads = GradientsParams::from_grads(mse(&model, x, y).backward(), &model);
-        model = optim.step(LR, model, grads);
-    }
-    let expected = host(model.valid().forward(probe.clone()));
+    let Reference { initial, probe, before, expected } = reference::<B>(&reference_device, 17, 97);
 
     start_gradient_sync::<WgpuRuntime>(&devices, config.clone());
     let rows = BATCH / n;
@@ -407,14 +395,7 @@ fn overlapped_sync_matches_one_device(n: usize, config: GradientSyncConfig) -> G
         handles.into_iter().map(|h| h.join().expect("a replica's thread")).collect()
     });
     let stats = stop_gradient_sync::<WgpuRuntime>().expect("the sync was started");
-    for (k, out) in outputs.iter().enumerate() {
-        assert_eq!(out, &outputs[0], "replica {k} differs from replica 0");
-    }
-    let moved = before.iter().zip(&expected).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
-    assert!(moved > 1e-3, "training moved the outputs by only {moved}");
-    for (i, (got, want)) in outputs[0].iter().zip(&expected).enumerate() {
-        assert!((got - want).abs() <= 2e-5 * (1.0 + want.abs()), "{n} devices, {config:?}: output {i} is {got}, one device gives {want}");
-    }
+    assert_matches_one_device(&outputs, &before, &expected, &format!("{n} devices, {config:?}"));
     // Four parameters (two linear layers), each reduced once per step on every device.
     assert_eq!(stats.steps, STEPS * n, "{stats:?}");
     assert_eq!(stats.gradients, 4 * STEPS * n, "{stats:?}");
