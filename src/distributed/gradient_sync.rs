@@ -37,14 +37,14 @@
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use burn_backend::distributed::{DistributedParamId, DistributedParams, ReduceOperation};
 use burn_backend::{DType, DeviceId, DeviceOps, Shape};
 use cubecl::Runtime;
 
 use crate::launch::copy::{cat_into, copy_into, into_contiguous};
-use crate::runtime::collective::{all_reduce_one, sync_collective};
+use crate::runtime::collective::{all_reduce_one, collective_timeout, sync_collective};
 use crate::runtime::{COLLECTIVE_TIMEOUT_ENV, Layout, elem_size};
 use crate::tensor::CubeTensor;
 
@@ -258,10 +258,7 @@ where
     R::Device: DeviceOps,
 {
     let id = device.id();
-    let limit = std::env::var(COLLECTIVE_TIMEOUT_ENV)
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .map_or(Duration::from_secs(600), Duration::from_secs_f64);
+    let limit = collective_timeout();
     let start = Instant::now();
     let mut guard = groups();
     let Some(group) = group_mut::<R>(&mut guard) else { return };

@@ -151,6 +151,15 @@ fn nccl_all_reduce<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, device_ids: 
 /// (default 600): a device that never makes its all-reduce would otherwise hang the others.
 pub const COLLECTIVE_TIMEOUT_ENV: &str = "EX_CUBECL_COLLECTIVE_TIMEOUT";
 
+/// How long a device waits for the others' share of a collective: [`COLLECTIVE_TIMEOUT_ENV`]
+/// seconds, 600 where it is unset or not a number.
+pub(crate) fn collective_timeout() -> Duration {
+    std::env::var(COLLECTIVE_TIMEOUT_ENV)
+        .ok()
+        .and_then(|s| s.parse::<f64>().ok())
+        .map_or(Duration::from_secs(600), Duration::from_secs_f64)
+}
+
 /// One device's share of a round: its values, and the output it was handed (a
 /// `CubeTensor<R>`) until the round completes.
 struct Contribution {
@@ -271,10 +280,7 @@ where
     R::Device: DeviceOps,
 {
     let key = (TypeId::of::<R>(), device.id());
-    let limit = std::env::var(COLLECTIVE_TIMEOUT_ENV)
-        .ok()
-        .and_then(|s| s.parse::<f64>().ok())
-        .map_or(Duration::from_secs(600), Duration::from_secs_f64);
+    let limit = collective_timeout();
     let start = Instant::now();
     let mut guard = state();
     while guard.waiting.get(&key).is_some_and(|&n| n > 0) {
