@@ -7,7 +7,7 @@ use cubecl::prelude::{ArrayArg, ComputeClient, TensorArg};
 use cubecl::server::Handle;
 use cubecl::zspace::{Strides, Shape as ZShape};
 
-use crate::runtime::{Layout, alloc, bf16_in_u16, bound, elem_size, storage_type, take_device_failure};
+use crate::runtime::{Layout, alloc, bf16_in_u16, bound, elem_size, storage_type};
 
 /// A tensor on an ExCubecl device: a buffer handle (shared by views), a layout and a dtype.
 #[derive(Clone)]
@@ -59,7 +59,7 @@ impl<R: Runtime> CubeTensor<R> {
     /// the device's thread (see [`crate::runtime::take_device_failure`]), so that an op never
     /// builds on the results of work that did not run.
     pub fn empty(client: &ComputeClient<R>, device: &R::Device, shape: Shape, dtype: DType) -> Self {
-        if let Some(failure) = take_device_failure(device) {
+        if let Some(failure) = alloc::take_failure(client, device) {
             panic!("ex_cubecl: earlier work failed on device {device:?}: {failure}");
         }
         let handle = alloc::empty(client, "allocate", &shape, dtype);

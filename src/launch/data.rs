@@ -13,7 +13,7 @@ use crate::tensor::CubeTensor;
 /// When the data's length doesn't match its shape, or the device lacks the dtype.
 pub fn from_data<R: Runtime>(data: TensorData, device: &R::Device, dtype: DType) -> CubeTensor<R> {
     let client = DeviceContext::client::<R>(device);
-    if let Some(failure) = take_device_failure(device) {
+    if let Some(failure) = alloc::take_failure(&client, device) {
         panic!("ex_cubecl: from_data: earlier work failed on device {device:?}: {failure}");
     }
     let expected = data.num_elements() * data.dtype.size();
@@ -82,20 +82,20 @@ pub fn into_data<R: Runtime>(
     let dtype = tensor.dtype;
     let len = tensor.num_elements() * elem_size(dtype);
     // Failures of earlier work on this thread's stream (a kernel the device refused or could
-    // not compile, a binding it could not make) are kept by cubecl until a flush: report them
-    // here rather than read a buffer that the failed work never wrote.
+    // not compile, a binding it could not make) are kept by cubecl until a flush, and large
+    // allocations are confirmed at the next wait: the read flushes and confirms first
+    // (`runtime::wait::read`), and reports them rather than read a buffer that the failed work
+    // never wrote.
     let device = tensor.device.clone();
     let what = format!("ex_cubecl: into_data: reading {:?} of {dtype:?}", shape.to_vec());
     let failed = move |failure: String| ExecutionError::WithContext {
         reason: format!("{what}: earlier work failed on device {device:?}: {failure}"),
     };
-    let flushed = on_device_thread(&tensor.device, || tensor.client.flush());
     let CubeTensor { client, device, handle, .. } = tensor;
     async move {
         if let Some(reason) = refused {
             return Err(ExecutionError::WithContext { reason });
         }
-        flushed.map_err(&failed)?.map_err(|e| failed(e.to_string()))?;
         let read = on_device_thread(&device, || crate::runtime::wait::read(&client, vec![handle])).map_err(&failed)?;
         // A failure recorded by the time the read completes concerns work queued before it (and
         // says more than the channel's error of a read whose work panicked).

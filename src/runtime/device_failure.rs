@@ -7,6 +7,10 @@
 //! any device, records such panics of the compute server's thread (`DSD-…`) per device; the next [`launch`](super::launch),
 //! `into_data` or `sync` on that device takes them and fails with their message. Each failure
 //! is reported once, to whichever of those comes first.
+//!
+//! A large allocation the device could not make fails there too (cubecl's reservation panics);
+//! [`super::alloc`] names it, with the op, shape and dtype, where it is found.
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
 
@@ -17,6 +21,12 @@ static PENDING: AtomicBool = AtomicBool::new(false);
 static FAILURES: Mutex<Vec<(DeviceId, String)>> = Mutex::new(Vec::new());
 static HOOK: Once = Once::new();
 
+thread_local! {
+    /// Whether this thread's panics are expected, and handled, by the code that causes them
+    /// (see [`quietly`]).
+    static QUIET: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Installs the panic hook (once per process; the hook that was there before still runs).
 /// Every device client does this; call it first when installing a hook of your own so that
 /// this one stays in the chain.
@@ -24,6 +34,9 @@ pub fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
+            if QUIET.try_with(Cell::get).unwrap_or(false) {
+                return;
+            }
             if let Some(device) = std::thread::current().name().and_then(device_of_thread) {
                 let message = info
                     .payload()
@@ -54,10 +67,41 @@ fn device_of_thread(name: &str) -> Option<DeviceId> {
 
 /// Takes the failures recorded for `device`, joined into one message, if there are any.
 pub fn take_device_failure<D: Device>(device: &D) -> Option<String> {
+    take(device.to_id())
+}
+
+/// Whether any failure waits to be reported, on any device (one atomic load).
+pub(crate) fn any_recorded() -> bool {
+    PENDING.load(Ordering::Acquire)
+}
+
+/// Whether a failure of `device` waits to be reported.
+pub(crate) fn is_recorded<D: Device>(device: &D) -> bool {
+    if !any_recorded() {
+        return false;
+    }
+    let id = device.to_id();
+    FAILURES.lock().unwrap_or_else(|e| e.into_inner()).iter().any(|(d, _)| *d == id)
+}
+
+/// Takes the failures recorded for the device whose thread this is (none on another thread).
+pub(crate) fn take_this_devices() -> Option<String> {
+    std::thread::current().name().and_then(device_of_thread).and_then(take)
+}
+
+/// Runs `f`, a look-up that may panic on the device thread when what it looks for is missing:
+/// such a panic is neither recorded nor printed, and comes back as `Err`.
+pub(crate) fn quietly<T>(f: impl FnOnce() -> T) -> std::thread::Result<T> {
+    let before = QUIET.replace(true);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.set(before);
+    result
+}
+
+fn take(id: DeviceId) -> Option<String> {
     if !PENDING.load(Ordering::Acquire) {
         return None;
     }
-    let id = device.to_id();
     let mut failures = FAILURES.lock().unwrap_or_else(|e| e.into_inner());
     let (mine, rest): (Vec<_>, Vec<_>) = failures.drain(..).partition(|(d, _)| *d == id);
     PENDING.store(!rest.is_empty(), Ordering::Release);

@@ -8,6 +8,11 @@
 //! calling thread and 321 µs waiting on the device thread (the kernel alone: 258). Every wait
 //! of ours runs there (`ComputeClient::exclusive`, the caller's stream), so the thread goes
 //! back to spinning as soon as the device is done.
+//!
+//! Each wait also confirms, in the same call, the large allocations made on the device since
+//! its last wait ([`super::alloc`]), and a read first flushes the errors that earlier work left
+//! in the stream (a launch the device refused, a binding it could not make), so that it never
+//! returns a buffer that failed work should have written.
 use cubecl::Runtime;
 use cubecl::bytes::Bytes;
 use cubecl::future::block_on;
@@ -15,11 +20,21 @@ use cubecl::prelude::ComputeClient;
 use cubecl::server::{Handle, ServerError};
 
 /// Waits until the work queued so far on the caller's stream is done.
+///
+/// # Errors
+/// The device's, and a large allocation made since the last wait that the device could not
+/// make (naming its op, shape, dtype and size).
 pub fn sync<R: Runtime>(client: &ComputeClient<R>) -> Result<(), ServerError> {
-    client.exclusive(|| block_on(client.sync()))?
+    super::alloc::at_wait(client, || block_on(client.sync()))
 }
 
 /// The bytes of `handles`, once the work queued before the read is done.
+///
+/// # Errors
+/// As [`sync`]; and the errors of earlier work on the caller's stream.
 pub fn read<R: Runtime>(client: &ComputeClient<R>, handles: Vec<Handle>) -> Result<Vec<Bytes>, ServerError> {
-    client.exclusive(|| block_on(client.read_async(handles)))?
+    super::alloc::at_wait(client, || {
+        client.flush()?;
+        block_on(client.read_async(handles))
+    })
 }
