@@ -223,29 +223,38 @@ fn confirm_on_device<R: Runtime>(client: &ComputeClient<R>, pending: Vec<Pending
     Err(format!("{}{cause}{then}", unmade.join("; ")))
 }
 
-#[cfg(all(test, feature = "wgpu"))]
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
 mod tests {
-    use burn_backend::ops::FloatTensorOps;
-    use burn_backend::read_sync;
-    use cubecl::wgpu::{WgpuDevice, WgpuRuntime};
-
     use std::panic::AssertUnwindSafe;
+
+    use burn_backend::ops::FloatTensorOps;
+    use burn_backend::{TensorData, read_sync};
 
     use super::*;
     use crate::runtime::{DeviceContext, Layout, take_device_failure, wait};
     use crate::{CubeTensor, ExCubeclBackend};
 
-    type B = ExCubeclBackend<WgpuRuntime>;
+    // As the conformance suite: wgpu where it is built, CUDA otherwise
+    // (`--no-default-features --features cuda`).
+    #[cfg(feature = "wgpu")]
+    type R = cubecl::wgpu::WgpuRuntime;
+    #[cfg(all(feature = "cuda", not(feature = "wgpu")))]
+    type R = cubecl::cuda::CudaRuntime;
+    type B = ExCubeclBackend<R>;
 
-    /// A buffer of `shape` f32 elements that the device cannot reserve (more than any of its
-    /// memory pools takes: `checked_bytes` refuses such a size before the device sees it, so it
-    /// is asked for here behind its back), noted as `op` allocated it.
-    fn unmade(client: &ComputeClient<WgpuRuntime>, op: &str, shape: &[usize]) -> Handle {
-        let bytes = shape.iter().product::<usize>() * 4;
-        assert!(bytes as u64 > client.properties().memory.max_page_size);
-        let handle = client.empty(bytes);
-        note(client, op, &handle, bytes, &Shape::from(shape.to_vec()), DType::F32);
+    /// A buffer the device cannot reserve (2^40 bytes: more than any of its memory pools takes,
+    /// which `checked_bytes` refuses before the device sees it; asked for here behind its back),
+    /// noted as `op` allocating `bytes` for as many f32 elements.
+    fn unmade(client: &ComputeClient<R>, op: &str, bytes: usize) -> Handle {
+        assert!(client.properties().memory.max_page_size < 1 << 40);
+        let handle = client.empty(1 << 40);
+        note(client, op, &handle, bytes, &Shape::from(vec![bytes / 4]), DType::F32);
         handle
+    }
+
+    /// What `op`'s failed allocation of `bytes` is reported as.
+    fn named(op: &str, bytes: usize) -> String {
+        format!("ex_cubecl: {op}: the device could not allocate {bytes} bytes for a tensor of shape [{}] and dtype F32", bytes / 4)
     }
 
     fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
@@ -255,8 +264,8 @@ mod tests {
     // One test, its cases in order: they share the device's list of allocations that wait.
     #[test]
     fn large_allocations_are_confirmed_at_the_next_wait() {
-        let device = WgpuDevice::default();
-        let client = DeviceContext::client::<WgpuRuntime>(&device);
+        let device = <R as Runtime>::Device::default();
+        let client = DeviceContext::client::<R>(&device);
 
         // Small allocations never wait; a large one waits for the next wait, which confirms it.
         for _ in 0..100 {
@@ -287,53 +296,42 @@ mod tests {
 
         // One of PENDING_BYTES or more is confirmed at once: one the device cannot make fails
         // there, naming the op, shape, dtype and size.
-        let at_once = std::panic::catch_unwind(AssertUnwindSafe(|| unmade(&client, "test_huge", &[1 << 38])));
-        let message = panic_message(at_once.expect_err("an allocation of 2^40 bytes"));
-        assert!(
-            message.contains("ex_cubecl: test_huge: the device could not allocate 1099511627776 bytes for a tensor of shape [274877906944] and dtype F32"),
-            "{message}"
-        );
+        let at_once = std::panic::catch_unwind(AssertUnwindSafe(|| unmade(&client, "test_huge", PENDING_BYTES)));
+        let message = panic_message(at_once.expect_err("an allocation the device cannot make"));
+        assert!(message.contains(&named("test_huge", PENDING_BYTES)), "{message}");
         assert_eq!(take_device_failure(&device), None, "the device thread's own message is part of the report");
 
-        // Smaller ones wait; one the device cannot make fails the next wait, naming it, once;
-        // the device goes on. (A device that binds 512 MiB has no such size below PENDING_BYTES.)
-        let unbound = (client.properties().memory.max_page_size as usize / 4 + 1).next_power_of_two();
-        if unbound * 4 >= PENDING_BYTES {
-            eprintln!("skipped: the device binds {} bytes, no failed allocation below PENDING_BYTES", client.properties().memory.max_page_size);
-            return;
-        }
-        let _lost = unmade(&client, "test_unmade", &[unbound]);
+        // Smaller ones wait: one the device cannot make fails the next wait, naming it, once;
+        // the device goes on.
+        let _lost = unmade(&client, "test_unmade", CONFIRM_BYTES);
         assert_eq!(pending_len(&client), 1);
         let error = wait::sync(&client).expect_err("a wait after an allocation the device could not make").to_string();
-        let named = format!("ex_cubecl: test_unmade: the device could not allocate {} bytes for a tensor of shape [{unbound}] and dtype F32", unbound * 4);
-        assert!(error.contains(&named), "{error}");
+        assert!(error.contains(&named("test_unmade", CONFIRM_BYTES)), "{error}");
         assert_eq!(take_device_failure(&device), None, "the device thread's own message is part of the report");
         wait::sync(&client).expect("the wait after the report");
 
         // Found by the next op's allocation (`take_failure`, which `CubeTensor::empty` and
         // `from_data` call) once the device thread has recorded it.
-        let _lost = unmade(&client, "test_unmade_op", &[unbound]);
+        let _lost = unmade(&client, "test_unmade_op", CONFIRM_BYTES);
         client.memory_usage().expect("a call that waits for the device thread without confirming");
         let failure = take_failure(&client, &device).expect("the failure, found by the next op");
-        assert!(failure.contains("ex_cubecl: test_unmade_op: the device could not allocate"), "{failure}");
+        assert!(failure.contains(&named("test_unmade_op", CONFIRM_BYTES)), "{failure}");
         assert_eq!(pending_len(&client), 0);
         wait::sync(&client).expect("the wait after the report");
 
         // An op on the buffer the device could not make, and a read of its result: an error
         // naming the allocation (at the op's own allocation or at the read), never values.
-        let handle = unmade(&client, "test_unmade_read", &[unbound]);
+        let handle = unmade(&client, "test_unmade_read", CONFIRM_BYTES);
         let x = CubeTensor { client: client.clone(), device: device.clone(), handle, layout: Layout::contiguous(Shape::from(vec![16])), dtype: DType::F32 };
         let read = std::panic::catch_unwind(AssertUnwindSafe(|| read_sync(B::float_into_data(B::float_exp(x)))));
-        match read {
+        let message = match read {
             Ok(Ok(data)) => panic!("read {:?} from a buffer the device could not make", data.as_slice::<f32>()),
-            Ok(Err(e)) => assert!(format!("{e:?}").contains("test_unmade_read: the device could not allocate"), "{e:?}"),
-            Err(payload) => {
-                let message = panic_message(payload);
-                assert!(message.contains("test_unmade_read: the device could not allocate"), "{message}");
-            }
-        }
+            Ok(Err(e)) => format!("{e:?}"),
+            Err(payload) => panic_message(payload),
+        };
+        assert!(message.contains(&named("test_unmade_read", CONFIRM_BYTES)), "{message}");
         assert_eq!(take_device_failure(&device), None);
-        let zeros = B::float_from_data(burn_backend::TensorData::new(vec![0f32; 4], [4]), &device);
+        let zeros = B::float_from_data(TensorData::new(vec![0f32; 4], [4]), &device);
         let values = read_sync(B::float_into_data(B::float_exp(zeros))).expect("an op after the failures");
         assert_eq!(values.as_slice::<f32>().unwrap(), &[1.0; 4]);
     }
