@@ -91,6 +91,9 @@ pub fn checked_bytes<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Sh
 /// earlier, confirmed here because too many wait (see [`PENDING_MAX`]).
 pub fn empty<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Shape, dtype: DType) -> Handle {
     let bytes = checked_bytes(client, op, shape, dtype);
+    // The hook that records a failed reservation, which the confirmation relies on (installed
+    // with every device client already; here for clients made outside `DeviceContext`).
+    device_failure::install_panic_hook();
     let handle = client.empty(bytes);
     note(client, op, &handle, bytes, shape, dtype);
     // A pipeline's replays may bind such a buffer, when an output views it, to a fresh one.
@@ -105,6 +108,7 @@ pub fn empty<R: Runtime>(client: &ComputeClient<R>, op: &str, shape: &Shape, dty
 pub fn upload<R: Runtime>(client: &ComputeClient<R>, op: &str, mut bytes: Vec<u8>, shape: &Shape, dtype: DType) -> Handle {
     let size = checked_bytes(client, op, shape, dtype);
     bytes.resize(size.max(bytes.len()), 0);
+    device_failure::install_panic_hook();
     let handle = client.create_from_slice(&bytes);
     note(client, op, &handle, size, shape, dtype);
     handle
