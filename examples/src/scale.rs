@@ -7,15 +7,16 @@
 //! cross-entropy, backward with the gradients averaged across the devices, and the same SGD
 //! update on every replica; each step ends with a device sync, as the `bench` rows do. On one
 //! device there is no all-reduce. Two ways to average ([`GradSync`]):
-//! - [`GradSync::Overlap`], as PyTorch's DDP (host-staged all-reduces only for now: over
-//!   NCCL it hung, see `start_gradient_sync`): the parameters are marked
+//! - [`GradSync::Overlap`], as PyTorch's DDP: the parameters are marked
 //!   distributed (`ex_cubecl::distributed::mark_distributed`) and `backward` all-reduces the
 //!   gradients in buckets as soon as every device has completed them, on the communication
 //!   stream while the backward pass goes on (`ex_cubecl::distributed::start_gradient_sync`);
 //! - [`GradSync::AfterBackward`] (the `scale` binary's default): the all-reduce (mean) of every gradient after the backward
 //!   pass, through `DistributedBackend::all_reduce`, then one `sync_collective`.
 //!
-//! Both use NCCL on CUDA and the host-staged all-reduce on wgpu. With several devices, device
+//! Both use NCCL on CUDA and the host-staged all-reduce on wgpu. The replicas are models of
+//! their own loaded with device 0's record, not `fork`s of it: forks share batch norm's running
+//! statistics across the devices (see `weak_scaling`). With several devices, device
 //! 0 first runs one untimed step alone (a copy of its replica), so that its kernels are
 //! compiled before the other devices start: with a persistent kernel cache
 //! (`scale --kernel-cache DIR`), the other devices then load them instead of compiling them
@@ -187,6 +188,7 @@ where
     let n = devices.len();
     let ids: Vec<_> = devices.iter().map(DeviceOps::id).collect();
     let first = workload.model(&devices[0]);
+    let started = Instant::now();
     if n > 1 {
         // Device 0's kernels compiled (and cached) before the other devices start.
         let batch = workload.batch(0, &devices[0]);
@@ -196,9 +198,19 @@ where
         let grads = GradientsParams::from_grads(loss.backward(), &model);
         drop(optimizer.step(LR, model, grads));
         sync::<R>(&devices[0]);
+        eprintln!("scale: {n} devices: device 0's first step alone done at {:.1} s", started.elapsed().as_secs_f64());
     }
-    let replicas: Vec<W::Model> = devices.iter().map(|d| first.clone().fork(d)).collect();
+    // Each replica a model of its own holding `first`'s values. `fork` would leave burn's
+    // `RunningState` (batch norm's running statistics) shared by the replicas, and its sync
+    // then copies the replicas' statistics between devices in the forward pass of whichever
+    // thread gets there first: over NCCL that copy (send and receive on the devices'
+    // communication streams) lands between the other devices' all-reduces in another order
+    // than theirs, and the step hangs (ResNet-50 on two H200s, 2026-11-28).
+    let replicas: Vec<W::Model> = devices.iter().map(|d| workload.model(d).load_record(first.clone().into_record()).fork(d)).collect();
     drop(first);
+    if n > 1 {
+        eprintln!("scale: {n} devices: replicas made at {:.1} s", started.elapsed().as_secs_f64());
+    }
     let overlap = match grad_sync {
         GradSync::Overlap { bucket_bytes } if n > 1 => {
             let mut config = GradientSyncConfig::new(ReduceOperation::Mean);
@@ -233,8 +245,10 @@ where
                         sync::<R>(device);
                         (model, loss)
                     };
-                    for _ in 0..warmup {
+                    // A first step compiles (or loads) every kernel: said as it ends, for long ones.
+                    for i in 0..warmup {
                         model = step(model).0;
+                        eprintln!("scale: {n} devices: device {rank}'s warm-up step {} done at {:.1} s", i + 1, started.elapsed().as_secs_f64());
                     }
                     barrier.wait();
                     let start = Instant::now();
