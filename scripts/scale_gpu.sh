@@ -10,7 +10,7 @@
 #      1 MiB-1 GiB, weak scaling of the MLP 784-4096-4096-10 (f32/TF32, batch 1024 per GPU)
 #      and of ResNet-50 (bf16, batch 128 per GPU), the gradients all-reduced after the
 #      backward pass (`--grad-sync overlap`: during it, in 25 MiB buckets as DDP, which over
-#      NCCL hung on two H200s and is refused for now), each
+#      NCCL hung in some first steps and needs EX_CUBECL_ALLOW_NCCL_OVERLAP=1), each
 #      part its own process and time limit; the parts share a kernel cache (cubecl's PTX
 #      cache, $EX_CUBECL_KERNEL_CACHE or /tmp/ex_cubecl_kernel_cache), so only the first
 #      device compiles ResNet-50's kernels and the others load them,

@@ -2,10 +2,11 @@
 # Runs on a machine with 2+ GPUs: where a data-parallel step of the scale binary
 # (.bin/scale.tar.xz of scripts/scale_cuda.sh, best built with EX_CUBECL_SYMBOLS=1) stops.
 # Starts `scale --devices 2 --only mlp` with the given arguments (e.g. `--grad-sync overlap`
-# or `--only resnet`; the later of two options wins) and NCCL_DEBUG=INFO; if it is still
-# running after WAIT seconds, records each thread's kernel wait channel (the GPU machines of
-# 2026-11-28 had no gdb: the device threads' progress lines of `scale` told where) and, where gdb is installed, every
-# thread's stack, then kills it. Everything goes into one file, OUT_DIR/hang.tar.gz, written
+# with EX_CUBECL_ALLOW_NCCL_OVERLAP=1, or `--only resnet`; the later of two options wins)
+# and NCCL_DEBUG=INFO; if it is still running after WAIT seconds, records each thread's
+# kernel wait channel and, where gdb is installed (it was not on the GPU machines of
+# 2026-11-28: the progress lines `scale` prints for each device's first steps said where),
+# every thread's stack, then kills it. Everything goes into one file, OUT_DIR/hang.tar.gz, written
 # before the end (a device call brings back few files, and none past its time limit).
 #   bash scripts/scale_hang.sh OUT_DIR [WAIT] [scale args...]
 set -uo pipefail

@@ -7,7 +7,8 @@
 //! cross-entropy, backward with the gradients averaged across the devices, and the same SGD
 //! update on every replica; each step ends with a device sync, as the `bench` rows do. On one
 //! device there is no all-reduce. Two ways to average ([`GradSync`]):
-//! - [`GradSync::Overlap`], as PyTorch's DDP: the parameters are marked
+//! - [`GradSync::Overlap`], as PyTorch's DDP (over NCCL only with
+//!   `EX_CUBECL_ALLOW_NCCL_OVERLAP=1`, see `start_gradient_sync`): the parameters are marked
 //!   distributed (`ex_cubecl::distributed::mark_distributed`) and `backward` all-reduces the
 //!   gradients in buckets as soon as every device has completed them, on the communication
 //!   stream while the backward pass goes on (`ex_cubecl::distributed::start_gradient_sync`);

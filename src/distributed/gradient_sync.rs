@@ -40,12 +40,11 @@ use std::sync::{Condvar, LazyLock, Mutex, MutexGuard};
 use std::time::Instant;
 
 use burn_backend::distributed::{DistributedParamId, DistributedParams, ReduceOperation};
-use burn_backend::{DType, DeviceId, DeviceOps, Shape, TensorData};
+use burn_backend::{DType, DeviceId, DeviceOps, Shape};
 use cubecl::Runtime;
 
 use crate::launch::copy::{cat_into, copy_into, into_contiguous};
-use crate::launch::data::{from_data, into_data};
-use crate::runtime::collective::{ReduceOp, all_reduce, all_reduce_one, collective_timeout, sync_collective};
+use crate::runtime::collective::{all_reduce_one, collective_timeout, sync_collective};
 use crate::runtime::{COLLECTIVE_TIMEOUT_ENV, Layout, elem_size};
 use crate::tensor::CubeTensor;
 
@@ -97,13 +96,20 @@ pub struct GradientSyncStats {
 /// their gradients reduced during `backward` on each of these devices. A group of one device
 /// reduces nothing.
 ///
-/// Over NCCL, the group's communicator is made here (a one-element all-reduce of the devices,
-/// read back), not in the first backward pass; and no tensor may move between the group's
-/// devices while a step runs (NCCL's order: docs/distributed.md), so make the replicas with
-/// `load_record` rather than `fork`, which shares batch norm's running statistics across them.
+/// No tensor may move between the group's devices while a step runs (NCCL's order:
+/// docs/distributed.md): make the replicas with `load_record` rather than `fork`, which shares
+/// batch norm's running statistics across them.
+///
+/// Not over NCCL by default yet: after the fix of its first hang (each device's launched
+/// buckets now reach its device thread before it waits for the others), it ran the MLP on two
+/// and four H200s, but a variant of the flush hung in some first steps on two and four H200s
+/// (2026-11-28) for a reason not found yet; so a group whose
+/// all-reduces would be NCCL's is refused unless `EX_CUBECL_ALLOW_NCCL_OVERLAP=1`. Devices
+/// without NCCL (wgpu, or CUDA without the library) reduce host-staged.
 ///
 /// # Panics
-/// When `devices` is empty or names a device twice, or that first all-reduce fails.
+/// When `devices` is empty or names a device twice, or when the runtime's all-reduces are
+/// NCCL's and `EX_CUBECL_ALLOW_NCCL_OVERLAP` is not `1`.
 pub fn start_gradient_sync<R: Runtime>(devices: &[R::Device], config: GradientSyncConfig)
 where
     R::Device: DeviceOps,
@@ -112,40 +118,22 @@ where
     if ids.is_empty() {
         panic!("ex_cubecl: start_gradient_sync: no devices");
     }
+    let allowed = std::env::var("EX_CUBECL_ALLOW_NCCL_OVERLAP").is_ok_and(|v| v == "1");
+    if ids.len() > 1 && crate::runtime::peer_to_peer::<R>() && !allowed {
+        panic!(
+            "ex_cubecl: start_gradient_sync: the gradient sync overlapped with backward is not available over NCCL \
+             by default yet (some first steps hung on H200s, issue 51; EX_CUBECL_ALLOW_NCCL_OVERLAP=1 lets it run); \
+             all-reduce the gradients after the backward pass (DistributedBackend::all_reduce, then sync_collective) \
+             on {devices:?}"
+        );
+    }
     for (i, id) in ids.iter().enumerate() {
         if ids[..i].contains(id) {
             panic!("ex_cubecl: start_gradient_sync: device {:?} is named twice in {devices:?}", devices[i]);
         }
     }
-    if ids.len() > 1 && crate::runtime::peer_to_peer::<R>() {
-        make_communicator::<R>(devices);
-    }
     let group = Group::<R> { ids, config, steps: HashMap::new(), devices: HashMap::new(), stats: GradientSyncStats::default() };
     groups().insert(TypeId::of::<R>(), Box::new(group));
-}
-
-/// Makes NCCL's communicator of `devices` with a one-element all-reduce, read back. NCCL makes
-/// a communicator on its first use, every device's thread meeting in `ncclCommInitRank`; in a
-/// backward pass that meeting waited on work that waited on it (four H200s hung in the first
-/// step, 2026-11-28).
-fn make_communicator<R: Runtime>(devices: &[R::Device])
-where
-    R::Device: DeviceOps,
-{
-    let ones = devices.iter().map(|d| from_data::<R>(TensorData::new(vec![1.0f32], [1]), d, DType::F32)).collect();
-    let reduced = all_reduce(ones, ReduceOp::Sum);
-    for (device, sum) in devices.iter().zip(reduced) {
-        let value = cubecl::future::block_on(into_data(sum))
-            .ok()
-            .and_then(|data| data.to_vec::<f32>().ok())
-            .and_then(|v| v.first().copied());
-        if value != Some(devices.len() as f32) {
-            panic!(
-                "ex_cubecl: start_gradient_sync: the first all-reduce of {devices:?} gave {value:?} on device {device:?}, not {}",
-                devices.len()
-            );
-        }
-    }
 }
 
 /// Ends the gradient sync of runtime `R` (gradients then stay on their device) and returns
@@ -374,13 +362,14 @@ where
     if let Some(flat) = kept.first() {
         // cubecl's device thread takes queued work in batches: without a flush, the
         // all-reduces would wait in the queue for this device's next kernels (none while
-        // `finish` waits for the other devices). NCCL's first all-reduce of a communicator
-        // joins its ranks on their device threads (connection set-up): an all-reduce left in
-        // one device's queue while its thread waits in `finish` kept another device's thread
-        // blocked in its own, and that device's backward pass behind it (the hang of two H200s,
-        // 2026-11-28). A round trip to the device thread, no wait for the device (the
-        // client's `flush` would also wait for the device to reach its previous flush).
-        if let Err(e) = flat.client.exclusive(|| ()) {
+        // `finish` waits for the other devices), and the other devices' NCCL calls wait for
+        // it: NCCL's first all-reduce of a communicator joins its ranks on their device
+        // threads (connection set-up), which then hold up the threads that wait on them (two
+        // H200s hung in the first step without this flush after the last buckets, and ran with
+        // it, 2026-11-28). A round trip to the device thread, which also waits for the device to
+        // reach the previous flush; a bare round trip (`exclusive`) was faster on two H200s
+        // but hung in some first steps (see `start_gradient_sync`).
+        if let Err(e) = flat.client.flush() {
             panic!("ex_cubecl: gradient sync: device {:?} failed: {e:?}", flat.device);
         }
     }

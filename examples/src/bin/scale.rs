@@ -13,8 +13,9 @@
 //!       [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR]
 //! ```
 //! `--grad-sync after` (default) all-reduces each gradient after the backward pass; `overlap`
-//! in buckets of `--bucket-mb` MiB (default 25, as PyTorch's DDP) during it
-//! (`ex_cubecl::distributed::start_gradient_sync`). `--kernel-cache DIR` keeps the compiled kernels (PTX) in DIR (cubecl's compilation
+//! in buckets of `--bucket-mb` MiB (default 25, as PyTorch's DDP) during it (over NCCL only
+//! with `EX_CUBECL_ALLOW_NCCL_OVERLAP=1`, see `ex_cubecl::distributed::start_gradient_sync`).
+//! `--kernel-cache DIR` keeps the compiled kernels (PTX) in DIR (cubecl's compilation
 //! cache): the devices after the first, and later runs, load them instead of compiling again.
 //! `--devices` lists the device counts to measure (each uses devices `0..n`; default 1,2);
 //! `--quick` runs tiny sizes (all-reduces of 4 KiB to 256 KiB, an MLP 784-64-64-10 at batch 8,
