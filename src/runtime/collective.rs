@@ -125,26 +125,61 @@ where
     R::Device: DeviceOps,
 {
     match peer_to_peer::<R>() {
-        true => DeviceContext::client::<R>(device).sync_collective(),
+        true => {
+            DeviceContext::client::<R>(device).sync_collective();
+            // The stream now waits for the all-reduces: their inputs may go back to the pools.
+            drop(take_inputs::<R>(device));
+        }
         false => wait_for_rounds::<R>(device),
     }
 }
 
 /// NCCL's all-reduce on cubecl-cuda's communication stream (its communicator of
 /// `device_ids`, made on first use).
-fn nccl_all_reduce<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, device_ids: Vec<DeviceId>) -> CubeTensor<R> {
+fn nccl_all_reduce<R: Runtime>(tensor: CubeTensor<R>, op: ReduceOp, device_ids: Vec<DeviceId>) -> CubeTensor<R>
+where
+    R::Device: DeviceOps,
+{
     let source = exact_buffer(tensor, "all_reduce");
     let op = match op {
         ReduceOp::Sum => cubecl::server::ReduceOperation::Sum,
         ReduceOp::Mean => cubecl::server::ReduceOperation::Mean,
     };
     // cubecl's all-reduce takes source and destination on one stream: the source's.
-    StreamId::executes(source.handle.stream, || {
+    let out = StreamId::executes(source.handle.stream, || {
         let out = CubeTensor::empty(&source.client, &source.device, Shape::from(source.dims().to_vec()), source.dtype);
         let mut client = source.client.clone();
         client.all_reduce(source.handle.clone(), out.handle.clone(), source.storage().elem_type(), device_ids, op);
         out
-    })
+    });
+    keep_input(source);
+    out
+}
+
+/// The inputs of each device's NCCL all-reduces, until its next [`sync_collective`]. NCCL
+/// reads them on the communication stream, which cubecl's memory pools don't see: an input
+/// dropped at once (a gradient replaced by its all-reduce, a copy made for NCCL) could be
+/// handed to the next work on the compute stream and written over before NCCL reads it.
+static INPUTS: Mutex<Vec<((TypeId, DeviceId), Box<dyn Any + Send>)>> = Mutex::new(Vec::new());
+
+fn keep_input<R: Runtime>(input: CubeTensor<R>)
+where
+    R::Device: DeviceOps,
+{
+    let key = (TypeId::of::<R>(), input.device.id());
+    INPUTS.lock().unwrap_or_else(|e| e.into_inner()).push((key, Box::new(input)));
+}
+
+/// The inputs kept for `device`'s all-reduces, taken out of [`INPUTS`].
+fn take_inputs<R: Runtime>(device: &R::Device) -> Vec<Box<dyn Any + Send>>
+where
+    R::Device: DeviceOps,
+{
+    let key = (TypeId::of::<R>(), device.id());
+    let mut inputs = INPUTS.lock().unwrap_or_else(|e| e.into_inner());
+    let (mine, others) = std::mem::take(&mut *inputs).into_iter().partition(|(k, _)| *k == key);
+    *inputs = others;
+    mine.into_iter().map(|(_, input)| input).collect()
 }
 
 /// Seconds `sync_collective` waits for the other devices of a round before it fails
