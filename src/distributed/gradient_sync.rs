@@ -24,8 +24,9 @@
 //!   views of the result, while the backward pass goes on;
 //! - `submit_sync_collective` launches what is left, waits for the other devices' buckets,
 //!   then makes the compute stream wait for the communication stream (`sync_collective`): the
-//!   only point where computation waits for the all-reduces. The buffers read by NCCL are kept
-//!   until then, so the compute stream never reuses their memory while NCCL reads it.
+//!   only point where computation waits for the all-reduces. The buffers NCCL writes are kept
+//!   until then (and those it reads, by `runtime::collective`), so the compute stream never
+//!   reuses their memory while NCCL works on it.
 //!
 //! Each device makes only its own all-reduces, all in the one order, so NCCL sees matching
 //! calls on every rank and the host-staged rounds pair up. A parameter is reduced once per
@@ -343,7 +344,9 @@ where
         // SAFETY: `submit`'s caller guarantees the slots until this device's `finish`.
         let grads: Vec<CubeTensor<R>> = bucket.slots.iter().map(|s| unsafe { (*s.0).clone() }).collect();
         let flat = flatten(&grads);
-        let reduced = all_reduce_one(flat.clone(), super::backend::reduce_op(bucket.op), bucket.ids);
+        let (dtype, id) = (flat.dtype, flat.device.id());
+        // The input stays alive until the sync (`all_reduce_one` keeps it); the output, here.
+        let reduced = all_reduce_one(flat, super::backend::reduce_op(bucket.op), bucket.ids);
         let mut offset = 0;
         for (slot, grad) in bucket.slots.iter().zip(&grads) {
             let layout = Layout { offset, ..Layout::contiguous(grad.layout.shape.clone()) };
@@ -354,12 +357,11 @@ where
         stats.buckets += 1;
         stats.buckets_during_backward += usize::from(during_backward);
         stats.gradients += grads.len();
-        stats.bytes += offset * elem_size(flat.dtype);
-        device = Some(flat.device.id());
-        kept.push(flat);
+        stats.bytes += offset * elem_size(dtype);
+        device = Some(id);
         kept.push(reduced);
     }
-    if let Some(flat) = kept.first() {
+    if let Some(reduced) = kept.first() {
         // cubecl's device thread takes queued work in batches: without a flush, the
         // all-reduces would wait in the queue for this device's next kernels (none while
         // `finish` waits for the other devices), and the other devices' NCCL calls wait for
@@ -369,8 +371,8 @@ where
         // it, 2026-11-28). A round trip to the device thread, which also waits for the device to
         // reach the previous flush; a bare round trip (`exclusive`) was faster on two H200s
         // but hung in some first steps (see `start_gradient_sync`).
-        if let Err(e) = flat.client.flush() {
-            panic!("ex_cubecl: gradient sync: device {:?} failed: {e:?}", flat.device);
+        if let Err(e) = reduced.client.flush() {
+            panic!("ex_cubecl: gradient sync: device {:?} failed: {e:?}", reduced.device);
         }
     }
     let mut guard = groups();

@@ -86,7 +86,8 @@ pub(crate) fn on_threads<T: Send, U: Send>(items: Vec<T>, f: impl Fn(T) -> U + S
 }
 
 /// This device's share of an all-reduce over `device_ids` (one call per device of the group,
-/// in the same order on every device); the output is valid after [`sync_collective`].
+/// in the same order on every device); the output is valid after [`sync_collective`], and
+/// until then the input is kept alive here (NCCL reads it on the communication stream).
 ///
 /// # Panics
 /// For a dtype that is not one of [`REDUCIBLE_DTYPES`], or a device not in `device_ids`.
