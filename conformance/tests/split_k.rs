@@ -14,9 +14,9 @@ use ex_cubecl::launch::split_k::with_splits;
 use ex_cubecl::{MatmulPrecision, with_matmul_precision};
 use ex_cubecl_conformance::*;
 
-/// The dtypes of the manual-MMA kernels this device has among f16, bf16 and f32 (run on TF32).
-fn dtypes() -> Vec<DType> {
-    float_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16 | DType::F32)).collect()
+/// `dtype` where this device has it.
+fn has(dtype: DType) -> bool {
+    float_dtypes().contains(&dtype)
 }
 
 /// `f` with f32 products on TF32 (the manual-MMA kernels' f32), in `splits` runs.
@@ -32,6 +32,7 @@ fn product_tol(dtype: DType) -> Tol {
 /// Checks `run` in `splits` runs against `reference`, against itself run again (bit for bit)
 /// and against the unsplit launch.
 fn check_split(suite: &mut Suite, case: &str, dtype: DType, splits: usize, reference: &TensorData, run: &dyn Fn() -> TensorData) {
+    eprintln!("split-k: {case} in {splits} runs");
     let ours = catch(|| split(splits, run));
     let again = catch(|| split(splits, run));
     let whole = catch(|| split(1, run));
@@ -47,9 +48,26 @@ fn check_split(suite: &mut Suite, case: &str, dtype: DType, splits: usize, refer
 type ConvCase = ([usize; 4], [usize; 4], usize, usize, usize, bool, usize);
 
 #[test]
-fn split_convolutions_match_ndarray_and_the_unsplit_kernel() {
+fn split_f16_convolutions_match_ndarray_and_the_unsplit_kernel() {
+    split_convolutions(DType::F16, 61);
+}
+
+#[test]
+fn split_f32_convolutions_match_ndarray_and_the_unsplit_kernel() {
+    split_convolutions(DType::F32, 62);
+}
+
+#[test]
+fn split_bf16_convolutions_match_ndarray_and_the_unsplit_kernel() {
+    split_convolutions(DType::BF16, 63);
+}
+
+/// The convolution cases in `dtype` (f32: on TF32), where the device has it.
+fn split_convolutions(dtype: DType, seed: u64) {
+    if !has(dtype) {
+        return;
+    }
     let mut suite = Suite::new("split-k conv");
-    let seed = 61;
     let mut rng = Rng::new(seed);
     let cases: [ConvCase; 4] = [
         // K = 576: 18 slices of 32 in runs of 5, 5, 5, 3; 162 pixels and 48 channels: partial
@@ -62,7 +80,7 @@ fn split_convolutions_match_ndarray_and_the_unsplit_kernel() {
         // A 1 x 1 kernel: K = 256, 8 slices in two runs; an odd number of pixels.
         ([3, 256, 5, 5], [64, 256, 1, 1], 1, 0, 1, true, 2),
     ];
-    for dtype in dtypes() {
+    {
         for (n, &(xs, ws, stride, pad, groups, bias, splits)) in cases.iter().enumerate() {
             let x = float_data(&mut rng, &xs, dtype, -1.0, 1.0);
             let w = float_data(&mut rng, &ws, dtype, -1.0, 1.0);
@@ -88,11 +106,28 @@ fn split_convolutions_match_ndarray_and_the_unsplit_kernel() {
 }
 
 #[test]
-fn split_products_match_ndarray_and_the_unsplit_kernel() {
+fn split_f16_products_match_ndarray_and_the_unsplit_kernel() {
+    split_products(DType::F16, 67);
+}
+
+#[test]
+fn split_f32_products_match_ndarray_and_the_unsplit_kernel() {
+    split_products(DType::F32, 68);
+}
+
+#[test]
+fn split_bf16_products_match_ndarray_and_the_unsplit_kernel() {
+    split_products(DType::BF16, 69);
+}
+
+/// The matrix product cases in `dtype` (f32: on TF32), where the device has it.
+fn split_products(dtype: DType, seed: u64) {
     use ex_cubecl::launch::matmul::{CmmaTiling, TensorCoreKernel, matmul_with};
     use ex_cubecl::launch::matmul_mma::{MMA_TILING, MMA_TILING_SMALL, MMA_TILING_TF32};
+    if !has(dtype) {
+        return;
+    }
     let mut suite = Suite::new("split-k matmul");
-    let seed = 67;
     let mut rng = Rng::new(seed);
     // `(lhs, rhs, splits, lhs transposed)`: K = 1000 (16 slices of 64, the last of 40; 32 of
     // 32, the last of 8) in 3 runs; batches of K = 520 in 4; a broadcast rhs in 2; an M-major
@@ -103,7 +138,7 @@ fn split_products_match_ndarray_and_the_unsplit_kernel() {
         (vec![3, 24, 200], vec![1, 200, 16], 2, false),
         (vec![136, 320], vec![320, 72], 5, true),
     ];
-    for dtype in dtypes() {
+    {
         // f16 / bf16: 128 x 128 tiles with K slices of 64 (TMA on Hopper) and 64 x 64 (the
         // asynchronous copies); f32 (TF32): 256 x 128 and 64 x 64.
         let tilings: [CmmaTiling; 2] = match dtype {

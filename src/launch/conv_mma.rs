@@ -180,7 +180,7 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
         }
     });
     if split.splits > 1 && out.num_elements() > 0 {
-        launch_split_sum(op, &target, &out, bias, spatial, c_out, no);
+        launch_split_sum(op, &target, split.splits, &out, bias, spatial, c_out, no);
     }
     out
 }

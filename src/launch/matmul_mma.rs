@@ -254,7 +254,7 @@ pub(crate) fn launch_mma<R: Runtime>(
         }
     }
     if split.splits > 1 && out.num_elements() > 0 {
-        launch_split_sum(op, &target, out, None, 1, 1, no);
+        launch_split_sum(op, &target, split.splits, out, None, n, 1, no);
     }
 }
 

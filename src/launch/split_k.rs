@@ -112,20 +112,22 @@ pub(crate) fn partials<R: Runtime>(like: &CubeTensor<R>, splits: usize, shape: &
     CubeTensor::empty(&like.client, &like.device, Shape::from(dims), DType::F32)
 }
 
-/// Sums `partial`'s splits (`[splits, out's shape..]`, f32) in order into the contiguous
-/// `out`, plus `bias[(e / spatial) % channels]` for element `e` where given (`bias_offset`
-/// its layout's offset), in vectors of `nv` (dividing `spatial`).
+/// Sums the `splits` contiguous f32 copies of `out` in `partial` (whatever its shape says) in
+/// order into the contiguous `out`, plus `bias[(e / spatial) % channels]` for element `e`
+/// where given, in vectors of `nv` (dividing `out`'s length, and `spatial` where there is a
+/// bias).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_split_sum<R: Runtime>(
     op: &str,
     partial: &CubeTensor<R>,
+    splits: usize,
     out: &CubeTensor<R>,
     bias: Option<&CubeTensor<R>>,
     spatial: usize,
     channels: usize,
     nv: usize,
 ) {
-    let splits = partial.dims()[0];
+    assert_eq!(partial.num_elements(), splits * out.num_elements(), "ex_cubecl: {op}: split-K partials of the wrong size");
     let vectors = out.num_elements() / nv;
     let has_bias = bias.is_some();
     let bias = bias.cloned().unwrap_or_else(|| out.clone());
