@@ -127,10 +127,11 @@ pub fn matmul_mma<T: Float, F: Float, O: Float, NV: Size, NO: Size>(
     if CUBE_POS >= num_cubes {
         terminate!();
     }
-    let rank = output.rank();
-    let m = output.shape(rank - 2);
-    let n = output.shape(rank - 1);
-    let k = lhs.shape(lhs.rank() - 1);
+    // The operands' rank: a split output has one dimension more (its copies).
+    let rank = lhs.rank();
+    let m = output.shape(output.rank() - 2);
+    let n = output.shape(output.rank() - 1);
+    let k = lhs.shape(rank - 1);
     let first = (CUBE_POS / split_cubes) * split_len;
     let num_k = umin(split_len, k.div_ceil(tile.block_k) - first);
     // Past the batches, the tile's batch coordinates wrap round: cube `c` reads the operands
