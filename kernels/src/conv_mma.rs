@@ -14,6 +14,11 @@
 //! (`ColumnSlices`) and the epilogue (bias, `[b, c_out, d, h, w]` output) are this file's. A unit
 //! copies the same chunk column of every row it stages, so it decodes its pixels once and
 //! its slice's kernel tap once per slice.
+//!
+//! Split K: where the output tiles fill less than a wave, the launcher splits K's slices into
+//! `splits` runs of `split_len` and gives each run cubes of its own (split-K); each writes its
+//! f32 partial sum, without the bias, into its own copy of the output, and
+//! [`crate::split_sum`] adds them in order, with the bias, into the output.
 use cubecl::prelude::barrier::copy_async_checked;
 use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
@@ -21,35 +26,40 @@ use cubecl::std::FastDivmod;
 use crate::conv::{ConvParams, Tap, axis_base, axis_tap};
 use crate::matmul::mma::MmaTile;
 use crate::matmul::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
+use crate::strided::umin;
 use crate::tensor_core::{Pair, Swizzle, copy_tile, swizzle};
 
 /// `output = conv(x, weight) + bias` (or the transposed convolution's gather, `transposed`);
 /// see the module docs. `x` is the channels-last input `[b, d, h, w, c_in]`, `weight` the
 /// contiguous `[c_out, taps · cin_g]` matrix in `(tap, ci)` order, both read in chunks of
 /// `NV` (`tile.chunk()` elements); `output` `[b, c_out, od, oh, ow]` is contiguous and written
-/// in vectors of `NO` (1 or 2). Cubes are numbered over `(group, channel tile, pixel tile)`,
-/// pixel tiles fastest. `tile` is the product's (`block_m` channels, `block_n` pixels), both
-/// operands K-major.
+/// in vectors of `NO` (1 or 2). Cubes are numbered over `(split, group, channel tile, pixel
+/// tile)`, pixel tiles fastest; split `s` runs K slices `s · split_len ..` (at most
+/// `split_len` of them) and writes to `output`'s batch entries `s · b ..`: `output` is `[splits
+/// · b, c_out, od, oh, ow]` of `O` (`T` unsplit; f32 partial sums, with no bias, split). `tile`
+/// is the product's (`block_m` channels, `block_n` pixels), both operands K-major.
 ///
 /// The launcher guarantees: a device with `mma.sync` for `F` (as [`crate::matmul::mma`]
 /// needs), `NV` dividing `cin_g`, the tile's rules of that kernel, the cube's units a multiple
-/// of the chunks per staged row, and `NO` dividing `od · oh · ow`.
+/// of the chunks per staged row, `NO` dividing `od · oh · ow`, and every split starting
+/// before K's last slice.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
+pub fn conv_mma<T: Float, F: Float, O: Float, NV: Size, NO: Size>(
     x: &Tensor<Vector<T, NV>>,
     weight: &Tensor<Vector<T, NV>>,
     bias: &Tensor<T>,
-    output: &mut Tensor<Vector<T, NO>>,
+    output: &mut Tensor<Vector<O, NO>>,
     bias_offset: usize,
     params: ConvParams,
     taps: TapDivisors,
+    split_len: usize,
     num_cubes: usize,
     #[comptime] tile: MmaTile,
     #[comptime] has_bias: bool,
     #[comptime] transposed: bool,
     #[comptime] unit_stride: bool,
-    #[define(T, F)] _dtypes: [StorageType; 2],
+    #[define(T, F, O)] _dtypes: [StorageType; 3],
 ) {
     // Uniform per cube, before any barrier.
     if CUBE_POS >= num_cubes {
@@ -62,7 +72,7 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
     let c_out = output.shape(1);
     let (od, oh, ow) = (output.shape(2), output.shape(3), output.shape(4));
     let spatial = od * oh * ow;
-    let pixels = output.shape(0) * spatial;
+    let pixels = x.shape(0) * spatial;
     let cout_g = c_out / params.groups;
     let k_total = weight.shape(1);
     let cin_g = x.shape(4) / params.groups;
@@ -71,7 +81,10 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
     let tiles_co = cout_g.div_ceil(tile.block_m);
     let pix0 = (CUBE_POS % tiles_pix) * tile.block_n;
     let co0 = ((CUBE_POS / tiles_pix) % tiles_co) * tile.block_m;
-    let group = CUBE_POS / (tiles_pix * tiles_co);
+    let group = (CUBE_POS / (tiles_pix * tiles_co)) % params.groups;
+    let split = CUBE_POS / (tiles_pix * tiles_co * params.groups);
+    let first = split * split_len;
+    let num_k = umin(split_len, k_total.div_ceil(tile.block_k) - first);
     let co_base = group * cout_g;
     let unit = UNIT_POS as usize;
 
@@ -83,21 +96,23 @@ pub fn conv_mma<T: Float, F: Float, NV: Size, NO: Size>(
         let p = pix0 + unit / cpr + l * rows_per_pass;
         pix.push(pixel_at(x, p, pixels, spatial, oh, ow, group * cin_g, &params, transposed));
     }
-    let slices = ColumnSlices { pix, weight_at: co_base * k_total, co0, cout_g, k_total, params, taps, transposed, unit_stride };
+    let slices = ColumnSlices { pix, first, weight_at: co_base * k_total, co0, cout_g, k_total, params, taps, transposed, unit_stride };
     let (warp_row, warp_col) = plane_origin(unit, tile);
-    let acc = multiply_staged::<T, F, NV, ColumnSlices>(&slices, weight, x, k_total.div_ceil(tile.block_k), unit, warp_row, warp_col, tile);
+    let acc = multiply_staged::<T, F, NV, ColumnSlices>(&slices, weight, x, num_k, unit, warp_row, warp_col, tile);
 
     let def = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, comptime!(tile.mma_k()));
-    let at = OutputAt { co_base, co0: co0 + warp_row, pix0: pix0 + warp_col, cout_g, c_out, spatial, pixels };
-    write_output::<T, F, NO>(&def, output, bias, &acc, bias_offset, &at, unit % 32, plane_m, plane_n, has_bias);
+    let at = OutputAt { base: split * pixels * c_out, co_base, co0: co0 + warp_row, pix0: pix0 + warp_col, cout_g, c_out, spatial, pixels };
+    write_output::<T, F, O, NO>(&def, output, bias, &acc, bias_offset, &at, unit % 32, plane_m, plane_n, has_bias);
 }
 
 /// The implicit GEMM's operands: the weight matrix (its group's rows from element
 /// `weight_at`, the cube's from row `co0` of `cout_g`, `k_total` columns) and the column
-/// matrix, gathered from the input at the unit's pixels `pix` ([`gather_columns`]).
+/// matrix, gathered from the input at the unit's pixels `pix` ([`gather_columns`]); the
+/// cube's K slices start at slice `first`.
 #[derive(CubeType)]
 struct ColumnSlices {
     pix: Sequence<PixelAt>,
+    first: usize,
     weight_at: usize,
     co0: usize,
     cout_g: usize,
@@ -123,7 +138,7 @@ impl<T: Float, NV: Size> StageSlices<T, NV> for ColumnSlices {
         unit: usize,
         #[comptime] tile: MmaTile,
     ) {
-        let k0 = slice * tile.block_k;
+        let k0 = (self.first + slice) * tile.block_k;
         let (cpr, units) = comptime!((tile.a_cpr(), tile.units()));
         let pattern = comptime!(Swizzle::of(tile.tf32, true));
         copy_tile::<T, NV>(a, smem_a, self.weight_at, self.co0, k0, self.k_total, self.cout_g, self.k_total, comptime!(stage * tile.stage_a()), unit, tile.block_m, cpr, units, pattern);
@@ -240,10 +255,11 @@ fn tap_of(base: usize, k: usize, stride: usize, dil: usize, pad: usize, size: us
     }
 }
 
-/// Where a plane's part of the output lies: its group's first channel, its first channel and
-/// pixel, and the extents that bound the writes.
+/// Where a plane's part of the output lies: its split's first element, its group's first
+/// channel, its first channel and pixel, and the extents that bound the writes.
 #[derive(CubeType, Clone, Copy)]
 pub struct OutputAt {
+    pub base: usize,
     pub co_base: usize,
     pub co0: usize,
     pub pix0: usize,
@@ -253,16 +269,16 @@ pub struct OutputAt {
     pub pixels: usize,
 }
 
-/// Writes the plane's accumulators plus the bias, converted to `T`, to the output
-/// `[b, c_out, spatial]`: accumulator row `co`, column `p` goes to channel `co_base + co` of
+/// Writes the plane's accumulators plus the bias, converted to `O`, to the output
+/// `[b, c_out, spatial]` from element `base`: accumulator row `co`, column `p` goes to channel `co_base + co` of
 /// pixel `p`'s batch entry, in vectors of `NO` consecutive pixels (which `NO` dividing the
 /// spatial size keeps in one batch entry); channels past the group's and pixels past the last
 /// are skipped.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn write_output<T: Float, F: Float, NO: Size>(
+fn write_output<T: Float, F: Float, O: Float, NO: Size>(
     def: &cmma::MmaDefinition<F, F, f32>,
-    output: &mut Tensor<Vector<T, NO>>,
+    output: &mut Tensor<Vector<O, NO>>,
     bias: &Tensor<T>,
     acc: &Sequence<Array<Vector<f32, Pair>>>,
     bias_offset: usize,
@@ -293,13 +309,13 @@ fn write_output<T: Float, F: Float, NO: Size>(
                 for w in 0..comptime!(width / no) {
                     let p = at.pix0 + j * 8 + c as usize + w * no;
                     if co < at.cout_g && p < at.pixels {
-                        let mut out = Vector::<T, NO>::empty();
+                        let mut out = Vector::<O, NO>::empty();
                         #[unroll]
                         for e in 0..no {
-                            out[e] = T::cast_from(values[w * no + e] + shift);
+                            out[e] = O::cast_from(values[w * no + e] + shift);
                         }
                         let channel = (p / at.spatial) * at.c_out + at.co_base + co;
-                        output[(channel * at.spatial + p % at.spatial) / no] = out;
+                        output[(at.base + channel * at.spatial + p % at.spatial) / no] = out;
                     }
                 }
             }

@@ -93,6 +93,8 @@ pub mod softmax;
 #[allow(missing_docs)]
 pub mod sort;
 #[allow(missing_docs)]
+pub mod split_sum;
+#[allow(missing_docs)]
 pub mod strided;
 #[allow(missing_docs)]
 pub mod tensor_core;

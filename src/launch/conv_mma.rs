@@ -6,7 +6,8 @@
 //! for the fragments (CUDA on Ampere and later), when each group has at least 16 output
 //! channels and its staged channels come in whole 16-byte chunks (8 of f16 or bf16, 4 of
 //! f32). The tensors are read channels-last: a contiguous `[b, d, h, w, c]` copy unless they
-//! already lie so.
+//! already lie so. A convolution whose output tiles fill less than a wave splits its K
+//! (`super::split_k`).
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
@@ -20,6 +21,7 @@ use super::conv_weight::{partial_dtype, split_pixels};
 use super::copy::into_contiguous;
 use super::matmul::{MatmulPrecision, matmul_precision};
 use super::matmul_mma::{fragment_type, has_mma};
+use super::split_k::{launch_split_sum, plan};
 use crate::runtime::{Geometry, launch};
 use crate::tensor::CubeTensor;
 
@@ -117,7 +119,8 @@ fn channels_last<R: Runtime>(t: &CubeTensor<R>) -> CubeTensor<R> {
 }
 
 /// Launches the manual-MMA convolution (`transposed`: the transposed convolution's gather) of
-/// `x` with the convolution weight `weight` into a new tensor of `out_shape`.
+/// `x` with the convolution weight `weight` into a new tensor of `out_shape`: split-K into f32
+/// partials and their sum where [`plan`] splits it.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn launch_conv_mma<R: Runtime>(
     op: &str,
@@ -146,28 +149,39 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
     let spatial = od[2] * od[3] * od[4];
     let no = if spatial % 2 == 0 { 2 } else { 1 };
     let pixels = od[0] * spatial;
-    let cubes = spec.groups * cout_g.div_ceil(t.block_co) * pixels.div_ceil(t.block_pix);
+    let tiles = spec.groups * cout_g.div_ceil(t.block_co) * pixels.div_ceil(t.block_pix);
+    let split = plan(x, tiles, w_rows.dims()[1].div_ceil(t.block_k), t.block_k);
+    // Split: f32 partials `[splits · b, c_out, od, oh, ow]`, the bias added by their sum.
+    let target = match split.splits {
+        1 => out5.clone(),
+        s => CubeTensor::empty(&x.client, &x.device, Shape::from(vec![s * od[0], od[1], od[2], od[3], od[4]]), DType::F32),
+    };
+    let cubes = split.splits * tiles;
     let units = t.warps_co * t.warps_pix * 32;
     let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(units as u32) };
-    let has_bias = bias.is_some();
-    let bias = bias.cloned().unwrap_or_else(|| x.clone());
-    let dtypes = [x.storage(), fragment_type(x.dtype, tf32)];
-    let (chunk, unit_stride) = (tile.chunk(), spec.stride == [1; 3]);
+    let has_bias = bias.is_some() && split.splits == 1;
+    let bias_arg = bias.cloned().unwrap_or_else(|| x.clone());
+    let dtypes = [x.storage(), fragment_type(x.dtype, tf32), target.storage()];
+    let (chunk, unit_stride, split_len, o) = (tile.chunk(), spec.stride == [1; 3], split.len, target.clone());
     launch(&x.client, op, geometry, move |client, count, dim| {
         // SAFETY: cubes past `cubes` leave before any access; the channels-last input and the
         // weight rows are contiguous from their first element, with the chunk dividing the
         // group's channels and K, so every copied chunk lies inside its tensor (chunks outside
         // read nothing and are zero-filled); writes are guarded by the group's channels and the
-        // pixels, and `no` divides the spatial size; shared-memory indices stay inside the
-        // stages.
+        // pixels, each split's inside its batch entries of the target, and `no` divides the
+        // spatial size; every split starts before K's last slice (`SplitK::even`);
+        // shared-memory indices stay inside the stages.
         unsafe {
             conv_mma::launch_unchecked::<R>(
-                client, count, dim, chunk, no, x_last.as_arg(), w_rows.as_arg(), bias.as_arg(), out5.as_arg(),
-                bias.layout.offset, spec.arg(), TapDivisorsLaunch::new(cin_g, kw, kh), cubes, tile, has_bias, transposed,
-                unit_stride, dtypes,
+                client, count, dim, chunk, no, x_last.as_arg(), w_rows.as_arg(), bias_arg.as_arg(), o.as_arg(),
+                bias_arg.layout.offset, spec.arg(), TapDivisorsLaunch::new(cin_g, kw, kh), split_len, cubes, tile, has_bias,
+                transposed, unit_stride, dtypes,
             )
         }
     });
+    if split.splits > 1 && out.num_elements() > 0 {
+        launch_split_sum(op, &target, split.splits, &out, bias, spatial, c_out, no);
+    }
     out
 }
 

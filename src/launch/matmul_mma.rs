@@ -15,6 +15,9 @@
 //! H200 at 4096³ the TMA kernel ran the f16 row in 0.375 ms and bf16 in 0.363 (366 and 378
 //! TFLOP/s, op + sync) where the copies ran 0.460 and 0.445, same call; Nsight Compute timed
 //! the f16 kernel alone at 0.308 ms (447 TFLOP/s, SM clock 1.66 GHz).
+//!
+//! A product whose output tiles fill less than a wave splits its K, on either kernel
+//! (`super::split_k`).
 use burn_backend::DType;
 use cubecl::Runtime;
 use std::sync::OnceLock;
@@ -30,6 +33,7 @@ use ex_cubecl_kernels::tensor_core::BOX_INNER;
 
 use super::copy::into_contiguous;
 use super::matmul::{CmmaTiling, MatmulPrecision, matmul_precision};
+use super::split_k::{SplitK, launch_split_sum, partials, plan};
 use super::view::swap_dims;
 use crate::runtime::{Geometry, Layout, elem_size, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -171,7 +175,7 @@ pub(crate) fn mma_tiling(m: usize, n: usize, dtype: DType) -> CmmaTiling {
 }
 
 /// Launches the manual-MMA kernel for `out = lhs @ rhs` (views already broadcast to the
-/// output's batch shape).
+/// output's batch shape): split-K into f32 partials and their sum where [`plan`] splits it.
 ///
 /// # Panics
 /// On a tiling the kernel can't take (sizes not powers of two, planes not dividing the tile
@@ -220,27 +224,38 @@ pub(crate) fn launch_mma<R: Runtime>(
         rhs_k_major: operands.rhs_k_major,
         tf32: operands.tf32,
     };
-    let dtypes = [lhs.storage(), fragment_type(lhs.dtype, operands.tf32)];
     let no = if n % 2 == 0 { 2 } else { 1 };
-    let cubes = batches * m.div_ceil(t.block_m) * n.div_ceil(t.block_n);
+    let tiles = batches * m.div_ceil(t.block_m) * n.div_ceil(t.block_n);
+    let k = lhs_view.shape[lhs_view.rank() - 1];
+    let split = plan(lhs, tiles, k.div_ceil(t.block_k), t.block_k);
+    // Split: f32 partials `[splits, out's shape..]`, summed into `out` afterwards.
+    let target = if split.splits == 1 { out.clone() } else { partials(lhs, split.splits, out.dims()) };
+    let cubes = split.splits * tiles;
     let geometry = Geometry::Cubes { count: cubes, dim: CubeDim::new_1d(units as u32) };
-    if let Some(maps) = tma_maps(lhs, (lhs_view, rhs_view), tile, max_shared) {
-        launch_tma(op, lhs, rhs, out, maps, tile, no, cubes, geometry);
-        return;
-    }
-    let (l, r, o, lv, rv) = (lhs.clone(), rhs.clone(), out.clone(), lhs_view.clone(), rhs_view.clone());
-    launch(&lhs.client, op, geometry, move |client, count, dim| {
-        // SAFETY: cubes past `cubes` leave before any access; `mma_operands` checked that each
-        // operand is read in whole chunks inside its buffer (chunks outside the matrices read
-        // nothing and are zero-filled); stores are guarded by m and n and `no` divides n;
-        // shared-memory indices stay inside the stages.
-        unsafe {
-            matmul_mma::launch_unchecked::<R>(
-                client, count, dim, chunk, no, l.view_arg(&lv), r.view_arg(&rv), o.as_arg(), lv.offset,
-                rv.offset, cubes, tile, dtypes,
-            )
+    match tma_maps(lhs, (lhs_view, rhs_view), tile, max_shared) {
+        Some(maps) => launch_tma(op, lhs, rhs, &target, maps, tile, no, (tiles, split), geometry),
+        None => {
+            let dtypes = [lhs.storage(), fragment_type(lhs.dtype, operands.tf32), target.storage()];
+            let (l, r, o, lv, rv) = (lhs.clone(), rhs.clone(), target.clone(), lhs_view.clone(), rhs_view.clone());
+            launch(&lhs.client, op, geometry, move |client, count, dim| {
+                // SAFETY: cubes past `cubes` leave before any access; `mma_operands` checked that
+                // each operand is read in whole chunks inside its buffer (chunks outside the
+                // matrices read nothing and are zero-filled); stores are guarded by m and n, each
+                // split's inside its copy of the output, and `no` divides n; every split starts
+                // before K's last slice (`SplitK::even`); shared-memory indices stay inside the
+                // stages.
+                unsafe {
+                    matmul_mma::launch_unchecked::<R>(
+                        client, count, dim, chunk, no, l.view_arg(&lv), r.view_arg(&rv), o.as_arg(), lv.offset,
+                        rv.offset, tiles, split.len, cubes, tile, dtypes,
+                    )
+                }
+            });
         }
-    });
+    }
+    if split.splits > 1 && out.num_elements() > 0 {
+        launch_split_sum(op, &target, split.splits, out, None, n, 1, no);
+    }
 }
 
 /// Whether products may load their operands by TMA: unless `EX_CUBECL_TMA` is `0` (read once).
@@ -315,7 +330,7 @@ pub(crate) fn tma_layout(view: &Layout, outer: usize, inner: usize, elem: usize)
 }
 
 /// Launches `matmul::tma` for `out = lhs @ rhs` on the operands' tensor-map layouts (from
-/// `tma_maps`).
+/// `tma_maps`), `tiles` cubes per split of `split` (`out` then holds the splits' partials).
 #[allow(clippy::too_many_arguments)]
 fn launch_tma<R: Runtime>(
     op: &str,
@@ -325,11 +340,12 @@ fn launch_tma<R: Runtime>(
     ((lhs_map, lhs_batched), (rhs_map, rhs_batched)): ((Layout, bool), (Layout, bool)),
     tile: MmaTile,
     no: usize,
-    cubes: usize,
+    (tiles, split): (usize, SplitK),
     geometry: Geometry,
 ) {
+    let cubes = tiles * split.splits;
     let k = lhs.dims()[lhs.layout.rank() - 1];
-    let storage = lhs.storage();
+    let (storage, out_storage) = (lhs.storage(), out.storage());
     // Boxes of [rows, BOX_INNER] elements, a batch of one in front for a batched map.
     let boxes = |map: &Layout, k_major: bool, mn: usize| {
         let mut size = vec![box_rows(k_major, mn, tile.block_k), BOX_INNER];
@@ -346,12 +362,13 @@ fn launch_tma<R: Runtime>(
         };
         // SAFETY: cubes past `cubes` leave before any access; the tensor maps describe each
         // operand inside its buffer (`tma_layout`), and TMA fills what lies past the matrices
-        // with zeros; stores are guarded by m and n and `no` divides n; shared-memory indices
-        // stay inside the stages.
+        // with zeros; stores are guarded by m and n, each split's inside its copy of the
+        // output, and `no` divides n; every split starts before K's last slice
+        // (`SplitK::even`); shared-memory indices stay inside the stages.
         unsafe {
             matmul_mma_tma::launch_unchecked::<R>(
-                client, count, dim, 8, no, map(&l, &lhs_map, &a_box), map(&r, &rhs_map, &b_box), o.as_arg(), k, cubes, tile,
-                lhs_batched, rhs_batched, storage,
+                client, count, dim, 8, no, map(&l, &lhs_map, &a_box), map(&r, &rhs_map, &b_box), o.as_arg(), k, tiles,
+                split.len, cubes, tile, lhs_batched, rhs_batched, [storage, out_storage],
             )
         }
     });

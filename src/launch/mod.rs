@@ -33,6 +33,7 @@ pub mod random;
 pub mod reduce;
 pub mod softmax;
 pub mod sort;
+pub mod split_k;
 pub mod view;
 mod views;
 

@@ -19,10 +19,15 @@
 //! registers directly; TF32 fragments are gathered at the positions `MmaDefinition` gives.
 //! The staging, swizzles and fragment addressing are [`crate::tensor_core`]'s, shared with
 //! flash attention.
+//!
+//! Split K: where the output tiles fill less than a wave, the launcher splits K's slices into
+//! runs of `split_len`, each run on cubes of its own writing an f32 partial product into its
+//! own copy of the output, and [`crate::split_sum`] adds them in order into the output.
 use cubecl::prelude::*;
 
 use super::pipeline::{StageSlices, StageSlicesExpand, multiply_staged, plane_origin};
 use super::tile_pos;
+use crate::strided::umin;
 use crate::tensor_core::{CHUNK, CHUNK_F32, Pair, Swizzle, copy_tile, element_at, fragment_chunk, fragment_chunk_boxed, swizzle};
 
 /// The comptime shape of a [`matmul_mma`](fn@matmul_mma) launch.
@@ -92,35 +97,48 @@ impl MmaTile {
 
 /// `out[b] = lhs[b] @ rhs[b]` on manual MMA; see the module docs. `F` is the fragments' type
 /// (`T` itself, or TF32 for f32); `NV` is the chunk (`tile.chunk()` elements of `T`); `NO`
-/// (1 or 2) the output's vector size.
+/// (1 or 2) the output's vector size. Split K: cube `c` runs K slices `s · split_len ..` (at
+/// most `split_len` of them) for `s = c / split_cubes` and writes the output's copy `s`:
+/// `output` is `[splits, batch.., M, N]` of `O` (`T` unsplit, f32 partial sums split; one
+/// split: `split_cubes` is every cube and `split_len` every slice).
 ///
 /// The launcher guarantees: a device with `mma.sync` m16n8k16 and `ldmatrix` for `T` (or
 /// m16n8k8 for TF32), 32-unit planes; each operand contiguous along its contiguous dimension
 /// (per `tile`), whose length, the operand's other strides and its offset are multiples of the
 /// chunk; `16 * warps_m` divides `block_m`, `16 * warps_n` divides `block_n`, 16 divides
 /// `block_k`; the tile's three sizes are powers of two whose chunk counts per slice the cube's
-/// units divide, with at least 8 chunks per shared-memory row for TF32; `NO` divides `N`.
+/// units divide, with at least 8 chunks per shared-memory row for TF32; `NO` divides `N`;
+/// every split starts before K's last slice.
 #[cube(launch_unchecked)]
-pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_mma<T: Float, F: Float, O: Float, NV: Size, NO: Size>(
     lhs: &Tensor<Vector<T, NV>>,
     rhs: &Tensor<Vector<T, NV>>,
-    output: &mut Tensor<Vector<T, NO>>,
+    output: &mut Tensor<Vector<O, NO>>,
     lhs_offset: usize,
     rhs_offset: usize,
+    split_cubes: usize,
+    split_len: usize,
     num_cubes: usize,
     #[comptime] tile: MmaTile,
-    #[define(T, F)] _dtypes: [StorageType; 2],
+    #[define(T, F, O)] _dtypes: [StorageType; 3],
 ) {
     // Uniform per cube, before any barrier.
     if CUBE_POS >= num_cubes {
         terminate!();
     }
-    let rank = output.rank();
-    let m = output.shape(rank - 2);
-    let n = output.shape(rank - 1);
+    // The operands' rank: a split output has one dimension more (its copies).
+    let rank = lhs.rank();
+    let m = output.shape(output.rank() - 2);
+    let n = output.shape(output.rank() - 1);
     let k = lhs.shape(rank - 1);
+    let first = (CUBE_POS / split_cubes) * split_len;
+    let num_k = umin(split_len, k.div_ceil(tile.block_k) - first);
+    // Past the batches, the tile's batch coordinates wrap round: cube `c` reads the operands
+    // of cube `c % split_cubes` and writes the output's copy `c / split_cubes`.
     let pos = tile_pos::<Vector<T, NV>, Vector<T, NV>>(lhs, rhs, m, n, lhs_offset, rhs_offset, CUBE_POS, tile.block_m, tile.block_n);
     let slices = MatrixSlices {
+        first,
         lhs: pos.lhs,
         rhs: pos.rhs,
         row0: pos.row,
@@ -134,10 +152,10 @@ pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
     };
     let unit = UNIT_POS as usize;
     let (warp_row, warp_col) = plane_origin(unit, tile);
-    let acc = multiply_staged::<T, F, NV, MatrixSlices>(&slices, lhs, rhs, k.div_ceil(tile.block_k), unit, warp_row, warp_col, tile);
+    let acc = multiply_staged::<T, F, NV, MatrixSlices>(&slices, lhs, rhs, num_k, unit, warp_row, warp_col, tile);
 
     let def = cmma::MmaDefinition::<F, F, f32>::new(16usize, 8usize, comptime!(tile.mma_k()));
-    write_accumulators::<T, F, NO>(
+    write_accumulators::<O, F, NO>(
         &def,
         output,
         &acc,
@@ -152,11 +170,12 @@ pub fn matmul_mma<T: Float, F: Float, NV: Size, NO: Size>(
     );
 }
 
-/// A matrix product's operands: each batch's `lhs` and `rhs` matrices (element offsets), the
-/// cube's first output row and column, the product's sizes, and the stride between the rows
-/// of each operand's slice.
+/// A matrix product's operands: the cube's first K slice, each batch's `lhs` and `rhs`
+/// matrices (element offsets), the cube's first output row and column, the product's sizes,
+/// and the stride between the rows of each operand's slice.
 #[derive(CubeType)]
 struct MatrixSlices {
+    first: usize,
     lhs: usize,
     rhs: usize,
     row0: usize,
@@ -182,7 +201,7 @@ impl<T: Float, NV: Size> StageSlices<T, NV> for MatrixSlices {
         #[comptime] tile: MmaTile,
     ) {
         let units = comptime!(tile.units());
-        let k0 = slice * tile.block_k;
+        let k0 = (self.first + slice) * tile.block_k;
         let (a_cpr, b_cpr) = comptime!((tile.a_cpr(), tile.b_cpr()));
         let (dst_a, dst_b) = comptime!((stage * tile.stage_a(), stage * tile.stage_b()));
         let pattern_a = comptime!(Swizzle::of(tile.tf32, tile.lhs_k_major));
@@ -385,14 +404,14 @@ pub fn multiply_slice_tf32<T: Float, F: Float, NV: Size>(
     }
 }
 
-/// Writes the plane's accumulators, converted to `T`, to the output at rows `row0..` and
+/// Writes the plane's accumulators, converted to `O`, to the output at rows `row0..` and
 /// columns `col0..` (the plane's part), in vectors of `NO` elements, skipping rows and columns
 /// past `m` and `n`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn write_accumulators<T: Float, F: Float, NO: Size>(
+pub(crate) fn write_accumulators<O: Float, F: Float, NO: Size>(
     def: &cmma::MmaDefinition<F, F, f32>,
-    output: &mut Tensor<Vector<T, NO>>,
+    output: &mut Tensor<Vector<O, NO>>,
     acc: &Sequence<Array<Vector<f32, Pair>>>,
     out_base: usize,
     row0: usize,
@@ -421,10 +440,10 @@ pub(crate) fn write_accumulators<T: Float, F: Float, NO: Size>(
                 for w in 0..comptime!(width / no) {
                     let col = col0 + j * 8 + c as usize + w * no;
                     if row < m && col < n {
-                        let mut out = Vector::<T, NO>::empty();
+                        let mut out = Vector::<O, NO>::empty();
                         #[unroll]
                         for e in 0..no {
-                            out[e] = T::cast_from(values[w * no + e]);
+                            out[e] = O::cast_from(values[w * no + e]);
                         }
                         output[(out_base + row * n + col) / no] = out;
                     }

@@ -22,6 +22,7 @@ use cubecl::prelude::*;
 
 use super::mma::{MmaTile, multiply_slice, write_accumulators};
 use super::pipeline::plane_origin;
+use crate::strided::umin;
 use crate::tensor_core::{BOX_INNER, CHUNK, zero_accumulators};
 
 /// `out[b] = lhs[b] @ rhs[b]` with TMA loads; see the module docs. `NV` is the 16-byte chunk
@@ -30,24 +31,27 @@ use crate::tensor_core::{BOX_INNER, CHUNK, zero_accumulators};
 /// `[K, N]`, each with a batch dimension in front when `lhs_batched` / `rhs_batched` (its
 /// index the output's batch index; else every batch reads the same matrix); boxes of
 /// `[rows, BOX_INNER]` as [`box_rows`] says, 128-byte swizzle, zero fill. `k` is the product's
-/// K.
+/// K. Split K as [`super::mma::matmul_mma`]'s: cube `c` runs K slices `s · split_len ..` for
+/// `s = c / split_cubes` into the output's copy `s` (`output` `[splits, batch.., M, N]` of `O`).
 ///
 /// The launcher guarantees: a device with TMA, `mma.sync` m16n8k16 and `ldmatrix` for `T`,
 /// 32-unit planes; `tile.block_k` = [`BOX_INNER`], `block_m` and `block_n` multiples of 64 and
 /// at most 256, `16 * warps_m` dividing `block_m` and `16 * warps_n` dividing `block_n`; not
-/// `tile.tf32`; `NO` divides N.
+/// `tile.tf32`; `NO` divides N; every split starts before K's last slice.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn matmul_mma_tma<T: Float, NV: Size, NO: Size>(
+pub fn matmul_mma_tma<T: Float, O: Float, NV: Size, NO: Size>(
     lhs: &TensorMap<T, Tiled>,
     rhs: &TensorMap<T, Tiled>,
-    output: &mut Tensor<Vector<T, NO>>,
+    output: &mut Tensor<Vector<O, NO>>,
     k: usize,
+    split_cubes: usize,
+    split_len: usize,
     num_cubes: usize,
     #[comptime] tile: MmaTile,
     #[comptime] lhs_batched: bool,
     #[comptime] rhs_batched: bool,
-    #[define(T)] _dtype: StorageType,
+    #[define(T, O)] _dtypes: [StorageType; 2],
 ) {
     // Uniform per cube, before any barrier.
     if CUBE_POS >= num_cubes {
@@ -60,7 +64,10 @@ pub fn matmul_mma_tma<T: Float, NV: Size, NO: Size>(
     let tiles_m = m.div_ceil(tile.block_m);
     let col0 = (CUBE_POS % tiles_n) * tile.block_n;
     let row0 = ((CUBE_POS / tiles_n) % tiles_m) * tile.block_m;
-    let batch = CUBE_POS / (tiles_n * tiles_m);
+    // The output's batch index counts the splits' copies; the operands' doesn't.
+    let out_batch = CUBE_POS / (tiles_n * tiles_m);
+    let batch = (CUBE_POS % split_cubes) / (tiles_n * tiles_m);
+    let first = (CUBE_POS / split_cubes) * split_len;
 
     let stages = tile.stages;
     let stage_a = comptime!(tile.stage_a());
@@ -83,7 +90,7 @@ pub fn matmul_mma_tma<T: Float, NV: Size, NO: Size>(
     // The barriers' initialisation, visible to the TMA unit.
     sync_async_proxy_shared();
 
-    let num_k = k.div_ceil(tile.block_k);
+    let num_k = umin(split_len, k.div_ceil(tile.block_k) - first);
     let bi = batch as i32;
     let (r0, c0) = (row0 as i32, col0 as i32);
 
@@ -93,7 +100,7 @@ pub fn matmul_mma_tma<T: Float, NV: Size, NO: Size>(
         for s in 0..stages {
             if s < num_k {
                 let _token = full.index(s).arrive_and_expect_tx(1u32, stage_bytes);
-                load_slice::<T, NV>(lhs, rhs, &mut smem_a, &mut smem_b, full.index(s), comptime!((s * tile.block_k) as i32), r0, c0, bi, s, tile, lhs_batched, rhs_batched);
+                load_slice::<T, NV>(lhs, rhs, &mut smem_a, &mut smem_b, full.index(s), ((first + s) * tile.block_k) as i32, r0, c0, bi, s, tile, lhs_batched, rhs_batched);
             }
         }
     }
@@ -115,17 +122,17 @@ pub fn matmul_mma_tma<T: Float, NV: Size, NO: Size>(
                     // Every unit is done with slice t: its stage takes slice t + stages.
                     empty.index(s).wait_parity(phase);
                     let _token = full.index(s).arrive_and_expect_tx(1u32, stage_bytes);
-                    load_slice::<T, NV>(lhs, rhs, &mut smem_a, &mut smem_b, full.index(s), (next * tile.block_k) as i32, r0, c0, bi, s, tile, lhs_batched, rhs_batched);
+                    load_slice::<T, NV>(lhs, rhs, &mut smem_a, &mut smem_b, full.index(s), ((first + next) * tile.block_k) as i32, r0, c0, bi, s, tile, lhs_batched, rhs_batched);
                 }
             }
         }
     }
 
-    write_accumulators::<T, T, NO>(
+    write_accumulators::<O, T, NO>(
         &def,
         output,
         &acc,
-        batch * m * n,
+        out_batch * m * n,
         row0 + warp_row,
         col0 + warp_col,
         m,
