@@ -135,7 +135,7 @@ serving_rates =
       |> Enum.reduce(0, fn {:ok, rows}, acc -> acc + rows end)
     end
 
-    # Every partition answers right, then 2 s of load untimed (each partition's first runs).
+    # The first answers (on every partition, most likely) checked, then 2 s of load untimed.
     1..(4 * n * per_device) |> Task.async_stream(fn _ -> check!.(ExBurn.Serving.run(name, request), n) end, max_concurrency: 4 * n * per_device) |> Stream.run()
     _ = load.(2_000)
     {ms, done} = time.(fn -> load.(seconds * 1000) end)

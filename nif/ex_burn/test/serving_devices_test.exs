@@ -195,9 +195,11 @@ defmodule ExBurn.ServingDevicesTest do
   end
 
   test "two partitions on two devices run their batches at the same time (a barrier both must reach)" do
-    test = self()
     # Each batch's run stops in the middle, in a runtime call that waits for this test's :go;
-    # the test lets none go until a batch of each partition has arrived there.
+    # the test lets none go until a batch of each partition has arrived there, which they can
+    # only do running at the same time.
+    test = self()
+
     fun = fn x ->
       doubled = Nx.multiply(x, 2)
       doubled |> Nx.runtime_call(doubled, [test: test, tag: :batch], &__MODULE__.barrier/2) |> Nx.add(1)
@@ -210,6 +212,16 @@ defmodule ExBurn.ServingDevicesTest do
     :telemetry.attach(id, [:nx, :serving, :execute, :stop], &__MODULE__.task_event/4, self())
 
     try do
+      # One batch at a time first, on each partition in turn (each compiles its program).
+      for _ <- 1..2 do
+        caller = Task.async(fn -> Serving.run(name, Nx.tensor([[0.5, 0.5]])) end)
+        assert_receive {:arrived, pid, :batch}, 30_000
+        send(pid, :go)
+        assert Nx.to_flat_list(Task.await(caller, 30_000)) == [2.0, 2.0]
+      end
+
+      warm = flush_tasks() |> Enum.map(&elem(&1, 1)) |> Enum.sort()
+      assert warm == [0, 1]
       callers = for i <- 1..2, do: Task.async(fn -> Serving.run(name, Nx.tensor([[i * 1.0, -i * 1.0]])) end)
       assert_receive {:arrived, first, :batch}, 30_000
       assert_receive {:arrived, second, :batch}, 30_000
