@@ -134,7 +134,10 @@ defmodule ExBurn.ServingDevicesTest do
     # Host inputs, and inputs already on the second device.
     host = for i <- 1..4, do: Nx.iota({2, 3}, type: :f32, backend: Nx.BinaryBackend) |> Nx.multiply(0.25 * i)
     on_second = for x <- host, do: Nx.backend_copy(x, {ExBurn.Backend, device: "wgpu:cpu"})
-    run = fn inputs -> inputs |> Task.async_stream(&Serving.run(name, &1), ordered: true) |> Enum.map(fn {:ok, out} -> out end) end
+
+    run = fn inputs ->
+      inputs |> Task.async_stream(&Serving.run(name, &1), ordered: true) |> Enum.map(fn {:ok, out} -> out end)
+    end
 
     try do
       # Warm: each partition compiles its program for the batch sizes that come.
@@ -150,8 +153,12 @@ defmodule ExBurn.ServingDevicesTest do
 
       assert_receive {:outputs, outputs}
 
-      for {outs, inputs} <- Enum.zip(outputs, List.duplicate(host, 6)), {out, x} <- Enum.zip(outs, inputs),
-          do: assert(Nx.all_close(Nx.backend_copy(out, Nx.BinaryBackend), reference(x), atol: 1.0e-5) |> Nx.to_number() == 1)
+      for {outs, inputs} <- Enum.zip(outputs, List.duplicate(host, 6)),
+          {out, x} <- Enum.zip(outs, inputs),
+          do:
+            assert(
+              Nx.all_close(Nx.backend_copy(out, Nx.BinaryBackend), reference(x), atol: 1.0e-5) |> Nx.to_number() == 1
+            )
 
       batches = flush_tasks()
       assert length(batches) >= 6
@@ -238,7 +245,17 @@ defmodule ExBurn.ServingDevicesTest do
 
   test "a request split over batches of both devices gets its rows in order" do
     name = :"serving_split_#{System.unique_integer([:positive])}"
-    start_supervised!(Serving.supervise(&Nx.multiply(&1, 2), name: name, shape: {4}, batch_size: 4, batch_timeout: 1, device: @devices, partitions: true))
+
+    start_supervised!(
+      Serving.supervise(&Nx.multiply(&1, 2),
+        name: name,
+        shape: {4},
+        batch_size: 4,
+        batch_timeout: 1,
+        device: @devices,
+        partitions: true
+      )
+    )
 
     results =
       1..8

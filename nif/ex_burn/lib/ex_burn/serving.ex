@@ -181,6 +181,7 @@ defmodule ExBurn.Serving do
     {fun, params, model_shape} = model!(op, model)
     example = example!(op, opts[:shape] || model_shape, opts[:type])
     params = if params, do: Map.new(Enum.uniq(placed), &{&1, on_device(params, &1)})
+
     arg = %{
       fun: fun,
       params: params,
