@@ -94,6 +94,10 @@ end
 # count: the callers take their results as the serving gives them (on the partition's device)
 # and each caller reads its results to the host (`Nx.to_binary/1`, what a caller answering a
 # request over the network does). Every result is checked against one device's first.
+# Partitions on one device share its compiled program, whose runs take turns: more than one
+# per device overlaps only the building of batches. A caller's read waits for its batch on a
+# dirty I/O scheduler (10 by default, for every device): to see whether they limit the
+# second row, run again with `ELIXIR_ERL_OPTIONS="+fnu +SDio 128"`.
 request = Nx.backend_copy(x[0..15], Nx.BinaryBackend)
 per_device = opts[:partitions_per_device] || 1
 serving_callers = opts[:callers] || 32
