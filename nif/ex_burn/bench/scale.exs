@@ -1,10 +1,15 @@
 # Several devices from Elixir: ExCubecl.all_reduce/2's bus bandwidth, data-parallel
 # ExBurn.Training.fit/3 (devices:) against one device, and the throughput of an
-# ExBurn.Serving with one partition per device, at 1, 2, ... devices of one kind.
+# ExBurn.Serving with one partition per device (images/s and the speed-up over one device),
+# at 1, 2, 4, ... devices of one kind.
 #
 #     cd nif/ex_burn
 #     MIX_ENV=test mix run bench/scale.exs [--kind cuda | --devices a,b] [--seconds 15]
-#         [--callers 64] [--hidden 1024] [--mib 1,64,256]
+#         [--callers 32] [--hidden 1024] [--mib 1,64,256] [--only all_reduce,fit,serving]
+#         [--partitions-per-device 1] [--serving-read both | device | host]
+#
+# --callers is per device (the serving's callers grow with the devices, so that every
+# partition has batches waiting); --only runs some of the three parts.
 #
 # On a GPU machine, from the Elixir bundle of scripts/elixir_cuda.sh:
 #
@@ -15,12 +20,12 @@
 # logic only.
 {opts, _, _} =
   OptionParser.parse(System.argv(),
-    strict: [kind: :string, devices: :string, seconds: :integer, callers: :integer, hidden: :integer, mib: :string]
+    strict: [kind: :string, devices: :string, seconds: :integer, callers: :integer, hidden: :integer, mib: :string] ++
+        [partitions_per_device: :integer, serving_read: :string, only: :string]
   )
 
 kind = opts[:kind] || "cuda"
 seconds = opts[:seconds] || 15
-callers = opts[:callers] || 64
 
 hidden = opts[:hidden] || 1024
 sizes = String.split(opts[:mib] || "1,64,256", ",") |> Enum.map(&String.to_integer/1)
@@ -40,8 +45,10 @@ time = fn fun ->
   {(System.monotonic_time(:microsecond) - t) / 1000, result}
 end
 
+parts = String.split(opts[:only] || "all_reduce,fit,serving", ",") |> Enum.map(&String.to_atom/1)
+
 # 1. ExCubecl.all_reduce/2: the bus bandwidth as nccl-tests report it (algbw * 2(n-1)/n).
-for n <- counts, n > 1, mib <- sizes do
+for n <- counts, n > 1, :all_reduce in parts, mib <- sizes do
   elems = div(mib * 1024 * 1024, 4)
   bufs = for d <- Enum.take(devices, n), do: ExCubecl.buffer!(<<1.0::float-32-native>> |> :binary.copy(elems), [elems], :f32, device: d)
   for _ <- 1..3, do: ExCubecl.all_reduce!(bufs, :sum)
@@ -70,7 +77,7 @@ mlp =
 
 model = ExBurn.Model.compile(mlp, loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :sgd, learning_rate: 0.01, seed: 0)
 
-for n <- counts do
+for n <- counts, :fit in parts do
   fit_opts = [epochs: 1, batch_size: 1024, shuffle: false, verbose: false] ++ if(n > 1, do: [devices: Enum.take(devices, n)], else: [])
   # the first epoch compiles; the second is timed
   _ = ExBurn.Training.fit(ExBurn.Model.to_device(model, hd(devices)), {x, y}, fit_opts)
@@ -79,28 +86,74 @@ for n <- counts do
   IO.puts("scale: fit #{n} device(s), 8 steps of 1024: #{Float.round(ms, 1)} ms/epoch, #{round(8192 / (ms / 1000))} examples/s; evaluate #{loss}")
 end
 
-# 3. Serving throughput: the MLP above, batches of up to 64 rows, `callers` concurrent
-# callers of 16 rows each, for `seconds`, one partition per device.
+# 3. Serving throughput, as a user sees it: the MLP above (an image of 784 pixels in, 10
+# logits out) in an ExBurn.Serving with `--partitions-per-device` partitions on each of n
+# devices (1: `partitions: true`), batches of 64 (padded: one program per partition, compiled
+# when the serving starts), `--callers` concurrent callers per device (default 32: with
+# requests of 16 images, 8 batches in flight per device) for `seconds`. Two rows per device
+# count: the callers take their results as the serving gives them (on the partition's device)
+# and each caller reads its results to the host (`Nx.to_binary/1`, what a caller answering a
+# request over the network does). Every result is checked against one device's first.
+# Partitions on one device share its compiled program, whose runs take turns: more than one
+# per device overlaps only the building of batches. A caller's read waits for its batch on a
+# dirty I/O scheduler (10 by default, for every device): to see whether they limit the
+# second row, run again with `ELIXIR_ERL_OPTIONS="+fnu +SDio 128"`.
 request = Nx.backend_copy(x[0..15], Nx.BinaryBackend)
+per_device = opts[:partitions_per_device] || 1
+serving_callers = opts[:callers] || 32
+modes = if opts[:serving_read] in [nil, "both"], do: [:device, :host], else: [String.to_atom(opts[:serving_read])]
 
-for n <- counts do
-  name = :"scale_serving_#{n}"
-  serving = ExBurn.Serving.build(model, device: Enum.take(devices, n), partitions: true, batch_size: 64, batch_timeout: 2)
-  {:ok, sup} = Supervisor.start_link([{Nx.Serving, serving: serving, name: name}], strategy: :one_for_one)
-  for _ <- 1..4, do: ExBurn.Serving.run(name, request)
-  deadline = System.monotonic_time(:millisecond) + seconds * 1000
+want =
+  ExBurn.Serving.run(ExBurn.Serving.build(model, device: hd(devices), batch_size: 64), request)
+  |> Nx.backend_copy(Nx.BinaryBackend)
 
-  done =
-    1..callers
-    |> Task.async_stream(
-      fn _ ->
-        Stream.repeatedly(fn -> ExBurn.Serving.run(name, request) end)
-        |> Enum.reduce_while(0, fn _, acc -> if System.monotonic_time(:millisecond) < deadline, do: {:cont, acc + 16}, else: {:halt, acc + 16} end)
-      end,
-      timeout: :infinity
-    )
-    |> Enum.reduce(0, fn {:ok, rows}, acc -> acc + rows end)
+check! = fn out, n ->
+  unless Nx.all_close(Nx.backend_copy(out, Nx.BinaryBackend), want, atol: 1.0e-3) |> Nx.to_number() == 1,
+    do: raise("serving on #{n} device(s) gave another result than one device")
+end
 
-  Supervisor.stop(sup)
-  IO.puts("scale: serving #{n} partition(s) on #{n} device(s): #{round(done / seconds)} rows/s (#{callers} callers of 16 rows, batches of 64, #{seconds} s)")
+serving_rates =
+  for n <- counts, :serving in parts, mode <- modes, into: %{} do
+    name = :"scale_serving_#{n}_#{mode}"
+    partitions = if per_device == 1, do: true, else: n * per_device
+    callers = serving_callers * n
+
+    serving =
+      ExBurn.Serving.build(model, device: Enum.take(devices, n), partitions: partitions, batch_size: 64, batch_timeout: 2, padding: true)
+
+    {:ok, sup} = Supervisor.start_link([{Nx.Serving, serving: serving, name: name}], strategy: :one_for_one)
+    call = if mode == :host, do: fn -> ExBurn.Serving.run(name, request) |> Nx.to_binary() end, else: fn -> ExBurn.Serving.run(name, request) end
+
+    load = fn ms ->
+      deadline = System.monotonic_time(:millisecond) + ms
+
+      1..callers
+      |> Task.async_stream(
+        fn _ ->
+          Stream.repeatedly(call)
+          |> Enum.reduce_while(0, fn _, acc -> if System.monotonic_time(:millisecond) < deadline, do: {:cont, acc + 16}, else: {:halt, acc + 16} end)
+        end,
+        timeout: :infinity,
+        max_concurrency: callers
+      )
+      |> Enum.reduce(0, fn {:ok, rows}, acc -> acc + rows end)
+    end
+
+    # The first answers (on every partition, most likely) checked, then 2 s of load untimed.
+    1..(4 * n * per_device) |> Task.async_stream(fn _ -> check!.(ExBurn.Serving.run(name, request), n) end, max_concurrency: 4 * n * per_device) |> Stream.run()
+    _ = load.(2_000)
+    {ms, done} = time.(fn -> load.(seconds * 1000) end)
+    Supervisor.stop(sup)
+    rate = done / (ms / 1000)
+    {{n, mode}, rate}
+  end
+
+for mode <- modes, n <- counts, :serving in parts do
+  rate = serving_rates[{n, mode}]
+  speedup = rate / serving_rates[{1, mode}]
+  results = if mode == :host, do: "read to the host by each caller", else: "left on the device"
+
+  IO.puts(
+    "scale: serving #{n} device(s), #{n * per_device} partition(s): #{round(rate)} images/s, #{Float.round(speedup, 2)}x one device (#{serving_callers * n} callers of 16 images, batches of 64, results #{results}, #{seconds} s)"
+  )
 end

@@ -193,10 +193,10 @@ defmodule ExBurn.Backend do
   def bitcast(out, t), do: nx(:bitcast, out, [t])
 
   @impl true
-  def concatenate(out, tensors, axis), do: nx(:concatenate, out, tensors, axis: axis)
+  def concatenate(out, tensors, axis), do: nx(:concatenate, out, on_one_device(tensors), axis: axis)
 
   @impl true
-  def stack(out, tensors, axis), do: nx(:stack, out, tensors, axis: axis)
+  def stack(out, tensors, axis), do: nx(:stack, out, on_one_device(tensors), axis: axis)
 
   @impl true
   def slice(out, t, starts, lengths, strides),
@@ -465,6 +465,18 @@ defmodule ExBurn.Backend do
   end
 
   defp ref!(other, _dev, op), do: raise(ExBurn.Error.new(op, "expects tensors", Kernel.inspect(other, limit: 5)))
+
+  # Tensors joined by concatenate or stack: those on other devices than the first ExBurn
+  # input's are copied there (device to device where the runtime can), as `Nx.Serving` joins
+  # the parts of one request that ran on the partitions of two devices.
+  defp on_one_device(tensors) do
+    dev = input_device(tensors)
+
+    Enum.map(tensors, fn
+      %T{data: %__MODULE__{device: other}} = t when other != dev -> to_device(t, dev)
+      t -> t
+    end)
+  end
 
   defp input_device(inputs) do
     Enum.find_value(inputs, &match?(%T{data: %__MODULE__{}}, &1) && &1.data.device) || ExBurn.default_device_spec()

@@ -61,9 +61,11 @@ defmodule ExBurn.Serving do
       result is a list of the model's outputs, one per example, without the batch axis.
     * an `Nx.Batch` is run as it is; the result is as for a tensor.
 
-  Inputs of any backend or device are copied to the serving's device in the caller (with
-  several devices, to the host, and each partition's call copies its batch to its device).
-  When the
+  Inputs stay where they are in the caller: the partition that runs a batch builds it on its
+  own device, the parts on the host (`Nx.BinaryBackend` or any other backend) joined there and
+  uploaded at once with the model's call, a part already on that device used as it is, one on
+  another device copied device to device. The outputs stay on the partition's device (only a
+  caller on another node gets them copied to the host, see below). When the
   example's shape is known (the `:shape` option, or the Axon model's input shape), inputs are
   checked against it in the caller (an `ExBurn.Error` naming the shapes, before anything
   reaches the serving process) and cast to its `:type`.
@@ -80,9 +82,8 @@ defmodule ExBurn.Serving do
   A request's rows can end up in two batches (the end of one, the start of the next) that
   run on two partitions at once; `Nx.Serving` (0.13) joins the parts in the order they come
   back, which is not always the order of the rows. So each request goes with its rows'
-  numbers, which the batch function passes through beside the outputs, and the caller puts
-  its rows back in order where they came back out of it (a read of those numbers, for a
-  request of more than one row).
+  numbers (on the host: they never reach a device), which come back beside the outputs, and
+  the caller puts its rows back in order where they came back out of it.
 
   ## Across BEAM nodes
 
@@ -180,8 +181,6 @@ defmodule ExBurn.Serving do
     {fun, params, model_shape} = model!(op, model)
     example = example!(op, opts[:shape] || model_shape, opts[:type])
     params = if params, do: Map.new(Enum.uniq(placed), &{&1, on_device(params, &1)})
-    # Inputs go to the one device in the caller; with several, to the host.
-    input_device = if match?([_], Enum.uniq(placed)), do: hd(placed), else: :host
 
     arg = %{
       fun: fun,
@@ -196,7 +195,7 @@ defmodule ExBurn.Serving do
     Nx.Serving.new(ExBurn.Serving.Server, arg, compiler: ExBurn.Defn.Compiler, device: placed)
     |> Nx.Serving.batch_size(batch_size)
     |> Nx.Serving.process_options(batch_timeout: timeout, partitions: true)
-    |> Nx.Serving.client_preprocessing(&preprocess(&1, example, input_device))
+    |> Nx.Serving.client_preprocessing(&preprocess(&1, example))
     |> Nx.Serving.client_postprocessing(&postprocess/2)
     |> Nx.Serving.distributed_postprocessing(&to_host/1)
   end
@@ -479,12 +478,14 @@ defmodule ExBurn.Serving do
   ## Client side
 
   @doc false
-  def preprocess(%Nx.Tensor{shape: shape} = t, example, dev) when tuple_size(shape) > 0 do
+  # A request's rows go with their numbers, 0 to n - 1 (on the host); the inputs stay where
+  # they are (the partition builds its batch on its device: ExBurn.Serving.Batch).
+  def preprocess(%Nx.Tensor{shape: shape} = t, example) when tuple_size(shape) > 0 do
     t = check_example!(t, Tuple.delete_at(shape, 0), example, "the batch", shape)
-    {Nx.Batch.concatenate([numbered(on_device(t, dev), elem(shape, 0), dev)]), :batch}
+    {Nx.Batch.concatenate([{t, row_numbers(elem(shape, 0))}]), :batch}
   end
 
-  def preprocess(%Nx.Tensor{} = t, _example, _dev),
+  def preprocess(%Nx.Tensor{} = t, _example),
     do:
       raise(
         ExBurn.Error.new(
@@ -494,13 +495,13 @@ defmodule ExBurn.Serving do
         )
       )
 
-  def preprocess([_ | _] = examples, example, dev) do
+  def preprocess([_ | _] = examples, example) do
     examples =
       examples
       |> Enum.with_index()
       |> Enum.map(fn
         {%Nx.Tensor{} = t, i} ->
-          on_device(check_example!(t, t.shape, example, "example #{i}", t.shape), dev)
+          check_example!(t, t.shape, example, "example #{i}", t.shape)
 
         {other, i} ->
           raise ExBurn.Error.new(
@@ -520,13 +521,12 @@ defmodule ExBurn.Serving do
             )
     end
 
-    numbered =
-      Enum.with_index(examples, fn t, i -> {t, Nx.tensor(i, type: :s32, backend: {ExBurn.Backend, device: dev})} end)
+    numbered = Enum.with_index(examples, fn t, i -> {t, Nx.tensor(i, type: :s32, backend: Nx.BinaryBackend)} end)
 
     {Nx.Batch.stack(numbered), {:examples, length(examples)}}
   end
 
-  def preprocess(%Nx.Batch{template: template, size: size} = batch, example, dev) do
+  def preprocess(%Nx.Batch{template: template, size: size} = batch, example) do
     if example && not Nx.compatible?(template, example) do
       raise ExBurn.Error.new(
               "ExBurn.Serving.run",
@@ -541,10 +541,10 @@ defmodule ExBurn.Serving do
       |> Nx.Defn.jit_apply([batch], compiler: Nx.Defn.Evaluator)
       |> Composite.traverse(&Nx.slice_along_axis(&1, 0, size, axis: 0))
 
-    {Nx.Batch.concatenate([numbered(on_device(rows, dev), size, dev)]), :batch}
+    {Nx.Batch.concatenate([{rows, row_numbers(size)}]), :batch}
   end
 
-  def preprocess(other, _example, _dev),
+  def preprocess(other, _example),
     do:
       raise(
         ExBurn.Error.new(
@@ -577,9 +577,8 @@ defmodule ExBurn.Serving do
     for i <- 0..(n - 1), do: Composite.traverse(output, &Nx.squeeze(Nx.slice_along_axis(&1, i, 1, axis: 0), axes: [0]))
   end
 
-  # A request's inputs with its rows' numbers, 0 to n - 1 (on the host where the inputs are).
-  defp numbered(inputs, n, :host), do: {inputs, Nx.iota({n}, type: :s32, backend: Nx.BinaryBackend)}
-  defp numbered(inputs, n, dev), do: {inputs, Nx.iota({n}, type: :s32, backend: {ExBurn.Backend, device: dev})}
+  # A request's rows' numbers, 0 to n - 1, on the host.
+  defp row_numbers(n), do: Nx.iota({n}, type: :s32, backend: Nx.BinaryBackend)
 
   # The outputs' rows in the order of the request's: `rows` gives the row number of each (in
   # order, unless the parts of a request split over two batches came back in another order).
@@ -612,8 +611,6 @@ defmodule ExBurn.Serving do
   defp host_copy(%Nx.Tensor{data: %Nx.BinaryBackend{}} = t), do: t
   defp host_copy(%Nx.Tensor{} = t), do: Nx.backend_copy(t, Nx.BinaryBackend)
   defp host_copy(number) when is_number(number), do: number
-
-  defp on_device(container, :host), do: to_host(container)
 
   defp on_device(container, dev) do
     Composite.traverse(container, fn

@@ -34,45 +34,42 @@ defmodule ExBurn.Serving.Server do
     {:ok, Map.merge(arg, %{funs: List.to_tuple(funs), devices: List.to_tuple(devices)})}
   end
 
-  # A function of a batch. Padded batches all have :batch_size rows: with the example known,
-  # the model is compiled here for that shape (a serving process compiles when it starts).
-  # Otherwise the model is jitted, compiled on the first batch of each size (and cached by
-  # ExBurn.Defn.Compiler).
-  #
-  # A batch is `{inputs, rows}` (`ExBurn.Serving`'s client side numbers each request's rows);
-  # the function gives `{outputs, rows}`, the numbers passed through.
+  # A function of the batch's inputs. Padded batches all have :batch_size rows: with the
+  # example known, the model is compiled here for that shape (a serving process compiles when
+  # it starts). Otherwise the model is jitted, compiled on the first batch of each size (and
+  # cached by ExBurn.Defn.Compiler).
   defp batch_fun(%{fun: fun, params: params, example: example, batch_size: size, padding: padding}, defn_options) do
     args = if params, do: [params], else: []
-    tagged = if params, do: fn p, {x, rows} -> {fun.(p, x), rows} end, else: fn {x, rows} -> {fun.(x), rows} end
 
     compiled =
       case {example, padding} do
         {%Nx.Tensor{shape: shape, type: type}, true} ->
-          batch = {Nx.template(Tuple.insert_at(shape, 0, size), type), Nx.template({size}, :s32)}
-          Nx.Defn.compile(tagged, Enum.map(args, &Nx.to_template/1) ++ [batch], defn_options)
+          batch = Nx.template(Tuple.insert_at(shape, 0, size), type)
+          Nx.Defn.compile(fun, Enum.map(args, &Nx.to_template/1) ++ [batch], defn_options)
 
         _ ->
-          Nx.Defn.jit(tagged, defn_options)
+          Nx.Defn.jit(fun, defn_options)
       end
 
-    fn batch -> apply(compiled, args ++ [batch]) end
+    fn inputs -> apply(compiled, args ++ [inputs]) end
   end
 
+  # A batch is the requests' `{inputs, rows}` (`ExBurn.Serving`'s client side numbers each
+  # request's rows on the host). The partition's task builds the inputs on its device
+  # (`ExBurn.Serving.Batch`: the host parts in one upload) and runs its function on them; the
+  # rows' numbers stay on the host and go back beside the outputs.
   @impl true
-  def handle_batch(%Nx.Batch{size: size} = batch, partition, state) do
-    {batch, rows} =
-      if state.padding,
-        do: {Nx.Batch.pad(batch, max(state.batch_size - size, 0)), max(state.batch_size, size)},
-        else: {batch, size}
-
+  def handle_batch(%Nx.Batch{size: size, pad: pad} = batch, partition, state) do
+    pad = if state.padding, do: max(state.batch_size - size, 0), else: pad
     fun = elem(state.funs, partition)
+    dev = elem(state.devices, partition)
 
     {:execute,
      fn ->
-       metadata = %{size: size, device: elem(state.devices, partition), partition: partition}
-       {check_output!(fun.(batch), rows), metadata}
-     end,
-     state}
+       {inputs, rows} = ExBurn.Serving.Batch.build(batch, pad, dev)
+       metadata = %{size: size, device: dev, partition: partition}
+       {{check_output!(fun.(inputs), size + pad), rows}, metadata}
+     end, state}
   end
 
   defp check_output!(output, rows) do
