@@ -206,9 +206,12 @@ if Code.ensure_loaded?(Axon) do
     defp add_metric(loop, metric, name, %{devices: [dev | _]}),
       do: Axon.Loop.metric(loop, Nx.Defn.jit(metric, compiler: ExBurn.Defn.Compiler, device: dev), name, average(dev))
 
+    # Axon's running average; the iteration number goes with the call from the host (made
+    # on the default device, it would be read back from there first).
     defp average(dev) do
       average = fn avg, obs, i -> avg |> Nx.multiply(i) |> Nx.add(obs) |> Nx.divide(Nx.add(i, 1)) end
-      Nx.Defn.jit(average, compiler: ExBurn.Defn.Compiler, device: dev)
+      jitted = Nx.Defn.jit(average, compiler: ExBurn.Defn.Compiler, device: dev)
+      fn avg, obs, i -> jitted.(avg, obs, Nx.tensor(i, backend: Nx.BinaryBackend)) end
     end
 
     defp count_samples(state) do

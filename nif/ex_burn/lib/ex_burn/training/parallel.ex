@@ -330,10 +330,13 @@ if Code.ensure_loaded?(Axon) do
     # Rows [start, start + len) of every tensor of `container`, on `dev`; the whole batch
     # when there is one device.
     defp shard(container, _start, _len, 1, _dev), do: container
-    defp shard(container, start, len, _count, dev), do: Composite.traverse(slice(container, start, len), &on_device(&1, dev))
+
+    defp shard(container, start, len, _count, dev),
+      do: Composite.traverse(slice(container, start, len), &on_device(&1, dev))
 
     # The template of `container`'s tensors with `rows` rows.
-    defp template(container, rows), do: Composite.traverse(container, &Nx.template(put_elem(&1.shape, 0, rows), &1.type))
+    defp template(container, rows),
+      do: Composite.traverse(container, &Nx.template(put_elem(&1.shape, 0, rows), &1.type))
 
     # The predictions of the shards (each on `dev` already), concatenated there (for the
     # loop's metrics).
