@@ -158,8 +158,9 @@ defmodule ExBurn.DataParallelTest do
   end
 
   # Every ExCubecl.Native call of the third step of a 2-device fit (32 samples, batches of 8),
-  # with the process that made it and the device of its first tensor argument.
-  defp traced_step(opts) do
+  # or (`:epochs`) of its epochs (from each epoch's start to its end), with the process that
+  # made it and the device of its first tensor argument.
+  defp traced_step(opts, window \\ :step) do
     key = Nx.Random.key(9)
     {x, key} = Nx.Random.normal(key, shape: {32, 4}, type: :f32)
     {labels, _} = Nx.Random.randint(key, 0, 3, shape: {32}, type: :s32)
@@ -177,16 +178,25 @@ defmodule ExBurn.DataParallelTest do
         collect.(collect, [])
       end)
 
-    tracing =
-      Callbacks.on(:iteration_completed, fn state, _ctx ->
-        case state.iteration do
-          1 -> :erlang.trace(:all, true, [:call, {:tracer, tracer}])
-          2 -> :erlang.trace(:all, false, [:call])
-          _ -> :ok
-        end
+    on = fn -> :erlang.trace(:all, true, [:call, {:tracer, tracer}]) end
+    off = fn -> :erlang.trace(:all, false, [:call]) end
 
-        :continue
-      end)
+    tracing =
+      case window do
+        :step ->
+          [
+            Callbacks.on(:iteration_completed, fn state ->
+              if state.iteration == 1, do: on.(), else: if(state.iteration == 2, do: off.())
+              :continue
+            end)
+          ]
+
+        :epochs ->
+          [
+            Callbacks.on(:epoch_started, fn _ -> on.() && :continue end),
+            Callbacks.on(:epoch_completed, fn _ -> off.() && :continue end)
+          ]
+      end
 
     :erlang.trace_pattern({ExCubecl.Native, :_, :_}, true, [:local])
 
@@ -194,7 +204,7 @@ defmodule ExBurn.DataParallelTest do
       Training.fit(
         model(),
         data,
-        [devices: @devices, epochs: 1, batch_size: 8, shuffle: false, verbose: false, callbacks: [tracing]] ++ opts
+        opts ++ [devices: @devices, epochs: 1, batch_size: 8, shuffle: false, verbose: false, callbacks: tracing]
       )
     after
       :erlang.trace(:all, false, [:call])
@@ -212,7 +222,10 @@ defmodule ExBurn.DataParallelTest do
         |> Enum.filter(&is_reference/1)
         |> Enum.find_value(fn ref ->
           try do
-            with {:ok, dev} <- ExCubecl.Native.device(ref), do: dev
+            case ExCubecl.Native.device(ref) do
+              {:ok, dev} -> dev
+              {:error, _freed} -> nil
+            end
           rescue
             ArgumentError -> nil
           end
@@ -247,6 +260,21 @@ defmodule ExBurn.DataParallelTest do
     assert b != a
   end
 
+  test "each pass copies the second device's rows to it once, with one take per tensor and device" do
+    calls = traced_step([epochs: 2, shuffle: true], :epochs)
+    # 2 epochs of 4 steps: x and y to "wgpu:cpu" once per epoch (the parts, freed at the end
+    # of their pass, may have no device to tell by now).
+    assert ["wgpu:cpu", "wgpu:cpu", "wgpu:cpu", "wgpu:cpu"] = for(%{fun: :to_device, args: [_, to]} <- calls, do: to)
+
+    # Per epoch: the targets in the pass's order, and x and y of each device.
+    assert length(for %{fun: :run_kernel, args: ["nx_take" | _]} = c <- calls, do: c) == 2 * (1 + 2 * 2)
+    assert count(calls, :all_reduce) == 8
+    # The only reads: each epoch's loss and learning rate at its end, and Axon's first running
+    # average of the loss where it makes it on another device than the first.
+    first_average = if ExBurn.default_device_spec() == "wgpu", do: 0, else: 1
+    assert count(calls, :read) == 2 * (2 + first_average)
+  end
+
   test "with a metric, the second device's predictions go to the first device, and nothing else moves" do
     calls = traced_step(accuracy: true)
     assert count(calls, :all_reduce) == 1
@@ -254,6 +282,25 @@ defmodule ExBurn.DataParallelTest do
     assert [_] = for(%{fun: :run_kernel, args: ["nx_concatenate" | _]} = c <- calls, do: c)
     assert count(calls, :read) == 0
     assert count(calls, :buffer) == 0
+  end
+
+  test "the devices' processes: results in order; an exception in one is raised in the caller once all have ended" do
+    alias ExBurn.Training.Parallel.Workers
+    {handle, [1, 2]} = Workers.start([fn -> 1 end, fn -> 2 end])
+    {_tag, tasks} = handle
+    assert [{:a, 1}, {:b, 2}] = Workers.finish(handle, [fn -> {:a, 1} end, fn -> {:b, 2} end])
+    refute Enum.any?(tasks, &Process.alive?(&1.pid))
+
+    assert_raise ArgumentError, "shard 1", fn ->
+      Workers.start([fn -> 1 end, fn -> raise ArgumentError, "shard 1" end])
+    end
+
+    {handle, _} = Workers.start([fn -> 1 end, fn -> 2 end])
+    assert_raise RuntimeError, "update 0", fn -> Workers.finish(handle, [fn -> raise "update 0" end, fn -> :ok end]) end
+    {{_tag, tasks} = handle, _} = Workers.start([fn -> 1 end, fn -> 2 end])
+    Workers.stop(handle)
+    refute Enum.any?(tasks, &Process.alive?(&1.pid))
+    refute_received _
   end
 
   test "a batch that doesn't split, an unknown device, numerical gradients: errors naming fit" do

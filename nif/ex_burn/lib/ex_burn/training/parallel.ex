@@ -6,7 +6,7 @@ if Code.ensure_loaded?(Axon) do
 
       1. the batch cut into one equal shard per device, each shard on its device: for `{x, y}`
          tensors the shards come so (`ExBurn.Training.Data`'s `sharded`: each device's rows of
-         a whole pass are copied to it once, at the pass's start, and its shard of a step is a
+         a whole pass are copied to it once, at the pass's first step, and its shard of a step is a
          slice of them); batches of an enumerable are cut here and each shard copied to its
          device;
       2. on each device, one compiled call of the gradient program on its shard and replica:
@@ -236,7 +236,9 @@ if Code.ensure_loaded?(Axon) do
     # A batch from ExBurn.Training.Data's `sharded` (each device's shard a slice of its part,
     # already on it), or `{x, y}` as an enumerable of batches gives it (cut here, each shard
     # copied to its device by that device's process).
-    defp step({:shards, y, parts, start, rows}, state, built) do
+    defp step({:shards, y, pass, start, rows}, state, built) do
+      parts = ExBurn.Training.Parallel.Shards.parts(pass)
+
       shards = for {xs, ys} <- parts, do: {fn -> {slice(xs, start, rows), slice(ys, start, rows)} end, {xs, ys}}
       step(y, shards, rows, state, built)
     end
