@@ -28,7 +28,8 @@ if Code.ensure_loaded?(Axon) do
     state (`model_state`, `optimizer_state`, the full batch's `y_true`, and `batch_loss`, the
     mean of the shards' losses, for the loss metric); the others are in its `replicas` field.
     The shards' predictions are gathered on the first device into `y_pred` only for a run
-    with metrics (`gather: true`); otherwise `y_pred` is `nil`.
+    with metrics (`gather: true`; the copied ones are held in `sent` for a step); otherwise
+    `y_pred` is `nil`.
 
     The steps run outside `Axon.Loop`'s jit (`jit_compile?: false`): the programs are
     compiled with `Nx.Defn.compile/3` once per device and shapes (`ExBurn.Defn.Compiler`).
@@ -283,7 +284,7 @@ if Code.ensure_loaded?(Axon) do
           fn ->
             {xs, ys} = shard.()
             {flat, pred, layer_state} = grad.(r.model_state, xs, ys)
-            {flat, if(gather, do: Composite.traverse(pred, &on_device(&1, first))), layer_state}
+            {flat, if(gather, do: {Composite.traverse(pred, &on_device(&1, first)), pred}), layer_state}
           end
         end)
 
@@ -319,7 +320,11 @@ if Code.ensure_loaded?(Axon) do
         loss: r0.loss,
         batch_loss: batch_loss,
         y_true: y,
-        y_pred: if(gather, do: gather(Enum.map(grads, &elem(&1, 1)), first), else: nil),
+        y_pred: if(gather, do: gather(Enum.map(grads, &elem(elem(&1, 1), 0)), first), else: nil),
+        # The shards' own predictions, copied to the first device: NCCL reads them on the
+        # devices' communication streams, which the memory pools don't wait for, so they are
+        # held until the next step's all-reduce has made every device wait for those streams.
+        sent: if(gather, do: Enum.map(tl(grads), &elem(elem(&1, 1), 1)), else: []),
         model_state: r0.model_state,
         optimizer_state: r0.optimizer_state,
         replicas: rest
