@@ -147,9 +147,16 @@ defmodule ExBurn.DataParallelTest do
       assert a.accuracy == b.accuracy
     end
 
-    # The same batches as a list (cut into shards by the step, each copied to its device).
+    # The same batches as a list (cut into shards by the step, each copied to its device):
+    # on the host, and on the first device.
     {x, y} = data20()
-    batches = for {s, l} <- [{0, 8}, {8, 8}, {16, 4}], do: {Nx.slice_along_axis(x, s, l), Nx.slice_along_axis(y, s, l)}
+    on_host = for {s, l} <- [{0, 8}, {8, 8}], do: {Nx.slice_along_axis(x, s, l), Nx.slice_along_axis(y, s, l)}
+
+    on_device =
+      {x |> Nx.slice_along_axis(16, 4) |> Nx.backend_copy({ExBurn.Backend, device: "wgpu"}),
+       Nx.slice_along_axis(y, 16, 4)}
+
+    batches = on_host ++ [on_device]
     list_opts = [epochs: 2, accuracy: true, verbose: false]
     {one, one_history} = Training.fit_with_progress(model(), batches, list_opts)
     {two, two_history} = Training.fit_with_progress(model(), batches, [devices: @devices] ++ list_opts)

@@ -28,8 +28,9 @@ if Code.ensure_loaded?(Axon) do
     state (`model_state`, `optimizer_state`, the full batch's `y_true`, and `batch_loss`, the
     mean of the shards' losses, for the loss metric); the others are in its `replicas` field.
     The shards' predictions are gathered on the first device into `y_pred` only for a run
-    with metrics (`gather: true`; the copied ones are held in `sent` for a step); otherwise
-    `y_pred` is `nil`.
+    with metrics (`gather: true`); otherwise `y_pred` is `nil`. What a step copied between
+    devices (predictions, shards of an enumerable's batches) is held in `sent` until the next
+    step's all-reduce (NCCL reads it on a stream the memory pools don't wait for).
 
     The steps run outside `Axon.Loop`'s jit (`jit_compile?: false`): the programs are
     compiled with `Nx.Defn.compile/3` once per device and shapes (`ExBurn.Defn.Compiler`).
@@ -240,7 +241,7 @@ if Code.ensure_loaded?(Axon) do
     defp step({:shards, y, pass, start, rows}, state, built) do
       parts = ExBurn.Training.Parallel.Shards.parts(pass)
 
-      shards = for {xs, ys} <- parts, do: {fn -> {slice(xs, start, rows), slice(ys, start, rows)} end, {xs, ys}}
+      shards = for {xs, ys} <- parts, do: {fn -> {slice(xs, start, rows), slice(ys, start, rows), []} end, {xs, ys}}
       step(y, shards, rows, state, built)
     end
 
@@ -253,7 +254,8 @@ if Code.ensure_loaded?(Axon) do
 
       shards =
         for {dev, k} <- Enum.with_index(devices) do
-          {fn -> {shard(x, k * shard, shard, count, dev), shard(y, k * shard, shard, count, dev)} end, {x, y}}
+          take = fn -> shard({x, y}, k * shard, shard, count, dev) end
+          {fn -> with({{xs, ys}, sent} <- take.(), do: {xs, ys, sent}) end, {x, y}}
         end
 
       step(y, shards, shard, state, built)
@@ -282,9 +284,10 @@ if Code.ensure_loaded?(Axon) do
           grad = compiled(built, :grad, r.device, [r.model_state, template(xs, rows), template(ys, rows)])
 
           fn ->
-            {xs, ys} = shard.()
+            {xs, ys, sent} = shard.()
             {flat, pred, layer_state} = grad.(r.model_state, xs, ys)
-            {flat, if(gather, do: {Composite.traverse(pred, &on_device(&1, first)), pred}), layer_state}
+            {pred, pred_sent} = if gather, do: send_to(pred, first), else: {nil, []}
+            {flat, pred, layer_state, sent ++ pred_sent}
           end
         end)
 
@@ -295,7 +298,7 @@ if Code.ensure_loaded?(Axon) do
           flats = all_reduce!(Enum.map(grads, &elem(&1, 0)), built.fun)
 
           updates =
-            Enum.zip_with([replicas, grads, flats], fn [r, {_flat, _pred, layer_state}, flat] ->
+            Enum.zip_with([replicas, grads, flats], fn [r, {_flat, _pred, layer_state, _sent}, flat] ->
               args = [r.model_state, r.optimizer_state, flat, layer_state, r.loss, r.i]
               update = compiled(built, :update, r.device, args)
               fn -> update |> apply(args) |> then(&{r, &1}) end
@@ -320,11 +323,8 @@ if Code.ensure_loaded?(Axon) do
         loss: r0.loss,
         batch_loss: batch_loss,
         y_true: y,
-        y_pred: if(gather, do: gather(Enum.map(grads, &elem(elem(&1, 1), 0)), first), else: nil),
-        # The shards' own predictions, copied to the first device: NCCL reads them on the
-        # devices' communication streams, which the memory pools don't wait for, so they are
-        # held until the next step's all-reduce has made every device wait for those streams.
-        sent: if(gather, do: Enum.map(tl(grads), &elem(elem(&1, 1), 1)), else: []),
+        y_pred: if(gather, do: gather(Enum.map(grads, &elem(&1, 1))), else: nil),
+        sent: Enum.flat_map(grads, &elem(&1, 3)),
         model_state: r0.model_state,
         optimizer_state: r0.optimizer_state,
         replicas: rest
@@ -334,30 +334,46 @@ if Code.ensure_loaded?(Axon) do
     # Rows [start, start + len) of every tensor of `container` (a slice on its device).
     defp slice(container, start, len), do: Composite.traverse(container, &Nx.slice_along_axis(&1, start, len, axis: 0))
 
-    # Rows [start, start + len) of every tensor of `container`, on `dev`; the whole batch
-    # when there is one device.
-    defp shard(container, _start, _len, 1, _dev), do: container
+    # Rows [start, start + len) of every tensor of `container`, on `dev` (the whole batch when
+    # there is one device), and the tensors to hold (see `send_to/2`).
+    defp shard(container, _start, _len, 1, _dev), do: {container, []}
 
-    defp shard(container, start, len, _count, dev),
-      do: Composite.traverse(slice(container, start, len), &on_device(&1, dev))
+    defp shard(container, start, len, _count, dev), do: container |> slice(start, len) |> send_to(dev)
+
+    # The tensors of `container` on `dev`, and the tensors to hold until the next step's
+    # all-reduce. Where NCCL copies device to device, it reads the source on the device's
+    # communication stream, which the memory pools don't wait for: the source is a copy of
+    # its own (a whole buffer, so that the copy makes no temporary one to drop either) held in
+    # the step state's `sent` until the all-reduce of the next step has made every device wait
+    # for that stream.
+    defp send_to(container, dev) do
+      Composite.traverse(container, [], fn
+        %Nx.Tensor{data: %ExBurn.Backend{device: ^dev}} = t, sent ->
+          {t, sent}
+
+        %Nx.Tensor{data: %ExBurn.Backend{device: from}} = t, sent ->
+          source = Nx.backend_copy(t, {ExBurn.Backend, device: from})
+          {Nx.backend_copy(source, {ExBurn.Backend, device: dev}), [source | sent]}
+
+        t, sent ->
+          {Nx.backend_copy(t, {ExBurn.Backend, device: dev}), sent}
+      end)
+    end
 
     # The template of `container`'s tensors with `rows` rows.
     defp template(container, rows),
       do: Composite.traverse(container, &Nx.template(put_elem(&1.shape, 0, rows), &1.type))
 
-    # The predictions of the shards (each on `dev` already), concatenated there (for the
-    # loop's metrics).
-    defp gather([one], _dev), do: one
+    # The predictions of the shards (each on the first device already), concatenated there
+    # (for the loop's metrics).
+    defp gather([one]), do: one
 
-    defp gather([first | _] = preds, _dev) do
+    defp gather([first | _] = preds) do
       leaves = Enum.map(preds, &Composite.flatten_list([&1]))
       joined = Enum.zip_with(leaves, &Nx.concatenate(&1, axis: 0))
       {result, []} = Composite.traverse(first, joined, fn _t, [j | rest] -> {j, rest} end)
       result
     end
-
-    defp on_device(%Nx.Tensor{data: %ExBurn.Backend{device: dev}} = t, dev), do: t
-    defp on_device(t, dev), do: Nx.backend_copy(t, {ExBurn.Backend, device: dev})
 
     # The mean of the devices' flat vectors on every device: one ExCubecl.all_reduce/2 call.
     defp all_reduce!([one], _fun), do: [one]
