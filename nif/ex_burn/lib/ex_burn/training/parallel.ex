@@ -5,10 +5,10 @@ if Code.ensure_loaded?(Axon) do
     one replica of the model and its optimizer state per device, each step
 
       1. the batch cut into one equal shard per device, each shard on its device: for `{x, y}`
-         tensors the shards come so (`ExBurn.Training.Data`'s `sharded`: each device's rows of
-         a whole pass are copied to it once, at the pass's first step, and its shard of a step is a
-         slice of them); batches of an enumerable are cut here and each shard copied to its
-         device;
+         tensors the shards come so (`ExBurn.Training.Data`'s `sharded`: each device's rows
+         of a whole pass are copied to it once, at the pass's first step, and its shard of a
+         step is a slice of them); batches of an enumerable are cut here and each shard
+         copied to its device;
       2. on each device, one compiled call of the gradient program on its shard and replica:
          the train-mode forward pass, the loss, the exact gradients
          (`Nx.Defn.value_and_grad/3`), packed with the loss and the layers' float state
@@ -254,8 +254,12 @@ if Code.ensure_loaded?(Axon) do
 
       shards =
         for {dev, k} <- Enum.with_index(devices) do
-          take = fn -> shard({x, y}, k * shard, shard, count, dev) end
-          {fn -> with({{xs, ys}, sent} <- take.(), do: {xs, ys, sent}) end, {x, y}}
+          take = fn ->
+            {{xs, ys}, sent} = shard({x, y}, k * shard, shard, count, dev)
+            {xs, ys, sent}
+          end
+
+          {take, {x, y}}
         end
 
       step(y, shards, shard, state, built)
