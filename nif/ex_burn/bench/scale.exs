@@ -5,7 +5,8 @@
 #
 #     cd nif/ex_burn
 #     MIX_ENV=test mix run bench/scale.exs [--kind cuda | --devices a,b] [--seconds 15]
-#         [--callers 32] [--hidden 1024] [--mib 1,64,256] [--only all_reduce,fit,serving]
+#         [--callers 32] [--hidden 1024] [--batch 1024] [--mib 1,64,256]
+#         [--only all_reduce,fit,serving]
 #         [--partitions-per-device 1] [--serving-read both | device | host]
 #
 # --callers is per device (the serving's callers grow with the devices, so that every
@@ -16,18 +17,20 @@
 #     bash scripts/elixir_gpu.sh nif/ex_burn/bench/scale.exs --seconds 20
 #
 # Without two devices of the kind, it measures one. On lavapipe (`--devices wgpu,wgpu:cpu
-# --hidden 32 --mib 1 --seconds 2`: the default adapter and the CPU adapter) it checks the
-# logic only.
+# --hidden 32 --batch 64 --mib 1 --seconds 2`: the default adapter and the CPU adapter) it
+# checks the logic only.
 {opts, _, _} =
   OptionParser.parse(System.argv(),
-    strict: [kind: :string, devices: :string, seconds: :integer, callers: :integer, hidden: :integer, mib: :string] ++
-        [partitions_per_device: :integer, serving_read: :string, only: :string]
+    strict:
+      [kind: :string, devices: :string, seconds: :integer, callers: :integer, hidden: :integer, mib: :string] ++
+        [batch: :integer, partitions_per_device: :integer, serving_read: :string, only: :string]
   )
 
 kind = opts[:kind] || "cuda"
 seconds = opts[:seconds] || 15
 
 hidden = opts[:hidden] || 1024
+batch = opts[:batch] || 1024
 sizes = String.split(opts[:mib] || "1,64,256", ",") |> Enum.map(&String.to_integer/1)
 
 devices =
@@ -50,7 +53,11 @@ parts = String.split(opts[:only] || "all_reduce,fit,serving", ",") |> Enum.map(&
 # 1. ExCubecl.all_reduce/2: the bus bandwidth as nccl-tests report it (algbw * 2(n-1)/n).
 for n <- counts, n > 1, :all_reduce in parts, mib <- sizes do
   elems = div(mib * 1024 * 1024, 4)
-  bufs = for d <- Enum.take(devices, n), do: ExCubecl.buffer!(<<1.0::float-32-native>> |> :binary.copy(elems), [elems], :f32, device: d)
+
+  bufs =
+    for d <- Enum.take(devices, n),
+        do: ExCubecl.buffer!(<<1.0::float-32-native>> |> :binary.copy(elems), [elems], :f32, device: d)
+
   for _ <- 1..3, do: ExCubecl.all_reduce!(bufs, :sum)
   Enum.each(Enum.take(devices, n), &ExCubecl.synchronize(device: &1))
   iters = 10
@@ -58,14 +65,25 @@ for n <- counts, n > 1, :all_reduce in parts, mib <- sizes do
   Enum.each(Enum.take(devices, n), &ExCubecl.synchronize(device: &1))
   <<first::float-32-native, _::binary>> = ExCubecl.read!(hd(outs))
   busbw = mib * 1024 * 1024 / (ms / iters / 1000) * 2 * (n - 1) / n / 1.0e9
-  IO.puts("scale: all_reduce #{n} devices, #{mib} MiB: #{Float.round(ms / iters, 3)} ms, bus #{Float.round(busbw, 1)} GB/s, first value #{first} (want #{n * 1.0})")
+
+  IO.puts(
+    "scale: all_reduce #{n} devices, #{mib} MiB: #{Float.round(ms / iters, 3)} ms, bus #{Float.round(busbw, 1)} GB/s, first value #{first} (want #{n * 1.0})"
+  )
+
   if first != n * 1.0, do: raise("all_reduce gave #{first}, want #{n * 1.0}")
 end
 
-# 2. Data-parallel fit: an MLP 784-hidden-hidden-10, 8192 examples, global batch 1024.
+# 2. Data-parallel fit, weak scaling: an MLP 784-hidden-hidden-10, a fixed batch of `batch`
+# examples per device and 8 steps per epoch, so n devices train on 8 * batch * n examples in
+# batches of batch * n. One device: fit/3 without :devices (the baseline) and with
+# devices: [d] (the data-parallel path on one device). Each run: a first fit compiles, then a
+# fit of 3 epochs is timed epoch by epoch (each epoch ends reading its metrics, which waits for
+# the devices); the row gives the median of epochs 2 and 3 (the first one of a fit also moves
+# the data to the device) and the speed-up: examples per second against the baseline's.
 key = Nx.Random.key(0)
-{x, key} = Nx.Random.normal(key, shape: {8192, 784}, type: :f32)
-{labels, _} = Nx.Random.randint(key, 0, 10, shape: {8192}, type: :s64)
+examples = 8 * batch * Enum.max(counts)
+{x, key} = Nx.Random.normal(key, shape: {examples, 784}, type: :f32)
+{labels, _} = Nx.Random.randint(key, 0, 10, shape: {examples}, type: :s64)
 x = Nx.backend_copy(x, Nx.BinaryBackend)
 y = labels |> Nx.new_axis(1) |> Nx.equal(Nx.iota({1, 10})) |> Nx.as_type(:f32) |> Nx.backend_copy(Nx.BinaryBackend)
 
@@ -75,15 +93,55 @@ mlp =
   |> Axon.dense(hidden, activation: :relu)
   |> Axon.dense(10)
 
-model = ExBurn.Model.compile(mlp, loss: :cross_entropy, loss_opts: [from_logits: true], optimizer: :sgd, learning_rate: 0.01, seed: 0)
+model =
+  ExBurn.Model.compile(mlp,
+    loss: :cross_entropy,
+    loss_opts: [from_logits: true],
+    optimizer: :sgd,
+    learning_rate: 0.01,
+    seed: 0
+  )
 
-for n <- counts, :fit in parts do
-  fit_opts = [epochs: 1, batch_size: 1024, shuffle: false, verbose: false] ++ if(n > 1, do: [devices: Enum.take(devices, n)], else: [])
-  # the first epoch compiles; the second is timed
-  _ = ExBurn.Training.fit(ExBurn.Model.to_device(model, hd(devices)), {x, y}, fit_opts)
-  {ms, trained} = time.(fn -> ExBurn.Training.fit(ExBurn.Model.to_device(model, hd(devices)), {x, y}, fit_opts) end)
-  loss = trained |> ExBurn.Training.evaluate({x, y}, batch_size: 1024) |> inspect()
-  IO.puts("scale: fit #{n} device(s), 8 steps of 1024: #{Float.round(ms, 1)} ms/epoch, #{round(8192 / (ms / 1000))} examples/s; evaluate #{loss}")
+epoch_ms = fn fit_opts, n ->
+  rows = 8 * batch * n
+  data = {Nx.slice_along_axis(x, 0, rows), Nx.slice_along_axis(y, 0, rows)}
+  opts = [batch_size: batch * n, shuffle: false, verbose: false] ++ fit_opts
+  _ = ExBurn.Training.fit(ExBurn.Model.to_device(model, hd(devices)), data, [epochs: 1] ++ opts)
+  me = self()
+
+  stamp =
+    ExBurn.Training.Callbacks.on(:epoch_completed, fn _state ->
+      send(me, {:epoch, System.monotonic_time(:microsecond)}) && :continue
+    end)
+
+  start = System.monotonic_time(:microsecond)
+
+  trained =
+    ExBurn.Training.fit(ExBurn.Model.to_device(model, hd(devices)), data, [epochs: 3, callbacks: [stamp]] ++ opts)
+
+  ends = for _ <- 1..3, do: receive(do: ({:epoch, t} -> t))
+  [e1, e2, e3] = Enum.zip_with([start | ends], ends, fn a, b -> (b - a) / 1000 end)
+  {Enum.min_max([e2, e3]) |> then(fn {a, b} -> (a + b) / 2 end), e1, trained, data}
+end
+
+if :fit in parts do
+  {base_ms, _, _, _} = epoch_ms.([], 1)
+  base = 8 * batch / (base_ms / 1000)
+
+  IO.puts(
+    "scale: fit 1 device, no :devices (baseline), 8 steps of #{batch}: #{Float.round(base_ms, 1)} ms/epoch, #{round(base)} examples/s"
+  )
+
+  for n <- counts do
+    {ms, first_ms, trained, data} = epoch_ms.([devices: Enum.take(devices, n)], n)
+    speed = 8 * batch * n / (ms / 1000)
+    loss = trained |> ExBurn.Training.evaluate(data, batch_size: batch) |> inspect()
+
+    IO.puts(
+      "scale: fit #{n} device(s) (devices:), 8 steps of #{batch} per device (batch #{batch * n}): #{Float.round(ms, 1)} ms/epoch " <>
+        "(first epoch #{Float.round(first_ms, 1)}), #{round(speed)} examples/s, speed-up #{Float.round(speed / base, 2)}x; evaluate #{loss}"
+    )
+  end
 end
 
 # 3. Serving throughput, as a user sees it: the MLP above (an image of 784 pixels in, 10
@@ -119,10 +177,20 @@ serving_rates =
     callers = serving_callers * n
 
     serving =
-      ExBurn.Serving.build(model, device: Enum.take(devices, n), partitions: partitions, batch_size: 64, batch_timeout: 2, padding: true)
+      ExBurn.Serving.build(model,
+        device: Enum.take(devices, n),
+        partitions: partitions,
+        batch_size: 64,
+        batch_timeout: 2,
+        padding: true
+      )
 
     {:ok, sup} = Supervisor.start_link([{Nx.Serving, serving: serving, name: name}], strategy: :one_for_one)
-    call = if mode == :host, do: fn -> ExBurn.Serving.run(name, request) |> Nx.to_binary() end, else: fn -> ExBurn.Serving.run(name, request) end
+
+    call =
+      if mode == :host,
+        do: fn -> ExBurn.Serving.run(name, request) |> Nx.to_binary() end,
+        else: fn -> ExBurn.Serving.run(name, request) end
 
     load = fn ms ->
       deadline = System.monotonic_time(:millisecond) + ms
@@ -131,7 +199,9 @@ serving_rates =
       |> Task.async_stream(
         fn _ ->
           Stream.repeatedly(call)
-          |> Enum.reduce_while(0, fn _, acc -> if System.monotonic_time(:millisecond) < deadline, do: {:cont, acc + 16}, else: {:halt, acc + 16} end)
+          |> Enum.reduce_while(0, fn _, acc ->
+            if System.monotonic_time(:millisecond) < deadline, do: {:cont, acc + 16}, else: {:halt, acc + 16}
+          end)
         end,
         timeout: :infinity,
         max_concurrency: callers
@@ -140,7 +210,10 @@ serving_rates =
     end
 
     # The first answers (on every partition, most likely) checked, then 2 s of load untimed.
-    1..(4 * n * per_device) |> Task.async_stream(fn _ -> check!.(ExBurn.Serving.run(name, request), n) end, max_concurrency: 4 * n * per_device) |> Stream.run()
+    1..(4 * n * per_device)
+    |> Task.async_stream(fn _ -> check!.(ExBurn.Serving.run(name, request), n) end, max_concurrency: 4 * n * per_device)
+    |> Stream.run()
+
     _ = load.(2_000)
     {ms, done} = time.(fn -> load.(seconds * 1000) end)
     Supervisor.stop(sup)

@@ -10,14 +10,19 @@ if Code.ensure_loaded?(Axon) do
     `strict?` says whether every batch has the same shapes (then `Axon.Loop.run/4` compiles
     the step once, strictly); a last smaller batch, or batches of unknown shapes, compile once
     per shape.
+
+    With `:devices` (a data-parallel `ExBurn.Training.fit/3`), `{x, y}` tensors also get
+    `sharded`: the same batches, in the same order, as each device's shard already on its
+    device (`ExBurn.Training.Parallel.Shards`).
     """
 
     alias Nx.Defn.Composite
 
-    defstruct [:batches, :samples, :batch_size, strict?: true]
+    defstruct [:batches, :samples, :batch_size, sharded: nil, strict?: true]
 
     @type t :: %__MODULE__{
             batches: Enumerable.t(),
+            sharded: Enumerable.t() | nil,
             samples: non_neg_integer() | nil,
             batch_size: pos_integer() | nil,
             strict?: boolean()
@@ -27,8 +32,8 @@ if Code.ensure_loaded?(Axon) do
     The batches of `data`. Options: `:batch_size` (default 32), `:shuffle` (default `true`),
     `:seed` (default 0), `:drop_last` (default `false`), for `{x, y}` tensors only, and
     `:passes` (default 0): the passes over the data made before (by the run a resumed run
-    continues), so that the shuffled orders continue theirs. Raises `ArgumentError` naming
-    `fun`.
+    continues), so that the shuffled orders continue theirs, and `:devices` (see above).
+    Raises `ArgumentError` naming `fun`.
     """
     @spec new(term(), keyword(), {module(), keyword()}, String.t()) :: t()
     def new(data, opts, backend, fun)
@@ -76,8 +81,20 @@ if Code.ensure_loaded?(Axon) do
           fn _ -> :ok end
         )
 
+      # Both streams count their passes on one counter, so a pass has the same order in either.
+      sharded =
+        case opts[:devices] do
+          [_, _ | _] = devices ->
+            order = &permutation(n, shuffle, seed, &1)
+            ExBurn.Training.Parallel.Shards.stream({x, y}, n, batch_size, count, order, passes, backend, devices)
+
+          _ ->
+            nil
+        end
+
       %__MODULE__{
         batches: batches,
+        sharded: sharded,
         samples: if(drop_last, do: count * batch_size, else: n),
         batch_size: batch_size,
         strict?: drop_last or rem(n, batch_size) == 0
@@ -128,13 +145,20 @@ if Code.ensure_loaded?(Axon) do
 
     # The sample order of a pass: nil (in order) or a permutation tensor on the device, from
     # the seed and the pass number.
-    defp order(_n, false, _seed, _pass, _backend), do: nil
+    defp order(n, shuffle, seed, pass, backend) do
+      case permutation(n, shuffle, seed, pass) do
+        nil -> nil
+        perm -> Nx.tensor(perm, type: :s32, backend: backend)
+      end
+    end
 
-    defp order(n, true, seed, pass, backend) do
+    # The order of a pass as a list of sample indices, nil when not shuffling.
+    defp permutation(_n, false, _seed, _pass), do: nil
+
+    defp permutation(n, true, seed, pass) do
       state = :rand.seed_s(:exsss, {seed, pass, 27})
       {keys, _} = Enum.map_reduce(1..n, state, fn _, st -> :rand.uniform_s(st) end)
-      perm = keys |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
-      Nx.tensor(perm, type: :s32, backend: backend)
+      keys |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
     end
 
     defp take(container, nil, start, len),

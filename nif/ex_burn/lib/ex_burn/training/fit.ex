@@ -49,7 +49,7 @@ if Code.ensure_loaded?(Axon) do
         Data.new(
           data,
           Keyword.take(loop_opts, [:batch_size, :shuffle, :drop_last]) ++
-            [seed: loop_opts[:seed] || model.seed, passes: done],
+            [seed: loop_opts[:seed] || model.seed, passes: done, devices: devices],
           backend,
           fun
         )
@@ -67,7 +67,9 @@ if Code.ensure_loaded?(Axon) do
 
       {built, {state, steps}} =
         if devices do
-          built = Parallel.build(model, spec, devices, fun)
+          # The shards' predictions go to the first device only for metrics that read them.
+          gather = Enum.any?(metrics, fn {_name, metric} -> metric != nil end)
+          built = Parallel.build(model, spec, devices, fun, gather: gather)
           {built, Parallel.initial_state(model, built, first)}
         else
           built = Step.build(model, spec, grad)
@@ -105,7 +107,7 @@ if Code.ensure_loaded?(Axon) do
           built
           |> loop(metrics, handlers, ctx)
           |> from_checkpoint(resumed, state)
-          |> Axon.Loop.run(train.batches, state, run_opts)
+          |> Axon.Loop.run(train.sharded || train.batches, state, run_opts)
         after
           if devices, do: Parallel.forget()
         end
@@ -174,7 +176,7 @@ if Code.ensure_loaded?(Axon) do
     # set, the epoch summarized and the callbacks run, then the Axon handlers of on/2.
     defp loop(built, metrics, handlers, ctx) do
       Axon.Loop.loop(built.step, fn _batch, state -> state end, & &1)
-      |> add_metric(built.loss_fn, "exburn_loss", ctx)
+      |> add_loss(built.loss_fn, ctx)
       |> add_metrics(metrics, ctx)
       |> Axon.Loop.handle_event(:epoch_started, &epoch_started(&1, ctx))
       |> Axon.Loop.handle_event(:iteration_completed, &{:continue, count_samples(&1)})
@@ -189,14 +191,27 @@ if Code.ensure_loaded?(Axon) do
       end)
     end
 
+    # The loss of each batch, averaged over the epoch. A data-parallel step has it already:
+    # the mean of its shards' losses (`batch_loss`, on the first device), which is the batch's
+    # for a mean-reduced loss.
+    defp add_loss(loop, loss_fn, %{devices: nil} = ctx), do: add_metric(loop, loss_fn, "exburn_loss", ctx)
+
+    defp add_loss(loop, _loss_fn, %{devices: [dev | _]}),
+      do: Axon.Loop.metric(loop, & &1, "exburn_loss", average(dev), &[&1.batch_loss])
+
     # Outside Axon's jit (a data-parallel step), the metric and its running average are
     # compiled calls on the first device.
     defp add_metric(loop, metric, name, %{devices: nil}), do: Axon.Loop.metric(loop, metric, name)
 
-    defp add_metric(loop, metric, name, %{devices: [dev | _]}) do
-      opts = [compiler: ExBurn.Defn.Compiler, device: dev]
+    defp add_metric(loop, metric, name, %{devices: [dev | _]}),
+      do: Axon.Loop.metric(loop, Nx.Defn.jit(metric, compiler: ExBurn.Defn.Compiler, device: dev), name, average(dev))
+
+    # Axon's running average; the iteration number goes with the call from the host (made
+    # on the default device, it would be read back from there first).
+    defp average(dev) do
       average = fn avg, obs, i -> avg |> Nx.multiply(i) |> Nx.add(obs) |> Nx.divide(Nx.add(i, 1)) end
-      Axon.Loop.metric(loop, Nx.Defn.jit(metric, opts), name, Nx.Defn.jit(average, opts))
+      jitted = Nx.Defn.jit(average, compiler: ExBurn.Defn.Compiler, device: dev)
+      fn avg, obs, i -> jitted.(avg, obs, Nx.tensor(i, backend: Nx.BinaryBackend)) end
     end
 
     defp count_samples(state) do

@@ -4,8 +4,11 @@ if Code.ensure_loaded?(Axon) do
     Data-parallel training over several devices (`ExBurn.Training.fit/3` with `devices:`):
     one replica of the model and its optimizer state per device, each step
 
-      1. the batch cut into one equal shard per device (the first device keeps its shard,
-         the others get theirs copied);
+      1. the batch cut into one equal shard per device, each shard on its device: for `{x, y}`
+         tensors the shards come so (`ExBurn.Training.Data`'s `sharded`: each device's rows
+         of a whole pass are copied to it once, at the pass's first step, and its shard of a
+         step is a slice of them); batches of an enumerable are cut here and each shard
+         copied to its device;
       2. on each device, one compiled call of the gradient program on its shard and replica:
          the train-mode forward pass, the loss, the exact gradients
          (`Nx.Defn.value_and_grad/3`), packed with the loss and the layers' float state
@@ -16,10 +19,18 @@ if Code.ensure_loaded?(Axon) do
       4. on each device, one compiled call of the update program: the vector unpacked, the
          optimizer's update (`ExBurn.Training.Optimizer`), applied to the replica.
 
+    Steps 1-2 and 4 of each device run in a process of its own
+    (`ExBurn.Training.Parallel.Workers`), so the devices work at the same time; step 3 waits
+    for every device's vector.
+
     Every replica starts from the same parameters and optimizer state and applies the same
     reduced gradients, so they stay identical. The first device's replica is the loop's step
-    state (`model_state`, `optimizer_state`, and the full batch's `y_true` and `y_pred` for
-    the metrics); the others are in its `replicas` field.
+    state (`model_state`, `optimizer_state`, the full batch's `y_true`, and `batch_loss`, the
+    mean of the shards' losses, for the loss metric); the others are in its `replicas` field.
+    The shards' predictions are gathered on the first device into `y_pred` only for a run
+    with metrics (`gather: true`); otherwise `y_pred` is `nil`. What a step copied between
+    devices (predictions, shards of an enumerable's batches) is held in `sent` until the next
+    step's all-reduce (NCCL reads it on a stream the memory pools don't wait for).
 
     The steps run outside `Axon.Loop`'s jit (`jit_compile?: false`): the programs are
     compiled with `Nx.Defn.compile/3` once per device and shapes (`ExBurn.Defn.Compiler`).
@@ -30,6 +41,7 @@ if Code.ensure_loaded?(Axon) do
     alias ExBurn.Model
     alias ExBurn.Model.{Device, Loss}
     alias ExBurn.Training.{Optimizer, Step}
+    alias ExBurn.Training.Parallel.Workers
 
     @compiled {__MODULE__, :compiled}
 
@@ -75,10 +87,11 @@ if Code.ensure_loaded?(Axon) do
     @doc """
     The data-parallel step of `model` (on the first of `devices`) with the optimizer spec
     `spec`: `%{step, optimizer, loss_fn, spec, key, devices, ...}`, as `ExBurn.Training.Step.build/3`
-    gives for one device.
+    gives for one device. Options: `gather: true` puts the full batch's predictions in the
+    step state's `y_pred` (for metrics; default `true`).
     """
-    @spec build(Model.t(), map(), [String.t()], String.t()) :: map()
-    def build(%Model{} = model, spec, devices, fun) do
+    @spec build(Model.t(), map(), [String.t()], String.t(), keyword()) :: map()
+    def build(%Model{} = model, spec, devices, fun, opts \\ []) do
       loss_fn = Loss.fun(model.loss_fn, model.loss_opts, model.output_activation)
       {_init, forward} = Axon.build(model.model, mode: :train, seed: model.seed)
       {_init, update} = optimizer = Optimizer.build(spec)
@@ -107,7 +120,7 @@ if Code.ensure_loaded?(Axon) do
         params = Polaris.Updates.apply_updates(trainable, updates)
         batch_loss = flat |> Nx.slice([0], [1]) |> Nx.reshape({}) |> Nx.as_type(:f32)
         loss = loss |> Nx.multiply(i) |> Nx.add(batch_loss) |> Nx.divide(Nx.add(i, 1))
-        {ModelState.update(model_state, params, layer_state), optimizer_state, loss, Nx.add(i, 1)}
+        {ModelState.update(model_state, params, layer_state), optimizer_state, loss, Nx.add(i, 1), batch_loss}
       end
 
       built = %{
@@ -118,6 +131,7 @@ if Code.ensure_loaded?(Axon) do
         devices: devices,
         grad: grad,
         update: apply_update,
+        gather: Keyword.get(opts, :gather, true),
         fun: fun,
         id: make_ref()
       }
@@ -221,12 +235,38 @@ if Code.ensure_loaded?(Axon) do
 
     ## The step
 
+    # A batch from ExBurn.Training.Data's `sharded` (each device's shard a slice of its part,
+    # already on it), or `{x, y}` as an enumerable of batches gives it (cut here, each shard
+    # copied to its device by that device's process).
+    defp step({:shards, y, pass, start, rows}, state, built) do
+      parts = ExBurn.Training.Parallel.Shards.parts(pass)
+
+      shards = for {xs, ys} <- parts, do: {fn -> {slice(xs, start, rows), slice(ys, start, rows), []} end, {xs, ys}}
+      step(y, shards, rows, state, built)
+    end
+
     defp step({x, y}, state, built) do
-      [first | _] = devices = built.devices
+      devices = built.devices
       count = length(devices)
       rows = [x] |> Composite.flatten_list() |> hd() |> Nx.axis_size(0)
       check_split!(rows, count, "a batch", built.fun)
       shard = div(rows, count)
+
+      shards =
+        for {dev, k} <- Enum.with_index(devices) do
+          take = fn ->
+            {{xs, ys}, sent} = shard({x, y}, k * shard, shard, count, dev)
+            {xs, ys, sent}
+          end
+
+          {take, {x, y}}
+        end
+
+      step(y, shards, shard, state, built)
+    end
+
+    defp step(y, shards, rows, state, built) do
+      [first | _] = built.devices
 
       replicas = [
         %{
@@ -239,62 +279,105 @@ if Code.ensure_loaded?(Axon) do
         | state.replicas
       ]
 
+      gather = built.gather
+
+      # Each device's process: its shard to it, the gradient program (the predictions copied
+      # to the first device where metrics need them).
       grads =
-        replicas
-        |> Enum.with_index()
-        |> Enum.map(fn {r, k} ->
-          xs = slice(x, k * shard, shard, count, r.device)
-          ys = slice(y, k * shard, shard, count, r.device)
-          run(built, :grad, r.device, [r.model_state, xs, ys])
+        Enum.zip_with(replicas, shards, fn r, {shard, {xs, ys}} ->
+          grad = compiled(built, :grad, r.device, [r.model_state, template(xs, rows), template(ys, rows)])
+
+          fn ->
+            {xs, ys, sent} = shard.()
+            {flat, pred, layer_state} = grad.(r.model_state, xs, ys)
+            {pred, pred_sent} = if gather, do: send_to(pred, first), else: {nil, []}
+            {flat, pred, layer_state, sent ++ pred_sent}
+          end
         end)
 
-      flats = all_reduce!(Enum.map(grads, &elem(&1, 0)), built.fun)
+      {workers, grads} = Workers.start(grads)
+
+      updated =
+        try do
+          flats = all_reduce!(Enum.map(grads, &elem(&1, 0)), built.fun)
+
+          updates =
+            Enum.zip_with([replicas, grads, flats], fn [r, {_flat, _pred, layer_state, _sent}, flat] ->
+              args = [r.model_state, r.optimizer_state, flat, layer_state, r.loss, r.i]
+              update = compiled(built, :update, r.device, args)
+              fn -> update |> apply(args) |> then(&{r, &1}) end
+            end)
+
+          Workers.finish(workers, updates)
+        catch
+          kind, reason ->
+            Workers.stop(workers)
+            :erlang.raise(kind, reason, __STACKTRACE__)
+        end
 
       [r0 | rest] =
-        Enum.zip_with([replicas, grads, flats], fn [r, {_flat, _pred, layer_state}, flat] ->
-          {model_state, optimizer_state, loss, i} =
-            run(built, :update, r.device, [r.model_state, r.optimizer_state, flat, layer_state, r.loss, r.i])
+        for {r, {model_state, optimizer_state, loss, i, _batch_loss}} <- updated,
+            do: %{r | model_state: model_state, optimizer_state: optimizer_state, loss: loss, i: i}
 
-          %{r | model_state: model_state, optimizer_state: optimizer_state, loss: loss, i: i}
-        end)
+      {_r, {_, _, _, _, batch_loss}} = hd(updated)
 
-      preds = Enum.map(grads, &elem(&1, 1))
-
-      %{
-        state
-        | i: r0.i,
-          loss: r0.loss,
-          y_true: y,
-          y_pred: gather(preds, first),
-          model_state: r0.model_state,
-          optimizer_state: r0.optimizer_state,
-          replicas: rest
-      }
+      state
+      |> Map.merge(%{
+        i: r0.i,
+        loss: r0.loss,
+        batch_loss: batch_loss,
+        y_true: y,
+        y_pred: if(gather, do: gather(Enum.map(grads, &elem(&1, 1))), else: nil),
+        sent: Enum.flat_map(grads, &elem(&1, 3)),
+        model_state: r0.model_state,
+        optimizer_state: r0.optimizer_state,
+        replicas: rest
+      })
     end
 
-    # Rows [start, start + len) of every tensor of `container`, on `dev`; the whole batch
-    # when there is one device.
-    defp slice(container, _start, _len, 1, _dev), do: container
+    # Rows [start, start + len) of every tensor of `container` (a slice on its device).
+    defp slice(container, start, len), do: Composite.traverse(container, &Nx.slice_along_axis(&1, start, len, axis: 0))
 
-    defp slice(container, start, len, _count, dev),
-      do: Composite.traverse(container, &(&1 |> Nx.slice_along_axis(start, len, axis: 0) |> on_device(dev)))
+    # Rows [start, start + len) of every tensor of `container`, on `dev` (the whole batch when
+    # there is one device), and the tensors to hold (see `send_to/2`).
+    defp shard(container, _start, _len, 1, _dev), do: {container, []}
 
-    # The predictions of the shards, concatenated on `dev` (for the loop's metrics).
-    defp gather([one], _dev), do: one
+    defp shard(container, start, len, _count, dev), do: container |> slice(start, len) |> send_to(dev)
 
-    defp gather([first | _] = preds, dev) do
+    # The tensors of `container` on `dev`, and the tensors to hold until the next step's
+    # all-reduce. Where NCCL copies device to device, it reads the source on the device's
+    # communication stream, which the memory pools don't wait for: the source is a copy of
+    # its own (a whole buffer, so that the copy makes no temporary one to drop either) held in
+    # the step state's `sent` until the all-reduce of the next step has made every device wait
+    # for that stream.
+    defp send_to(container, dev) do
+      Composite.traverse(container, [], fn
+        %Nx.Tensor{data: %ExBurn.Backend{device: ^dev}} = t, sent ->
+          {t, sent}
+
+        %Nx.Tensor{data: %ExBurn.Backend{device: from}} = t, sent ->
+          source = Nx.backend_copy(t, {ExBurn.Backend, device: from})
+          {Nx.backend_copy(source, {ExBurn.Backend, device: dev}), [source | sent]}
+
+        t, sent ->
+          {Nx.backend_copy(t, {ExBurn.Backend, device: dev}), sent}
+      end)
+    end
+
+    # The template of `container`'s tensors with `rows` rows.
+    defp template(container, rows),
+      do: Composite.traverse(container, &Nx.template(put_elem(&1.shape, 0, rows), &1.type))
+
+    # The predictions of the shards (each on the first device already), concatenated there
+    # (for the loop's metrics).
+    defp gather([one]), do: one
+
+    defp gather([first | _] = preds) do
       leaves = Enum.map(preds, &Composite.flatten_list([&1]))
-
-      joined =
-        leaves
-        |> Enum.zip_with(fn parts -> parts |> Enum.map(&on_device(&1, dev)) |> Nx.concatenate(axis: 0) end)
-
+      joined = Enum.zip_with(leaves, &Nx.concatenate(&1, axis: 0))
       {result, []} = Composite.traverse(first, joined, fn _t, [j | rest] -> {j, rest} end)
       result
     end
-
-    defp on_device(%Nx.Tensor{data: %ExBurn.Backend{device: dev}} = t, dev), do: t
-    defp on_device(t, dev), do: Nx.backend_copy(t, {ExBurn.Backend, device: dev})
 
     # The mean of the devices' flat vectors on every device: one ExCubecl.all_reduce/2 call.
     defp all_reduce!([one], _fun), do: [one]
@@ -318,25 +401,23 @@ if Code.ensure_loaded?(Axon) do
       end
     end
 
-    # `built`'s program `which` on `dev` for these arguments: compiled once per device and
-    # argument shapes (remembered by the process), then called.
-    defp run(built, which, dev, args) do
+    # `built`'s program `which` on `dev` for arguments of these templates (or tensors):
+    # compiled once per device and argument shapes (remembered by the process that runs the
+    # loop; the device's process calls it).
+    defp compiled(built, which, dev, args) do
       templates = Enum.map(args, &Composite.traverse(&1, fn t -> Nx.to_template(t) end))
       key = {built.id, which, dev, templates}
       compiled = Process.get(@compiled, %{})
 
-      fun =
-        case compiled do
-          %{^key => fun} ->
-            fun
+      case compiled do
+        %{^key => fun} ->
+          fun
 
-          %{} ->
-            fun = Nx.Defn.compile(Map.fetch!(built, which), templates, compiler: ExBurn.Defn.Compiler, device: dev)
-            Process.put(@compiled, Map.put(compiled, key, fun))
-            fun
-        end
-
-      apply(fun, args)
+        %{} ->
+          fun = Nx.Defn.compile(Map.fetch!(built, which), templates, compiler: ExBurn.Defn.Compiler, device: dev)
+          Process.put(@compiled, Map.put(compiled, key, fun))
+          fun
+      end
     end
 
     @doc "Forgets the programs this process compiled for data-parallel steps."
