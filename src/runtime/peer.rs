@@ -16,7 +16,8 @@ pub fn peer_to_peer<R: Runtime>() -> bool {
 }
 
 /// `tensor` copied to `device` device to device, or `None` where the runtime offers no such
-/// copy.
+/// copy. Both devices' streams wait for the transfer (the target's to read the copy, the
+/// source's to reuse the memory it was read from); the host doesn't.
 pub(crate) fn device_to_device<R: Runtime>(tensor: &CubeTensor<R>, device: &R::Device) -> Option<CubeTensor<R>> {
     if !peer_to_peer::<R>() {
         return None;
@@ -26,6 +27,11 @@ pub(crate) fn device_to_device<R: Runtime>(tensor: &CubeTensor<R>, device: &R::D
     let mut client = source.client.clone();
     // The bytes travel as bytes: NCCL has no bool type, and the dtype doesn't matter to a copy.
     let handle = client.to_client(source.handle.clone(), &target, ElemType::UInt(UIntKind::U8));
+    // NCCL's send reads `source` on the communication stream, which cubecl's memory pools
+    // don't see: the source stream waits for it, so whatever reuses the source's memory once
+    // `source` (a temporary copy, or the caller's tensor freed after the transfer) is dropped
+    // runs after the send. The host doesn't wait.
+    client.sync_collective();
     Some(CubeTensor {
         client: target,
         device: device.clone(),
