@@ -5,7 +5,8 @@
 //! split order (the same bits on every run: no atomics), with the bias and the cast to the
 //! output's dtype, into the output.
 //!
-//! [`plan`] picks the splits from the device's multiprocessor count ([`splits_for`]).
+//! [`plan`] picks the splits of f32 (TF32) products from the device's multiprocessor count
+//! ([`splits_for`]); f16 and bf16 products measured no faster split.
 //! `EX_CUBECL_SPLIT_K=0` turns split-K off; `EX_CUBECL_SPLIT_K=N` splits every such product
 //! into N runs (at most one per K slice), for tuning.
 use burn_backend::{DType, Shape};
@@ -67,13 +68,20 @@ pub fn splits_for(tiles: usize, slices: usize, block_k: usize, sms: usize) -> us
 }
 
 /// The split of a product of `tiles` output tiles and `slices` K slices of `block_k` on
-/// `tensor`'s device: [`splits_for`] on its multiprocessor count (none known: no split),
-/// unless [`with_splits`] or `EX_CUBECL_SPLIT_K` says otherwise.
+/// `tensor`'s device: [`splits_for`] on its multiprocessor count (none known: no split) for
+/// f32 operands (TF32), unless [`with_splits`] or `EX_CUBECL_SPLIT_K` says otherwise.
+///
+/// f16 and bf16 are not split by the plan: on an H200 the ResNet-like convolution
+/// ([32,256,14,14] x [256,256,3,3], 98 tiles) ran 0.114 ms unsplit, 0.126 in four splits and
+/// 0.151 in five, where TF32 went from 0.270 to 0.218 and 0.234 (benches/RESULTS.md).
 pub(crate) fn plan<R: Runtime>(tensor: &CubeTensor<R>, tiles: usize, slices: usize, block_k: usize) -> SplitK {
     let forced = FORCED.with(Cell::get).or_else(env_splits);
-    let splits = forced.unwrap_or_else(|| {
-        let sms = tensor.client.properties().hardware.num_streaming_multiprocessors.unwrap_or(0);
-        splits_for(tiles, slices, block_k, sms as usize)
+    let splits = forced.unwrap_or_else(|| match tensor.dtype {
+        DType::F32 => {
+            let sms = tensor.client.properties().hardware.num_streaming_multiprocessors.unwrap_or(0);
+            splits_for(tiles, slices, block_k, sms as usize)
+        }
+        _ => 1,
     });
     SplitK::even(splits, slices)
 }
