@@ -4,9 +4,8 @@
 # Starts `scale --devices 2 --only mlp` with the given arguments (e.g. `--grad-sync overlap`
 # with EX_CUBECL_ALLOW_NCCL_OVERLAP=1, or `--only resnet`; the later of two options wins)
 # and NCCL_DEBUG=INFO; if it is still running after WAIT seconds, records each thread's
-# kernel wait channel and, where gdb is installed (it was not on the GPU machines of
-# 2026-11-28: the progress lines `scale` prints for each device's first steps said where),
-# every thread's stack, then kills it. Everything goes into one file, OUT_DIR/hang.tar.gz, written
+# kernel wait channel and every thread's stack (gdb, or cuda-gdb where gdb is missing: the GPU
+# machines have only cuda-gdb, which attaches to a running program as root), then kills it. Everything goes into one file, OUT_DIR/hang.tar.gz, written
 # before the end (a device call brings back few files, and none past its time limit).
 #   bash scripts/scale_hang.sh OUT_DIR [WAIT] [scale args...]
 set -uo pipefail
@@ -32,10 +31,11 @@ if kill -0 "$pid" 2>/dev/null; then
         echo "$(basename "$t") $(cat "$t/comm") wchan=$(cat "$t/wchan" 2>/dev/null)"
     done > "$work/wchan.txt"
     pack
-    if command -v gdb >/dev/null; then
-        timeout 90 gdb -p "$pid" -batch -ex "set pagination off" -ex "thread apply all bt 30" > "$work/gdb.txt" 2>&1
+    debugger="$(command -v gdb || command -v cuda-gdb || ls /usr/local/cuda*/bin/cuda-gdb 2>/dev/null | head -1 || true)"
+    if [ -n "$debugger" ]; then
+        timeout 90 "$debugger" -p "$pid" -batch -ex "set pagination off" -ex "thread apply all bt 30" > "$work/gdb.txt" 2>&1
     else
-        echo "no gdb on this machine" > "$work/gdb.txt"
+        echo "neither gdb nor cuda-gdb on this machine" > "$work/gdb.txt"
     fi
     kill -9 "$pid"
 else
