@@ -30,11 +30,13 @@ defmodule ExBurn.DataParallelTest do
     )
   end
 
-  # 16 samples: 2 batches of 8 per epoch, no shuffling, so both runs see the same batches.
-  defp data do
-    key = Nx.Random.key(7)
-    {x, key} = Nx.Random.normal(key, shape: {16, 4}, type: :f32)
-    {labels, _} = Nx.Random.randint(key, 0, 3, shape: {16}, type: :s32)
+  # `n` samples of 4 features and 3 classes on the host. 16 (the default): 2 batches of 8 per
+  # epoch, no shuffling, so both runs see the same batches; 20: batches of 8, 8 and 4 (the
+  # last one cut into shards of 2).
+  defp data(n \\ 16, seed \\ 7) do
+    key = Nx.Random.key(seed)
+    {x, key} = Nx.Random.normal(key, shape: {n, 4}, type: :f32)
+    {labels, _} = Nx.Random.randint(key, 0, 3, shape: {n}, type: :s32)
     {Nx.backend_copy(x, Nx.BinaryBackend), Nx.backend_copy(labels, Nx.BinaryBackend)}
   end
 
@@ -128,18 +130,10 @@ defmodule ExBurn.DataParallelTest do
     assert state.(first) != state.(bn)
   end
 
-  # 20 samples: batches of 8, 8 and 4 (the last one cut into shards of 2).
-  defp data20 do
-    key = Nx.Random.key(11)
-    {x, key} = Nx.Random.normal(key, shape: {20, 4}, type: :f32)
-    {labels, _} = Nx.Random.randint(key, 0, 3, shape: {20}, type: :s32)
-    {Nx.backend_copy(x, Nx.BinaryBackend), Nx.backend_copy(labels, Nx.BinaryBackend)}
-  end
-
   test "shuffled batches with a smaller last one, and batches of an enumerable, equal one device; so does accuracy" do
     opts = [epochs: 2, batch_size: 8, shuffle: true, seed: 5, accuracy: true, verbose: false]
-    {one, one_history} = Training.fit_with_progress(model(), data20(), opts)
-    {two, two_history} = Training.fit_with_progress(model(), data20(), [devices: @devices] ++ opts)
+    {one, one_history} = Training.fit_with_progress(model(), data(20, 11), opts)
+    {two, two_history} = Training.fit_with_progress(model(), data(20, 11), [devices: @devices] ++ opts)
     assert max_diff(params(one), params(two)) < @tolerance
 
     for {a, b} <- Enum.zip(one_history, two_history) do
@@ -149,7 +143,7 @@ defmodule ExBurn.DataParallelTest do
 
     # The same batches as a list (cut into shards by the step, each copied to its device):
     # on the host, and on the first device.
-    {x, y} = data20()
+    {x, y} = data(20, 11)
     on_host = for {s, l} <- [{0, 8}, {8, 8}], do: {Nx.slice_along_axis(x, s, l), Nx.slice_along_axis(y, s, l)}
 
     on_device =
