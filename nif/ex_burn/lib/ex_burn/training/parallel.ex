@@ -28,9 +28,10 @@ if Code.ensure_loaded?(Axon) do
     state (`model_state`, `optimizer_state`, the full batch's `y_true`, and `batch_loss`, the
     mean of the shards' losses, for the loss metric); the others are in its `replicas` field.
     The shards' predictions are gathered on the first device into `y_pred` only for a run
-    with metrics (`gather: true`); otherwise `y_pred` is `nil`. What a step copied between
-    devices (predictions, shards of an enumerable's batches) is held in `sent` until the next
-    step's all-reduce (NCCL reads it on a stream the memory pools don't wait for).
+    with metrics (`gather: true`); otherwise `y_pred` is `nil`. What a step copies between
+    devices (predictions, shards of an enumerable's batches) is a plain `Nx.backend_copy/2`
+    whose source may be dropped at once: the runtime makes the source's device wait for the
+    send (`to_device` in docs/distributed.md).
 
     The steps run outside `Axon.Loop`'s jit (`jit_compile?: false`): the programs are
     compiled with `Nx.Defn.compile/3` once per device and shapes (`ExBurn.Defn.Compiler`).
@@ -241,7 +242,7 @@ if Code.ensure_loaded?(Axon) do
     defp step({:shards, y, pass, start, rows}, state, built) do
       parts = ExBurn.Training.Parallel.Shards.parts(pass)
 
-      shards = for {xs, ys} <- parts, do: {fn -> {slice(xs, start, rows), slice(ys, start, rows), []} end, {xs, ys}}
+      shards = for {xs, ys} <- parts, do: {fn -> {slice(xs, start, rows), slice(ys, start, rows)} end, {xs, ys}}
       step(y, shards, rows, state, built)
     end
 
@@ -254,12 +255,7 @@ if Code.ensure_loaded?(Axon) do
 
       shards =
         for {dev, k} <- Enum.with_index(devices) do
-          take = fn ->
-            {{xs, ys}, sent} = shard({x, y}, k * shard, shard, count, dev)
-            {xs, ys, sent}
-          end
-
-          {take, {x, y}}
+          {fn -> shard({x, y}, k * shard, shard, count, dev) end, {x, y}}
         end
 
       step(y, shards, shard, state, built)
@@ -288,10 +284,9 @@ if Code.ensure_loaded?(Axon) do
           grad = compiled(built, :grad, r.device, [r.model_state, template(xs, rows), template(ys, rows)])
 
           fn ->
-            {xs, ys, sent} = shard.()
+            {xs, ys} = shard.()
             {flat, pred, layer_state} = grad.(r.model_state, xs, ys)
-            {pred, pred_sent} = if gather, do: send_to(pred, first), else: {nil, []}
-            {flat, pred, layer_state, sent ++ pred_sent}
+            {flat, if(gather, do: send_to(pred, first)), layer_state}
           end
         end)
 
@@ -302,7 +297,7 @@ if Code.ensure_loaded?(Axon) do
           flats = all_reduce!(Enum.map(grads, &elem(&1, 0)), built.fun)
 
           updates =
-            Enum.zip_with([replicas, grads, flats], fn [r, {_flat, _pred, layer_state, _sent}, flat] ->
+            Enum.zip_with([replicas, grads, flats], fn [r, {_flat, _pred, layer_state}, flat] ->
               args = [r.model_state, r.optimizer_state, flat, layer_state, r.loss, r.i]
               update = compiled(built, :update, r.device, args)
               fn -> update |> apply(args) |> then(&{r, &1}) end
@@ -328,7 +323,6 @@ if Code.ensure_loaded?(Axon) do
         batch_loss: batch_loss,
         y_true: y,
         y_pred: if(gather, do: gather(Enum.map(grads, &elem(&1, 1))), else: nil),
-        sent: Enum.flat_map(grads, &elem(&1, 3)),
         model_state: r0.model_state,
         optimizer_state: r0.optimizer_state,
         replicas: rest
@@ -339,30 +333,18 @@ if Code.ensure_loaded?(Axon) do
     defp slice(container, start, len), do: Composite.traverse(container, &Nx.slice_along_axis(&1, start, len, axis: 0))
 
     # Rows [start, start + len) of every tensor of `container`, on `dev` (the whole batch when
-    # there is one device), and the tensors to hold (see `send_to/2`).
-    defp shard(container, _start, _len, 1, _dev), do: {container, []}
+    # there is one device).
+    defp shard(container, _start, _len, 1, _dev), do: container
 
     defp shard(container, start, len, _count, dev), do: container |> slice(start, len) |> send_to(dev)
 
-    # The tensors of `container` on `dev`, and the tensors to hold until the next step's
-    # all-reduce. Where NCCL copies device to device, it reads the source on the device's
-    # communication stream, which the memory pools don't wait for: the source is a copy of
-    # its own (a whole buffer, so that the copy makes no temporary one to drop either) held in
-    # the step state's `sent` until the all-reduce of the next step has made every device wait
-    # for that stream.
-    defp send_to(container, dev) do
-      Composite.traverse(container, [], fn
-        %Nx.Tensor{data: %ExBurn.Backend{device: ^dev}} = t, sent ->
-          {t, sent}
+    # The tensors of `container` on `dev` (those there already as they are). The sources need
+    # no hold: the runtime makes a source's device wait for the send (`to_device` in
+    # docs/distributed.md), so its memory isn't reused before NCCL has read it.
+    defp send_to(container, dev), do: Composite.traverse(container, &on_device(&1, dev))
 
-        %Nx.Tensor{data: %ExBurn.Backend{device: from}} = t, sent ->
-          source = Nx.backend_copy(t, {ExBurn.Backend, device: from})
-          {Nx.backend_copy(source, {ExBurn.Backend, device: dev}), [source | sent]}
-
-        t, sent ->
-          {Nx.backend_copy(t, {ExBurn.Backend, device: dev}), sent}
-      end)
-    end
+    defp on_device(%Nx.Tensor{data: %ExBurn.Backend{device: dev}} = t, dev), do: t
+    defp on_device(t, dev), do: Nx.backend_copy(t, {ExBurn.Backend, device: dev})
 
     # The template of `container`'s tensors with `rows` rows.
     defp template(container, rows),

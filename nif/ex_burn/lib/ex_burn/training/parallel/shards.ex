@@ -51,63 +51,44 @@ if Code.ensure_loaded?(Axon) do
     # The devices' parts of a pass: `[{x_k, y_k}]`.
     def parts({key, place}) do
       case Process.get({__MODULE__, key}) do
-        nil ->
-          {parts, sources} = place.()
-          Process.put({__MODULE__, key}, {parts, sources})
-          parts
-
-        {parts, _sources} ->
-          parts
+        nil -> tap(place.(), &Process.put({__MODULE__, key}, &1))
+        parts -> parts
       end
     end
 
     # The pass's parts, if made, forgotten, and their device memory given back (a step's shard
-    # is a view that keeps its own hold on the memory), with the copies on the data's device
-    # they were made from: kept until now because NCCL reads a copy's source on the device's
-    # communication stream, which the memory pools don't wait for; the pass's all-reduces
-    # have made the device wait for that stream since.
+    # is a view that keeps its own hold on the memory).
     defp release(key) do
       case Process.delete({__MODULE__, key}) do
-        nil ->
-          :ok
-
-        {parts, sources} ->
-          for {xs, ys} <- parts, t <- Composite.flatten_list([xs, ys]), do: Nx.backend_deallocate(t)
-          Enum.each(sources, &Nx.backend_deallocate/1)
+        nil -> :ok
+        parts -> for {xs, ys} <- parts, t <- Composite.flatten_list([xs, ys]), do: Nx.backend_deallocate(t)
       end
     end
 
     defp index(rows, backend), do: Nx.tensor(rows, type: :s32, backend: backend)
 
-    # Each device's part of a pass (its rows of every batch, in order, on it), and the
-    # tensors on the data's device that were copied to other devices.
+    # Each device's part of a pass: its rows of every batch, in order, on it. The rows
+    # gathered for another device are given back once copied: the runtime makes the data's
+    # device wait for the send (`to_device` in docs/distributed.md).
     defp place(x, y, n, batch_size, count, perm, {_, opts} = backend, devices) do
       at = if perm, do: List.to_tuple(perm)
       ndev = length(devices)
 
-      {parts, sources} =
-        for {dev, k} <- Enum.with_index(devices) do
-          rows =
-            for i <- 0..(count - 1)//1,
-                start = i * batch_size,
-                s = div(min(batch_size, n - start), ndev),
-                j <- (start + k * s)..(start + (k + 1) * s - 1)//1,
-                do: if(at, do: elem(at, j), else: j)
+      for {dev, k} <- Enum.with_index(devices) do
+        rows =
+          for i <- 0..(count - 1)//1,
+              start = i * batch_size,
+              s = div(min(batch_size, n - start), ndev),
+              j <- (start + k * s)..(start + (k + 1) * s - 1)//1,
+              do: if(at, do: elem(at, j), else: j)
 
-          idx = index(rows, backend)
-
-          gathered =
-            {Composite.traverse(x, &Nx.take(&1, idx, axis: 0)), Composite.traverse(y, &Nx.take(&1, idx, axis: 0))}
-
-          if dev == opts[:device],
-            do: {gathered, []},
-            else:
-              {Composite.traverse(gathered, &Nx.backend_copy(&1, {ExBurn.Backend, device: dev})),
-               Composite.flatten_list([gathered])}
-        end
-        |> Enum.unzip()
-
-      {parts, List.flatten(sources)}
+        idx = index(rows, backend)
+        move = &(&1 |> Nx.take(idx, axis: 0) |> to(dev, opts[:device]))
+        {Composite.traverse(x, move), Composite.traverse(y, move)}
+      end
     end
+
+    defp to(t, dev, dev), do: t
+    defp to(t, dev, _data_dev), do: Nx.backend_transfer(t, {ExBurn.Backend, device: dev})
   end
 end
