@@ -149,6 +149,56 @@ fn binary_ops_broadcast_and_match_ndarray() {
 }
 
 #[test]
+fn binary_ops_over_channels_match_ndarray() {
+    // Batch norm's layouts: a [n, c, h, w] tensor with a [1, c, 1, 1] (or [n, c, 1, 1]) one, on
+    // either side, read in vectors along the innermost dimension where it divides (h * w of 32
+    // and 36) and element by element where it doesn't (9); then operands that start at an
+    // offset (a slice of the last dimension) or step through the output's innermost dimension
+    // with another stride (a transposed view), which must not be read in vectors.
+    let mut suite = Suite::new("float binary over channels");
+    let pairs: [(&[usize], &[usize]); 7] = [
+        (&[2, 3, 4, 8], &[1, 3, 1, 1]),
+        (&[2, 3, 6, 6], &[1, 3, 1, 1]),
+        (&[2, 5, 3, 3], &[1, 5, 1, 1]),
+        (&[2, 3, 4, 8], &[2, 3, 1, 1]),
+        (&[1, 3, 1, 1], &[2, 3, 4, 8]),
+        (&[6, 16], &[6, 1]),
+        (&[2, 4, 16], &[1, 4, 1]),
+    ];
+    for dtype in float_dtypes() {
+        for ((name, op, lo, hi, tol), (_, op_ref, ..)) in binary_ops::<Ex>().into_iter().zip(binary_ops::<Ref>()) {
+            let mut rng = Rng::new(77 + name.len() as u64);
+            for (lhs_shape, rhs_shape) in pairs {
+                for view in ["contiguous", "sliced", "transposed"] {
+                    let mut grown = lhs_shape.to_vec();
+                    *grown.last_mut().unwrap() += usize::from(view == "sliced");
+                    let a = float_data(&mut rng, &grown, dtype, lo, hi);
+                    let b = float_data(&mut rng, rhs_shape, dtype, lo, hi);
+                    let mut slices = vec![burn_backend::Slice::new(0, None, 1); grown.len()];
+                    if view == "sliced" {
+                        slices[grown.len() - 1] = burn_backend::Slice::new(1, None, 1);
+                    }
+                    let transposed = if view == "transposed" { View::Transposed } else { View::Contiguous };
+                    let ex = |t| float_view::<Ex>(t, transposed);
+                    let rf_ = |t| float_view::<Ref>(t, transposed);
+                    let ours = catch(|| rf::<Ex>(op(ex(Ex::float_slice(f::<Ex>(&a), &slices)), ex(f::<Ex>(&b)))));
+                    let (a_ref, b_ref) = (rf_(Ref::float_slice(f::<Ref>(&a), &slices)), rf_(f::<Ref>(&b)));
+                    let full = broadcast(&burn_backend::TensorMetadata::shape(&a_ref), &burn_backend::TensorMetadata::shape(&b_ref));
+                    let reference = rf::<Ref>(op_ref(Ref::float_expand(a_ref, full.clone()), Ref::float_expand(b_ref, full)));
+                    suite.check(format!("{name} {lhs_shape:?} with {rhs_shape:?} {dtype:?} {view}"), tol.for_dtype(dtype), (ours, reference));
+                }
+            }
+        }
+    }
+    suite.finish();
+}
+
+/// The shape two shapes broadcast to.
+fn broadcast(a: &burn_backend::Shape, b: &burn_backend::Shape) -> burn_backend::Shape {
+    burn_backend::Shape::from(a.iter().zip(b.iter()).map(|(&x, &y)| x.max(y)).collect::<Vec<_>>())
+}
+
+#[test]
 fn binary_ops_keep_the_sign_of_zero() {
     // IEEE signs of zero results, bit for bit with burn-ndarray: -0 / 4 is -0 (the rounding
     // correction of our division must not add +0 to it), -0 + -0 is -0, 0 * -1 is -0.

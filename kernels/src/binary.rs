@@ -9,7 +9,7 @@ use cubecl::prelude::*;
 use cubecl::std::FastDivmod;
 
 use crate::bf16::{load, store};
-use crate::strided::read_at;
+use crate::strided::{read_at, seq_offset};
 
 /// A binary operation on float dtypes.
 #[allow(missing_docs)]
@@ -124,6 +124,44 @@ pub fn binary_float_vec<F: Numeric, A: Float, N: Size>(
         for i in 0..a.vector_size() {
             y[i] = store::<F, A>(apply_binary_float::<A>(load::<F, A>(a[i], bits), load::<F, A>(b[i], bits), op), bits);
         }
+    }
+    output[ABSOLUTE_POS] = y;
+}
+
+/// `out = op(lhs, rhs)` for float dtypes, `N` elements per unit along the output's innermost
+/// dimension, for strided operands that either step through that dimension contiguously (read
+/// whole: `NL` or `NR` is `N`) or repeat one element along it (`NL` or `NR` is 1: the element
+/// serves every lane), such as a [n, c, h, w] tensor and a [1, c, 1, 1] one. `shape` counts the
+/// innermost dimension in vectors of `N`; each operand's offset and strides over it are in its
+/// own vectors (its innermost stride 1 or 0). `A` and `bits` as in
+/// [`binary_float`](fn@binary_float).
+#[cube(launch_unchecked)]
+pub fn binary_float_vec_strided<F: Numeric, A: Float, N: Size, NL: Size, NR: Size>(
+    lhs: &Array<Vector<F, NL>>,
+    rhs: &Array<Vector<F, NR>>,
+    output: &mut Array<Vector<F, N>>,
+    lhs_offset: usize,
+    rhs_offset: usize,
+    vectors: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    lhs_strides: Sequence<usize>,
+    rhs_strides: Sequence<usize>,
+    #[comptime] op: BinaryFloatOp,
+    #[comptime] bits: bool,
+    #[define(F, A)] _dtypes: [StorageType; 2],
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    let a = lhs[lhs_offset + seq_offset(ABSOLUTE_POS, &shape, &lhs_strides)];
+    let b = rhs[rhs_offset + seq_offset(ABSOLUTE_POS, &shape, &rhs_strides)];
+    let (na, nb) = (a.vector_size(), b.vector_size());
+    let mut y = Vector::<F, N>::empty();
+    #[unroll]
+    for i in 0..y.vector_size() {
+        let x = load::<F, A>(a[comptime!(i % na)], bits);
+        let z = load::<F, A>(b[comptime!(i % nb)], bits);
+        y[i] = store::<F, A>(apply_binary_float::<A>(x, z, op), bits);
     }
     output[ABSOLUTE_POS] = y;
 }

@@ -4,13 +4,15 @@ use std::fmt::Display;
 use burn_backend::{BoolStore, DType, Scalar};
 use cubecl::Runtime;
 use cubecl::prelude::{ComputeClient, InputScalar};
-use ex_cubecl_kernels::binary::{BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_float_vec, binary_int};
+use ex_cubecl_kernels::binary::{
+    BinaryFloatOp, BinaryIntOp, BinaryLayout, binary_float, binary_float_vec, binary_float_vec_strided, binary_int,
+};
 use ex_cubecl_kernels::compare::{CompareOp, PredicateOp, compare as compare_kernel, compare_bf16_bits, float_predicate};
 use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_float_vec, unary_int};
 
 use super::views::Views;
-use super::{accumulator_dtype, broadcast_shape, check_same_dtype, float_arg, scalar_arg, widest_vector};
-use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
+use super::{accumulator_dtype, broadcast_shape, check_same_dtype, divmods, float_arg, scalar_arg, usizes, widest_vector};
+use crate::runtime::{Geometry, Layout, OpName, coalesce, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// The right operand of a binary op.
@@ -192,6 +194,48 @@ fn plan<R: Runtime>(name: impl Display + Copy, lhs: &CubeTensor<R>, rhs: Rhs<R>,
     }
 }
 
+/// A binary launch in vectors along the output's innermost dimension, where each operand
+/// either steps through that dimension contiguously or repeats one element along it (a
+/// [n, c, h, w] tensor and a [1, c, 1, 1] one, batch norm's every op): the vector width, the
+/// iteration shape with its innermost dimension in vectors, and each operand's vector size
+/// (the width, or 1 where it repeats), offset and strides in its own vectors.
+struct StridedVectors {
+    width: usize,
+    shape: Vec<usize>,
+    sizes: [usize; 2],
+    offsets: [usize; 2],
+    strides: [Vec<usize>; 2],
+}
+
+impl StridedVectors {
+    /// The plan for `lhs` and `rhs` viewed over the output's shape, if there is one wider
+    /// than 1: every operand that steps through the innermost dimension needs its offset and
+    /// all its strides divisible by the width, and at least one operand must step through it.
+    fn plan<R: Runtime>(t: &CubeTensor<R>, lhs: &Layout, rhs: &Layout) -> Option<Self> {
+        let (mut shape, strides) = coalesce(&lhs.shape, &[&lhs.strides, &rhs.strides]);
+        let inner = *shape.last()?;
+        let steps = [strides[0].last() == Some(&1), strides[1].last() == Some(&1)];
+        if !(steps[0] || steps[1]) || strides.iter().any(|s| s.last() > Some(&1)) {
+            return None;
+        }
+        let offsets = [lhs.offset, rhs.offset];
+        let outer = |k: usize| strides[k][..strides[k].len() - 1].iter().copied().chain([offsets[k]]);
+        let units = (0..2).filter(|&k| steps[k]).flat_map(outer);
+        let width = widest_vector(&t.client, storage_type(t.dtype).size(), units.chain([inner]).collect::<Vec<_>>());
+        if width == 1 {
+            return None;
+        }
+        *shape.last_mut().expect("a dimension") /= width;
+        let per = |k: usize| if steps[k] { width } else { 1 };
+        let strides = [0, 1].map(|k: usize| {
+            let mut s: Vec<usize> = strides[k].iter().map(|&x| x / per(k)).collect();
+            *s.last_mut().expect("a dimension") = usize::from(steps[k]);
+            s
+        });
+        Some(Self { width, shape, sizes: [per(0), per(1)], offsets: [offsets[0] / per(0), offsets[1] / per(1)], strides })
+    }
+}
+
 /// `op(lhs, rhs)` for float tensors, broadcasting.
 pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFloatOp) -> CubeTensor<R> {
     let name = OpName("float", &op);
@@ -215,6 +259,20 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
                 binary_float_vec::launch_unchecked::<R>(
                     client, count, dim, v, lhs.buffer_arg(), rhs.buffer_arg(), o.buffer_arg(), lo / v, ro / v,
                     n / v, scalar, op, layout.rhs_scalar, bits, dtypes,
+                )
+            }
+        });
+        return out;
+    }
+    if let Some(sv) = (!layout.rhs_scalar).then(|| StridedVectors::plan(&lhs, &lhs_view, &rhs_view)).flatten() {
+        launch(&out.client, &name, Geometry::Units(n / sv.width), move |client, count, dim| {
+            // SAFETY: the kernel guards `pos < n / width`; each operand's vectors (or elements,
+            // where it repeats one along the innermost dimension) lie inside its buffer.
+            unsafe {
+                binary_float_vec_strided::launch_unchecked::<R>(
+                    client, count, dim, sv.width, sv.sizes[0], sv.sizes[1], lhs.buffer_arg(), rhs.buffer_arg(),
+                    o.buffer_arg(), sv.offsets[0], sv.offsets[1], n / sv.width, divmods(&sv.shape),
+                    usizes(&sv.strides[0]), usizes(&sv.strides[1]), op, bits, dtypes,
                 )
             }
         });
