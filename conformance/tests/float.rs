@@ -110,6 +110,7 @@ fn binary_ops<B: burn_backend::Backend>() -> Vec<(&'static str, BinaryFn<B>, f64
         ("remainder", B::float_remainder, -5.0, 5.0, Tol::of(1e-5)),
         ("powf", B::float_powf, 0.1, 3.0, Tol::of(1e-4)),
         ("atan2", B::float_atan2, -5.0, 5.0, Tol::of(1e-5)),
+        ("relu_backward", B::relu_backward, -5.0, 5.0, Tol::EXACT),
     ]
 }
 
@@ -214,6 +215,17 @@ fn binary_ops_keep_the_sign_of_zero() {
         let reference = bits(rf::<Ref>(op_ref(f::<Ref>(&a), f::<Ref>(&b))));
         assert_eq!(ours, reference, "{name}: the bits of {a:?} {name} {b:?}");
     }
+}
+
+#[test]
+fn relu_backward_on_special_values() {
+    // Zero outputs of either sign stop the gradient, NaN and infinite ones pass it on, as in
+    // Burn's relu_backward (a mask of `output <= 0`).
+    let output = TensorData::new(vec![-0.0f32, 0.0, f32::NAN, 1.0, -1.0, f32::INFINITY, f32::NEG_INFINITY, 1e-30], [8]);
+    let grad = TensorData::new(vec![1.0f32, -2.0, 3.0, -4.0, 5.0, -6.0, 7.0, -8.0], [8]);
+    let ours = rf::<Ex>(Ex::relu_backward(f::<Ex>(&output), f::<Ex>(&grad))).to_vec::<f32>().unwrap();
+    let reference = rf::<Ref>(Ref::relu_backward(f::<Ref>(&output), f::<Ref>(&grad))).to_vec::<f32>().unwrap();
+    assert_eq!(ours.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), reference.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "relu_backward of {output:?} with {grad:?}");
 }
 
 #[test]

@@ -25,6 +25,9 @@ pub enum BinaryFloatOp {
     Atan2,
     Min,
     Max,
+    /// Relu's gradient: `b` (the incoming gradient) where `a` (relu's output) is above 0, else
+    /// 0, as Burn's `relu_backward` masks it (a NaN output passes its gradient on).
+    ReluGrad,
 }
 
 /// A binary operation on integer dtypes (and bool storage, values 0 and 1).
@@ -218,6 +221,7 @@ pub(crate) fn apply_binary_float<F: Float>(a: F, b: F, #[comptime] op: BinaryFlo
         BinaryFloatOp::Atan2 => crate::math::atan2::<F>(a, b),
         BinaryFloatOp::Min => select(a < b || !(a == a), a, b),
         BinaryFloatOp::Max => select(a > b || !(a == a), a, b),
+        BinaryFloatOp::ReluGrad => select(a <= F::new(0.0), F::new(0.0), b),
     }
 }
 

@@ -1,9 +1,10 @@
 use burn_backend::ops::ActivationOps;
 use burn_backend::{DeviceOps, Scalar};
 use cubecl::Runtime;
+use ex_cubecl_kernels::binary::BinaryFloatOp;
 use ex_cubecl_kernels::unary::UnaryFloatOp as U;
 
-use crate::launch::elementwise::unary_float_op;
+use crate::launch::elementwise::{Rhs, binary_float_op, unary_float_op};
 use crate::launch::softmax;
 use crate::ExCubeclBackend;
 
@@ -16,6 +17,10 @@ where
 {
     fn relu(tensor: T<R>) -> T<R> {
         unary_float_op(tensor, U::Relu, 0.0, 0.0)
+    }
+
+    fn relu_backward(output: T<R>, grad: T<R>) -> T<R> {
+        binary_float_op(output, Rhs::Tensor(grad), BinaryFloatOp::ReluGrad)
     }
 
     fn leaky_relu(tensor: T<R>, negative_slope: Scalar) -> T<R> {
