@@ -11,8 +11,10 @@ use module_common::*;
 /// (x, kernel, stride, padding, dilation, ceil_mode)
 type PoolCase = ([usize; 4], [usize; 2], [usize; 2], [usize; 2], [usize; 2], bool);
 
-const POOL_CASES: [PoolCase; 6] = [
+const POOL_CASES: [PoolCase; 7] = [
     ([2, 3, 7, 6], [3, 3], [2, 2], [1, 1], [1, 1], false),
+    // ResNet's stem pooling; 17 x 17 windows a plane, more than one cube's units.
+    ([1, 2, 34, 34], [3, 3], [2, 2], [1, 1], [1, 1], false),
     ([1, 2, 8, 5], [2, 3], [2, 1], [1, 1], [1, 1], true),
     ([2, 1, 5, 5], [3, 2], [3, 3], [0, 1], [1, 1], true),
     ([1, 2, 9, 7], [3, 2], [1, 2], [1, 0], [2, 3], false),
@@ -97,6 +99,30 @@ fn pooling_matches_ndarray() {
     let special = TensorData::new(vec![f32::NAN, 1.0, f32::NEG_INFINITY, f32::NEG_INFINITY, 2.0, f32::NAN, f32::NEG_INFINITY, f32::NEG_INFINITY], [1, 1, 2, 4]);
     let r = on_both!(|B| rf::<B>(B::max_pool2d(f::<B>(&special), [2, 2], [2, 2], [0, 0], [1, 1], false)));
     suite.check("max_pool2d NaN and -inf windows", Tol::EXACT, r);
+    // A window with no maximum (only -inf and NaN) records index 0, and its gradient goes to
+    // the plane's first element, which it need not cover.
+    for dtype in module_dtypes() {
+        for (k, s, p) in [([2, 2], [2, 2], [0, 0]), ([3, 3], [2, 2], [1, 1]), ([3, 3], [1, 1], [0, 0])] {
+            let mut rng = Rng::new(6200);
+            let mut values = rand(&mut rng, &[2, 2, 6, 6], DType::F32).to_vec::<f32>().unwrap();
+            for plane in 1..4 {
+                for (h, w) in (2..6).flat_map(|h| (2..6).map(move |w| (h, w))) {
+                    values[plane * 36 + h * 6 + w] = if (h + w + plane) % 3 == 0 { f32::NAN } else { f32::NEG_INFINITY };
+                }
+            }
+            let x = TensorData::new(values, [2, 2, 6, 6]).convert_dtype(dtype);
+            let out = [2, 2, pool_out(6, k[0], s[0], p[0], 1, false), pool_out(6, k[1], s[1], p[1], 1, false)];
+            let g = rand(&mut rng, &out, dtype);
+            let case = format!("k={k:?} stride={s:?} pad={p:?} {dtype:?}");
+            let r = on_both!(|B| ri::<B>(B::max_pool2d_with_indices(f::<B>(&x), k, s, p, [1, 1], false).indices));
+            suite.check(format!("max_pool2d_with_indices [indices] windows without a maximum {case}"), Tol::EXACT, r);
+            let r = on_both!(|B| {
+                let indices = B::max_pool2d_with_indices(f::<B>(&x), k, s, p, [1, 1], false).indices;
+                rf::<B>(B::max_pool2d_with_indices_backward(f::<B>(&x), k, s, p, [1, 1], false, f::<B>(&g), indices).x_grad)
+            });
+            suite.check(format!("max_pool2d_with_indices_backward windows without a maximum {case}"), tol(dtype), r);
+        }
+    }
     suite.finish();
 }
 

@@ -3,9 +3,11 @@
 //!
 //! Inputs are strided views with an element offset; outputs are contiguous. Backward passes
 //! are gathers: one unit per input element sums the gradients of the windows that cover it, so
-//! they need no atomics and are deterministic.
+//! they need no atomics and are deterministic (max pooling's first element of each plane,
+//! which windows with no maximum also point at, is a per-plane cube reduction).
 use cubecl::prelude::*;
 
+use crate::reduce::{Acc, ReduceOp, cube_merge};
 use crate::strided::{offset4, umax, umin};
 
 /// Window geometry of a pooling (per axis: kernel, stride, padding, dilation).
@@ -184,9 +186,10 @@ pub fn max_pool2d<T: Float, I: Int>(
     }
 }
 
-/// Gradient of [`max_pool2d`](fn@max_pool2d): each input element sums the gradients of the windows that
-/// cover it and whose recorded index is this element. A window with no maximum records index
-/// 0 whether or not it covers element 0, so element 0 scans every window of its plane.
+/// Gradient of [`max_pool2d`](fn@max_pool2d) at every input element but each plane's first
+/// (`h = w = 0`): the sum of the gradients of the windows that cover it and whose recorded
+/// index is this element. The first element is [`max_pool2d_backward_first`]'s: a window with
+/// no maximum records index 0 whether or not it covers that element.
 #[cube(launch_unchecked)]
 pub fn max_pool2d_backward<T: Float, I: Int, A: Float>(
     grad: &Tensor<T>,
@@ -202,21 +205,14 @@ pub fn max_pool2d_backward<T: Float, I: Int, A: Float>(
     }
     let i = pixel::<T>(output, ABSOLUTE_POS);
     let in_w = output.shape(3);
-    let (out_h, out_w) = (grad.shape(2), grad.shape(3));
     let me = i.h * in_w + i.w;
+    if me == 0 {
+        terminate!();
+    }
+    let (out_h, out_w) = (grad.shape(2), grad.shape(3));
     let hp = i.h + p.pad_h;
     let wp = i.w + p.pad_w;
     let mut sum = A::new(0.0);
-    if me == 0 {
-        for oh in 0..out_h {
-            for ow in 0..out_w {
-                let idx = indices[indices_offset + offset4::<I>(indices, i.b, i.c, oh, ow)];
-                if usize::cast_from(idx) == 0 {
-                    sum += A::cast_from(grad[grad_offset + offset4::<T>(grad, i.b, i.c, oh, ow)]);
-                }
-            }
-        }
-    }
     for kh in 0..p.kernel_h {
         let reach_h = kh * p.dil_h;
         let nh = select(hp >= reach_h, hp - reach_h, 0);
@@ -228,7 +224,7 @@ pub fn max_pool2d_backward<T: Float, I: Int, A: Float>(
                 let ow = nw / p.stride_w;
                 if wp >= reach_w && nw % p.stride_w == 0 && ow < out_w {
                     let idx = indices[indices_offset + offset4::<I>(indices, i.b, i.c, oh, ow)];
-                    if usize::cast_from(idx) == me && me != 0 {
+                    if usize::cast_from(idx) == me {
                         sum += A::cast_from(grad[grad_offset + offset4::<T>(grad, i.b, i.c, oh, ow)]);
                     }
                 }
@@ -236,6 +232,45 @@ pub fn max_pool2d_backward<T: Float, I: Int, A: Float>(
         }
     }
     output[ABSOLUTE_POS] = T::cast_from(sum);
+}
+
+/// Gradient of [`max_pool2d`](fn@max_pool2d) at each plane's first element (`h = w = 0`), the
+/// one [`max_pool2d_backward`] leaves: one cube per `(b, c)` plane (`CUBE_POS`), whose
+/// `cube_size` units stride over every window of the plane and sum the gradients of those
+/// whose recorded index is 0 (the windows that cover the element and chose it, and the windows
+/// with no maximum, wherever they lie), then merge through a shared-memory tree.
+#[cube(launch_unchecked)]
+pub fn max_pool2d_backward_first<T: Float, I: Int, A: Float>(
+    grad: &Tensor<T>,
+    indices: &Tensor<I>,
+    output: &mut Tensor<T>,
+    grad_offset: usize,
+    indices_offset: usize,
+    #[comptime] cube_size: usize,
+    #[define(T, I, A)] _dtypes: [StorageType; 3],
+) {
+    let plane = CUBE_POS;
+    // Uniform per cube: a cube past the last plane leaves as a whole, before any barrier.
+    if plane >= output.shape(0) * output.shape(1) {
+        terminate!();
+    }
+    let (b, c) = (plane / output.shape(1), plane % output.shape(1));
+    let out_w = grad.shape(3);
+    let windows = grad.shape(2) * out_w;
+    let mut sum = A::new(0.0);
+    let mut k = UNIT_POS as usize;
+    while k < windows {
+        let (oh, ow) = (k / out_w, k % out_w);
+        let idx = indices[indices_offset + offset4::<I>(indices, b, c, oh, ow)];
+        if usize::cast_from(idx) == 0 {
+            sum += A::cast_from(grad[grad_offset + offset4::<T>(grad, b, c, oh, ow)]);
+        }
+        k += cube_size;
+    }
+    let total = cube_merge::<A>(Acc::<A> { value: sum, index: 0u32 }, true, comptime!(ReduceOp::Sum), cube_size);
+    if UNIT_POS == 0 {
+        output[offset4::<T>(output, b, c, 0, 0)] = T::cast_from(total.value);
+    }
 }
 
 /// First input row of adaptive window `o` of `out` windows over `size` rows.

@@ -2,10 +2,11 @@
 //! passes. 1-D pooling is 2-D pooling over `[b, c, 1, l]`.
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
+use cubecl::prelude::CubeDim;
 use ex_cubecl_kernels::pool::{
     PoolParamsLaunch, adaptive_avg_pool2d as adaptive_kernel, adaptive_avg_pool2d_backward as adaptive_backward_kernel,
     avg_pool2d as avg_kernel, avg_pool2d_backward as avg_backward_kernel, max_pool2d as max_kernel,
-    max_pool2d_backward as max_backward_kernel,
+    max_pool2d_backward as max_backward_kernel, max_pool2d_backward_first as max_backward_first_kernel,
 };
 
 use super::bf16;
@@ -142,19 +143,37 @@ pub fn max_pool2d_backward<R: Runtime>(x: CubeTensor<R>, grad: CubeTensor<R>, in
         panic!("ex_cubecl: {op}: indices {:?} ({:?}) must be ints shaped like the gradient {:?}", indices.dims(), indices.dtype, grad.dims());
     }
     let out = CubeTensor::empty(&x.client, &x.device, x.layout.shape.clone(), x.dtype);
-    let o = out.clone();
+    let dtypes = [x.storage(), indices.storage(), accumulator(x.dtype)];
+    let (o, g, idx) = (out.clone(), grad.clone(), indices.clone());
     launch(&out.client, op, Geometry::Units(out.num_elements()), move |client, count, dim| {
         // SAFETY: the kernel guards `ABSOLUTE_POS < output.len()`; window positions are
         // checked against the gradient's extent before reading it or the indices.
         unsafe {
             max_backward_kernel::launch_unchecked::<R>(
+                client, count, dim, g.as_arg(), idx.as_arg(), o.as_arg(), g.layout.offset, idx.layout.offset,
+                window.arg(), dtypes,
+            )
+        }
+    });
+    // Each plane's first element, which also gets the windows that found no maximum.
+    let planes = x.dims()[0] * x.dims()[1];
+    let geometry = Geometry::Cubes { count: planes, dim: CubeDim::new_1d(FIRST_CUBE as u32) };
+    let o = out.clone();
+    launch(&out.client, op, geometry, move |client, count, dim| {
+        // SAFETY: cubes past the last plane leave before any access; every window read is
+        // inside the gradient and the indices, and the one write is the plane's first element.
+        unsafe {
+            max_backward_first_kernel::launch_unchecked::<R>(
                 client, count, dim, grad.as_arg(), indices.as_arg(), o.as_arg(), grad.layout.offset,
-                indices.layout.offset, window.arg(), [x.storage(), indices.storage(), accumulator(x.dtype)],
+                indices.layout.offset, FIRST_CUBE, dtypes,
             )
         }
     });
     out
 }
+
+/// Units per cube of the max-pooling gradient's per-plane reduction (a power of two).
+const FIRST_CUBE: usize = 256;
 
 /// Adaptive average pooling to `output_size`.
 pub fn adaptive_avg_pool2d<R: Runtime>(x: CubeTensor<R>, output_size: [usize; 2]) -> CubeTensor<R> {
