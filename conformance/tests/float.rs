@@ -1,7 +1,7 @@
 //! Float elementwise ops: unary, binary (with broadcasting), scalar forms, comparisons and
 //! activations, on every supported float dtype, every view and edge values.
 use burn_backend::ops::*;
-use burn_backend::{BoolStore, DType, Scalar, TensorData};
+use burn_backend::{BoolStore, DType, Scalar, Shape, TensorData};
 use ex_cubecl_conformance::*;
 
 type UnaryFn<B> = fn(<B as burn_backend::BackendTypes>::FloatTensorPrimitive) -> <B as burn_backend::BackendTypes>::FloatTensorPrimitive;
@@ -297,6 +297,35 @@ fn comparisons_match_ndarray() {
         ("greater NaN", on_both!(|B| rb::<B>(B::float_greater_elem(f::<B>(&specials), Scalar::Float(0.5), store)))),
     ] {
         suite.check(format!("{name} on special values"), Tol::EXACT, result);
+    }
+    suite.finish();
+}
+
+/// `full` / `zeros` / `ones` on every float and int dtype, on sizes that the vectorised fill
+/// stores in whole vectors (multiples of 4, 8, 16) and sizes it can't (odd, rank 0, empty).
+#[test]
+fn fills_match_the_value() {
+    let mut suite = Suite::new("fill");
+    let shapes: [&[usize]; 7] = [&[], &[0], &[7], &[3, 5], &[4, 8], &[2, 3, 64], &[1023, 3]];
+    for shape in shapes {
+        let n: usize = shape.iter().product();
+        let full = |v: f64| TensorData::new(vec![v; n], shape.to_vec());
+        for dtype in float_dtypes() {
+            let case = format!("shape={shape:?} {dtype:?}");
+            let r = catch(|| rf::<Ex>(Ex::float_full(Shape::from(shape.to_vec()), Scalar::Float(2.5), &dev::<Ex>(), dtype.into())));
+            suite.check(format!("float_full(2.5) {case}"), Tol::EXACT, (r, full(2.5)));
+            let r = catch(|| rf::<Ex>(Ex::float_zeros(Shape::from(shape.to_vec()), &dev::<Ex>(), dtype.into())));
+            suite.check(format!("float_zeros {case}"), Tol::EXACT, (r, full(0.0)));
+            let r = catch(|| rf::<Ex>(Ex::float_ones(Shape::from(shape.to_vec()), &dev::<Ex>(), dtype.into())));
+            suite.check(format!("float_ones {case}"), Tol::EXACT, (r, full(1.0)));
+        }
+        for dtype in int_dtypes() {
+            let v = if dtype.is_uint() { 7 } else { -3 };
+            let r = catch(|| ri::<Ex>(Ex::int_full(Shape::from(shape.to_vec()), Scalar::Int(v), &dev::<Ex>(), dtype.into())));
+            suite.check(format!("int_full({v}) shape={shape:?} {dtype:?}"), Tol::EXACT, (r, full(v as f64)));
+        }
+        let r = catch(|| rb::<Ex>(Ex::bool_ones(Shape::from(shape.to_vec()), &dev::<Ex>(), BoolStore::Native)));
+        suite.check(format!("bool_ones shape={shape:?}"), Tol::EXACT, (r, full(1.0)));
     }
     suite.finish();
 }

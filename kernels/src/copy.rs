@@ -146,11 +146,12 @@ pub fn copy_tiles<T: Numeric>(
     }
 }
 
-/// Fills a contiguous buffer with one value.
+/// Fills a contiguous buffer with one value, `N` elements per unit (whole-vector stores);
+/// `vectors` is the buffer's length in vectors.
 #[cube(launch_unchecked)]
-pub fn fill<T: Numeric>(output: &mut Array<T>, value: InputScalar, #[define(T)] _dtype: StorageType) {
-    if ABSOLUTE_POS >= output.len() {
+pub fn fill<T: Numeric, N: Size>(output: &mut Array<Vector<T, N>>, vectors: usize, value: InputScalar, #[define(T)] _dtype: StorageType) {
+    if ABSOLUTE_POS >= vectors {
         terminate!();
     }
-    output[ABSOLUTE_POS] = value.get::<T>();
+    output[ABSOLUTE_POS] = Vector::<T, N>::new(value.get::<T>());
 }

@@ -5,6 +5,7 @@ use cubecl::prelude::CubeDim;
 use cubecl::prelude::SequenceArg;
 use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_tiles, copy_view, fill as fill_kernel};
 
+use super::elementwise::flat_vector_size;
 use super::{scalar_arg, usizes, widest_vector};
 use super::views::Views;
 use crate::runtime::{Geometry, Layout, coalesce, launch};
@@ -245,10 +246,12 @@ pub fn full<R: Runtime>(device: &R::Device, shape: Shape, value: Scalar, dtype: 
     }
     let out = CubeTensor::empty(&client, device, shape, dtype);
     let value = scalar_arg("full", value, dtype);
+    let n = out.num_elements();
+    let v = flat_vector_size(&client, dtype, n, &[]);
     let o = out.clone();
-    launch(&client, "full", Geometry::Units(out.num_elements()), move |client, count, dim| {
-        // SAFETY: the kernel guards `pos < len`.
-        unsafe { fill_kernel::launch_unchecked::<R>(client, count, dim, o.buffer_arg(), value, o.storage()) }
+    launch(&client, "full", Geometry::Units(n / v), move |client, count, dim| {
+        // SAFETY: the kernel guards `pos < n / v`; the buffer holds `n` elements, a multiple of `v`.
+        unsafe { fill_kernel::launch_unchecked::<R>(client, count, dim, v, o.buffer_arg(), n / v, value, o.storage()) }
     });
     out
 }
