@@ -216,7 +216,7 @@ fn out_of_range_indices_stay_inside_buffers() {
 fn vector_copies_and_gathers_match_ndarray() {
     let mut suite = Suite::new("vector copies");
     let mut rng = Rng::new(907);
-    for shape in [vec![4, 8], vec![2, 3, 16], vec![5, 12], vec![24], vec![3, 2, 5]] {
+    for shape in [vec![4, 8], vec![2, 3, 16], vec![5, 12], vec![24], vec![3, 2, 5], vec![3, 2, 4, 4]] {
         let rank = shape.len();
         let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);
         let h = float_data(&mut rng, &shape, DType::F16, -3.0, 3.0);
@@ -264,6 +264,23 @@ fn vector_copies_and_gathers_match_ndarray() {
                 let v = float_data(&mut rng, &{ let mut v = shape.clone(); v[last] = n - s; v }, DType::F32, -1.0, 1.0);
                 cases.push((format!("slice_assign from {s}"), on_both!(|B| rf::<B>(B::float_slice_assign(f::<B>(&a), &tail(s), f::<B>(&v))))));
             }
+        }
+        if rank >= 3 {
+            // Batch norm's copy: the first two dimensions swapped, the rest contiguous, in
+            // vectors along the last one where they divide it; from the start and at an offset.
+            let flat = Shape::from(vec![shape[1], shape.iter().product::<usize>() / shape[1]]);
+            let mut rows = vec![Slice::new(0, None, 1); rank];
+            rows[0] = Slice::new(1, None, 1);
+            let mut sliced = shape.clone();
+            sliced[0] -= 1;
+            let sliced_flat = Shape::from(vec![shape[1], sliced.iter().product::<usize>() / shape[1]]);
+            cases.push(("channels first".into(), on_both!(|B| rf::<B>(B::float_reshape(B::float_swap_dims(f::<B>(&a), 0, 1), flat.clone())))));
+            cases.push(("f16 channels first".into(), on_both!(|B| rf::<B>(B::float_reshape(B::float_swap_dims(f::<B>(&h), 0, 1), flat.clone())))));
+            cases.push(("u8 channels first".into(), on_both!(|B| ri::<B>(B::int_reshape(B::int_swap_dims(i::<B>(&u), 0, 1), flat.clone())))));
+            cases.push((
+                "channels first of a row slice".into(),
+                on_both!(|B| rf::<B>(B::float_reshape(B::float_swap_dims(B::float_slice(f::<B>(&a), &rows), 0, 1), sliced_flat.clone()))),
+            ));
         }
         let axes: Vec<usize> = (0..rank).rev().collect();
         cases.push(("permuted reshape".into(), on_both!(|B| rf::<B>(B::float_reshape(B::float_permute(f::<B>(&a), &axes), Shape::from(vec![shape.iter().product::<usize>()]))))));
