@@ -43,6 +43,9 @@ use crate::resnet::{ResNet, cast_module, labels, synthetic_batch, uniform_values
 /// The backend the scaling runs train on.
 pub type Train<R> = burn_autodiff::Autodiff<ExCubeclBackend<R>>;
 
+/// The same under Burn's fusion engine with our fusers (`scale --fusion`, one device).
+pub type TrainFused<R> = burn_autodiff::Autodiff<burn_fusion::Fusion<ExCubeclBackend<R>>>;
+
 /// The learning rate of every SGD step (no momentum, no decay; PyTorch's side the same).
 pub const LR: f64 = 0.01;
 
@@ -281,6 +284,41 @@ where
         step_seconds: slowest.as_secs_f64() / steps.max(1) as f64,
         last_loss,
     }
+}
+
+/// `workload`'s SGD step on one device under any autodiff backend `B`, with Burn's own SGD
+/// (the same update as ours: no momentum, no decay): `warmup` steps, then the mean of `steps`
+/// timed ones, each ending in a sync. How `scale --fusion` times `TrainFused`.
+///
+/// # Panics
+/// When the loss is not finite or the device fails.
+pub fn one_device<B: AutodiffBackend, W: Workload<B>>(workload: &W, device: &B::Device, warmup: usize, steps: usize) -> Throughput {
+    let mut model = workload.model(device);
+    let batch = workload.batch(0, device);
+    let mut optimizer = burn_optim::SgdConfig::new().init::<B, W::Model>();
+    let mut step = |model: W::Model| {
+        let loss = workload.loss(&model, batch.clone());
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        let model = optimizer.step(LR, model, grads);
+        B::sync(device).unwrap_or_else(|e| panic!("scale: device {device:?} failed: {e:?}"));
+        (model, loss)
+    };
+    for _ in 0..warmup {
+        model = step(model).0;
+    }
+    let start = Instant::now();
+    let mut last = None;
+    for _ in 0..steps.max(1) {
+        let (next, loss) = step(model);
+        model = next;
+        last = Some(loss);
+    }
+    let elapsed = start.elapsed();
+    let last_loss = last.expect("at least one step").into_data().convert::<f32>().to_vec::<f32>().expect("the loss")[0];
+    if !last_loss.is_finite() {
+        panic!("scale: the loss is {last_loss} after the timed steps");
+    }
+    Throughput { devices: 1, batch_per_device: workload.batch_size(), step_seconds: elapsed.as_secs_f64() / steps.max(1) as f64, last_loss }
 }
 
 fn sync<R: Runtime>(device: &R::Device)

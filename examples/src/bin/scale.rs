@@ -10,8 +10,10 @@
 //! ```text
 //! scale [--devices 1,2,4] [--only allreduce,mlp,resnet] [--mlp-batch N] [--resnet-batch N]
 //!       [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE]
-//!       [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR]
+//!       [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR] [--fusion]
 //! ```
+//! `--fusion` (with `--devices 1`) times the training steps under Burn's fusion engine with
+//! our fusers, `Autodiff<Fusion<ExCubeclBackend>>`, and Burn's own SGD.
 //! `--grad-sync after` (default) all-reduces each gradient after the backward pass; `overlap`
 //! in buckets of `--bucket-mb` MiB (default 25, as PyTorch's DDP) during it (over NCCL only
 //! with `EX_CUBECL_ALLOW_NCCL_OVERLAP=1`, see `ex_cubecl::distributed::start_gradient_sync`).
@@ -25,7 +27,8 @@ use std::fmt::Write as _;
 
 use burn_tensor::FloatDType;
 use ex_cubecl_examples::scale::{
-    Bandwidth, GradSync, MlpWorkload, ResNetWorkload, Throughput, Train, Workload, all_reduce_bandwidth, weak_scaling,
+    Bandwidth, GradSync, MlpWorkload, ResNetWorkload, Throughput, Train, TrainFused, Workload, all_reduce_bandwidth,
+    one_device, weak_scaling,
 };
 
 #[cfg(feature = "cuda")]
@@ -58,6 +61,7 @@ struct Options {
     out: Option<String>,
     grad_sync: GradSync,
     kernel_cache: Option<String>,
+    fusion: bool,
 }
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
@@ -74,6 +78,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
         out: None,
         grad_sync: GradSync::AfterBackward,
         kernel_cache: None,
+        fusion: false,
     };
     let mut bucket_mb = None;
     let mut args = args.into_iter();
@@ -102,6 +107,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             "--steps" => o.steps = number(value()?, "--steps")?,
             "--max-bytes" => o.max_bytes = number(value()?, "--max-bytes")?,
             "--quick" => o.quick = true,
+            "--fusion" => o.fusion = true,
             "--out" => o.out = Some(value()?),
             "--grad-sync" => {
                 o.grad_sync = match value()?.as_str() {
@@ -122,6 +128,9 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             GradSync::AfterBackward => return Err("scale: --bucket-mb goes with --grad-sync overlap".into()),
         }
     }
+    if o.fusion && o.counts != [1] {
+        return Err("scale: --fusion times one device: give --devices 1".into());
+    }
     for part in &o.only {
         if !["allreduce", "mlp", "resnet"].contains(&part.as_str()) {
             return Err(format!("scale: --only takes allreduce, mlp, resnet, not {part}"));
@@ -132,7 +141,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
 
 fn usage() -> String {
     "usage: scale [--devices 1,2,4] [--only allreduce,mlp,resnet] [--mlp-batch N] [--resnet-batch N] \
-     [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE] \
+     [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE] [--fusion] \
      [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR]"
         .into()
 }
@@ -183,7 +192,7 @@ fn main() {
             false => MlpWorkload { batch: opts.mlp_batch, widths: ex_cubecl_examples::scale::MLP_WIDTHS.to_vec() },
         };
         for &n in &opts.counts {
-            let t = measure::<_>(&mlp, n, warmup, steps, opts.grad_sync, "mlp");
+            let t = measure(&mlp, n, warmup, steps, opts.grad_sync, opts.fusion, "mlp");
             json.train.push(("mlp".into(), "f32".into(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("mlp", "f32".into(), t));
@@ -202,7 +211,7 @@ fn main() {
         };
         let dtype = dtype_name(resnet.dtype);
         for &n in &opts.counts {
-            let t = measure::<_>(&resnet, n, warmup, steps, opts.grad_sync, "resnet50");
+            let t = measure(&resnet, n, warmup, steps, opts.grad_sync, opts.fusion, "resnet50");
             json.train.push(("resnet50".into(), dtype.to_string(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("resnet50", dtype.to_string(), t));
@@ -213,7 +222,11 @@ fn main() {
             GradSync::Overlap { bucket_bytes } => format!("gradients all-reduced during backward in {} MiB buckets", bucket_bytes >> 20),
             GradSync::AfterBackward => "gradients all-reduced after backward".to_string(),
         };
-        let _ = writeln!(report, "\n## weak scaling: one SGD step per device batch, data-parallel (thread per device; {how})\n");
+        let how = match opts.fusion {
+            true => "one device, under Burn's fusion engine with our fusers".to_string(),
+            false => format!("data-parallel (thread per device; {how})"),
+        };
+        let _ = writeln!(report, "\n## weak scaling: one SGD step per device batch, {how}\n");
         let _ = writeln!(
             report,
             "| model | dtype | devices | batch per device | step (ms) | samples/s | speed-up over 1 device |\n|---|---|---|---|---|---|---|"
@@ -247,10 +260,17 @@ fn kernel_cache(dir: &str) {
     CubeClRuntimeConfig::set(config);
 }
 
-/// [`weak_scaling`] on the first `n` devices, with progress on stderr.
-fn measure<W: Workload<Train<Rt>>>(workload: &W, n: usize, warmup: usize, steps: usize, sync: GradSync, name: &str) -> Throughput {
+/// [`weak_scaling`] on the first `n` devices (or with `fusion`, [`one_device`] under
+/// `TrainFused` on the first), with progress on stderr.
+fn measure<W>(workload: &W, n: usize, warmup: usize, steps: usize, sync: GradSync, fusion: bool, name: &str) -> Throughput
+where
+    W: Workload<Train<Rt>> + Workload<TrainFused<Rt>>,
+{
     let start = std::time::Instant::now();
-    let t = weak_scaling::<Rt, W>(workload, &devices(n), warmup, steps, sync);
+    let t = match fusion {
+        true => one_device::<TrainFused<Rt>, W>(workload, &devices(1)[0], warmup, steps),
+        false => weak_scaling::<Rt, W>(workload, &devices(n), warmup, steps, sync),
+    };
     eprintln!(
         "scale: {name} on {n} device(s), batch {} each: {:.2} ms a step, {:.0} samples/s, loss {:.4} ({:.1} s)",
         t.batch_per_device,
