@@ -255,16 +255,7 @@ where
                         eprintln!("scale: {n} devices: device {rank}'s warm-up step {} done at {:.1} s", i + 1, started.elapsed().as_secs_f64());
                     }
                     barrier.wait();
-                    let start = Instant::now();
-                    let mut last = None;
-                    for _ in 0..steps.max(1) {
-                        let (next, loss) = step(model);
-                        model = next;
-                        last = Some(loss);
-                    }
-                    let elapsed = start.elapsed();
-                    let loss = last.expect("at least one step").into_data().convert::<f32>().to_vec::<f32>().expect("the loss")[0];
-                    (elapsed, loss)
+                    timed(model, steps, step)
                 })
             })
             .collect();
@@ -306,6 +297,16 @@ pub fn one_device<B: AutodiffBackend, W: Workload<B>>(workload: &W, device: &B::
     for _ in 0..warmup {
         model = step(model).0;
     }
+    let (elapsed, last_loss) = timed(model, steps, step);
+    if !last_loss.is_finite() {
+        panic!("scale: the loss is {last_loss} after the timed steps");
+    }
+    Throughput { devices: 1, batch_per_device: workload.batch_size(), step_seconds: elapsed.as_secs_f64() / steps.max(1) as f64, last_loss }
+}
+
+/// `steps` steps (at least one) from `model`, each `step` returning the next model and its
+/// loss: their wall time, and the last loss (read after the clock stops).
+fn timed<M, B: Backend>(mut model: M, steps: usize, mut step: impl FnMut(M) -> (M, Tensor<B, 1>)) -> (Duration, f32) {
     let start = Instant::now();
     let mut last = None;
     for _ in 0..steps.max(1) {
@@ -314,11 +315,8 @@ pub fn one_device<B: AutodiffBackend, W: Workload<B>>(workload: &W, device: &B::
         last = Some(loss);
     }
     let elapsed = start.elapsed();
-    let last_loss = last.expect("at least one step").into_data().convert::<f32>().to_vec::<f32>().expect("the loss")[0];
-    if !last_loss.is_finite() {
-        panic!("scale: the loss is {last_loss} after the timed steps");
-    }
-    Throughput { devices: 1, batch_per_device: workload.batch_size(), step_seconds: elapsed.as_secs_f64() / steps.max(1) as f64, last_loss }
+    let loss = last.expect("at least one step").into_data().convert::<f32>().to_vec::<f32>().expect("the loss")[0];
+    (elapsed, loss)
 }
 
 fn sync<R: Runtime>(device: &R::Device)
