@@ -12,7 +12,7 @@ use ex_cubecl_kernels::unary::{UnaryFloatOp, UnaryIntOp, unary_float, unary_floa
 
 use super::views::Views;
 use super::{accumulator_dtype, broadcast_shape, check_same_dtype, divmods, float_arg, scalar_arg, usizes, widest_vector};
-use crate::runtime::{Geometry, Layout, OpName, coalesce, launch, storage_type};
+use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// The right operand of a binary op.
@@ -208,17 +208,18 @@ struct StridedVectors {
 }
 
 impl StridedVectors {
-    /// The plan for `lhs` and `rhs` viewed over the output's shape, if there is one wider
-    /// than 1: every operand that steps through the innermost dimension needs its offset and
-    /// all its strides divisible by the width, and at least one operand must step through it.
-    fn plan<R: Runtime>(t: &CubeTensor<R>, lhs: &Layout, rhs: &Layout) -> Option<Self> {
-        let (mut shape, strides) = coalesce(&lhs.shape, &[&lhs.strides, &rhs.strides]);
+    /// The plan for the operands of `views` (the coalesced views of a binary launch, none when
+    /// both are read linearly) starting at `offsets`, if there is one wider than 1: every
+    /// operand that steps through the innermost dimension needs its offset and all its strides
+    /// divisible by the width, and at least one operand must step through it.
+    fn plan<R: Runtime>(t: &CubeTensor<R>, views: &Views, offsets: [usize; 2]) -> Option<Self> {
+        let mut shape = views.dims().to_vec();
+        let strides = [views.strides_of(0), views.strides_of(1)];
         let inner = *shape.last()?;
         let steps = [strides[0].last() == Some(&1), strides[1].last() == Some(&1)];
         if !(steps[0] || steps[1]) || strides.iter().any(|s| s.last() > Some(&1)) {
             return None;
         }
-        let offsets = [lhs.offset, rhs.offset];
         let outer = |k: usize| strides[k][..strides[k].len() - 1].iter().copied().chain([offsets[k]]);
         let units = (0..2).filter(|&k| steps[k]).flat_map(outer);
         let width = widest_vector(&t.client, storage_type(t.dtype).size(), units.chain([inner]).collect::<Vec<_>>());
@@ -264,7 +265,7 @@ pub fn binary_float_op<R: Runtime>(lhs: CubeTensor<R>, rhs: Rhs<R>, op: BinaryFl
         });
         return out;
     }
-    if let Some(sv) = (!layout.rhs_scalar).then(|| StridedVectors::plan(&lhs, &lhs_view, &rhs_view)).flatten() {
+    if let Some(sv) = (!layout.rhs_scalar).then(|| StridedVectors::plan(&lhs, &views, [lo, ro])).flatten() {
         launch(&out.client, &name, Geometry::Units(n / sv.width), move |client, count, dim| {
             // SAFETY: the kernel guards `pos < n / width`; each operand's vectors (or elements,
             // where it repeats one along the innermost dimension) lie inside its buffer.

@@ -34,6 +34,16 @@ impl Views {
         Self { shape: shape.to_vec(), strides: strides.iter().map(|s| s.to_vec()).collect() }
     }
 
+    /// The iteration shape as sizes (empty when every operand is read linearly).
+    pub fn dims(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The strides of operand `k` as sizes.
+    pub fn strides_of(&self, k: usize) -> &[usize] {
+        &self.strides[k]
+    }
+
     /// The number of dimensions left.
     pub fn rank(&self) -> usize {
         self.shape.len()
