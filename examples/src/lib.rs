@@ -22,6 +22,8 @@
 // burn-derive's `#[derive(Module)]` names its paths `burn::...`.
 extern crate burn_core as burn;
 
+#[cfg(feature = "distributed")]
+pub mod captured;
 pub mod checkpoint;
 pub mod cli;
 pub mod data;

@@ -10,10 +10,12 @@
 //! ```text
 //! scale [--devices 1,2,4] [--only allreduce,mlp,resnet] [--mlp-batch N] [--resnet-batch N]
 //!       [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE]
-//!       [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR] [--fusion]
+//!       [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR] [--fusion] [--captured]
 //! ```
 //! `--fusion` (with `--devices 1`) times the training steps under Burn's fusion engine with
-//! our fusers, `Autodiff<Fusion<ExCubeclBackend>>`, and Burn's own SGD.
+//! our fusers, `Autodiff<Fusion<ExCubeclBackend>>`, and Burn's own SGD. `--captured` (with
+//! `--devices 1`) times the same step captured once in a pipeline and replayed
+//! (`ex_cubecl_examples::captured`).
 //! `--grad-sync after` (default) all-reduces each gradient after the backward pass; `overlap`
 //! in buckets of `--bucket-mb` MiB (default 25, as PyTorch's DDP) during it (over NCCL only
 //! with `EX_CUBECL_ALLOW_NCCL_OVERLAP=1`, see `ex_cubecl::distributed::start_gradient_sync`).
@@ -26,6 +28,7 @@
 use std::fmt::Write as _;
 
 use burn_tensor::FloatDType;
+use ex_cubecl_examples::captured::captured;
 use ex_cubecl_examples::scale::{
     Bandwidth, GradSync, MlpWorkload, ResNetWorkload, Throughput, Train, TrainFused, Workload, all_reduce_bandwidth,
     one_device, weak_scaling,
@@ -62,6 +65,17 @@ struct Options {
     grad_sync: GradSync,
     kernel_cache: Option<String>,
     fusion: bool,
+    captured: bool,
+}
+
+impl Options {
+    fn engine(&self) -> Engine {
+        match (self.captured, self.fusion) {
+            (true, _) => Engine::Captured,
+            (false, true) => Engine::Fusion,
+            (false, false) => Engine::Plain,
+        }
+    }
 }
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
@@ -79,6 +93,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
         grad_sync: GradSync::AfterBackward,
         kernel_cache: None,
         fusion: false,
+        captured: false,
     };
     let mut bucket_mb = None;
     let mut args = args.into_iter();
@@ -108,6 +123,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             "--max-bytes" => o.max_bytes = number(value()?, "--max-bytes")?,
             "--quick" => o.quick = true,
             "--fusion" => o.fusion = true,
+            "--captured" => o.captured = true,
             "--out" => o.out = Some(value()?),
             "--grad-sync" => {
                 o.grad_sync = match value()?.as_str() {
@@ -128,8 +144,8 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             GradSync::AfterBackward => return Err("scale: --bucket-mb goes with --grad-sync overlap".into()),
         }
     }
-    if o.fusion && o.counts != [1] {
-        return Err("scale: --fusion times one device: give --devices 1".into());
+    if (o.fusion || o.captured) && o.counts != [1] {
+        return Err("scale: --fusion and --captured time one device: give --devices 1".into());
     }
     for part in &o.only {
         if !["allreduce", "mlp", "resnet"].contains(&part.as_str()) {
@@ -141,7 +157,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
 
 fn usage() -> String {
     "usage: scale [--devices 1,2,4] [--only allreduce,mlp,resnet] [--mlp-batch N] [--resnet-batch N] \
-     [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE] [--fusion] \
+     [--resnet-dtype bf16|f32] [--warmup N] [--steps N] [--max-bytes N] [--quick] [--out FILE] [--fusion] [--captured] \
      [--grad-sync overlap|after] [--bucket-mb N] [--kernel-cache DIR]"
         .into()
 }
@@ -192,7 +208,7 @@ fn main() {
             false => MlpWorkload { batch: opts.mlp_batch, widths: ex_cubecl_examples::scale::MLP_WIDTHS.to_vec() },
         };
         for &n in &opts.counts {
-            let t = measure(&mlp, n, warmup, steps, opts.grad_sync, opts.fusion, "mlp");
+            let t = measure(&mlp, n, warmup, steps, opts.grad_sync, opts.engine(), "mlp");
             json.train.push(("mlp".into(), "f32".into(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("mlp", "f32".into(), t));
@@ -211,7 +227,7 @@ fn main() {
         };
         let dtype = dtype_name(resnet.dtype);
         for &n in &opts.counts {
-            let t = measure(&resnet, n, warmup, steps, opts.grad_sync, opts.fusion, "resnet50");
+            let t = measure(&resnet, n, warmup, steps, opts.grad_sync, opts.engine(), "resnet50");
             json.train.push(("resnet50".into(), dtype.to_string(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("resnet50", dtype.to_string(), t));
@@ -222,9 +238,10 @@ fn main() {
             GradSync::Overlap { bucket_bytes } => format!("gradients all-reduced during backward in {} MiB buckets", bucket_bytes >> 20),
             GradSync::AfterBackward => "gradients all-reduced after backward".to_string(),
         };
-        let how = match opts.fusion {
-            true => "one device, under Burn's fusion engine with our fusers".to_string(),
-            false => format!("data-parallel (thread per device; {how})"),
+        let how = match opts.engine() {
+            Engine::Fusion => "one device, under Burn's fusion engine with our fusers".to_string(),
+            Engine::Captured => "one device, the fused step captured in a pipeline and replayed".to_string(),
+            Engine::Plain => format!("data-parallel (thread per device; {how})"),
         };
         let _ = writeln!(report, "\n## weak scaling: one SGD step per device batch, {how}\n");
         let _ = writeln!(
@@ -260,16 +277,28 @@ fn kernel_cache(dir: &str) {
     CubeClRuntimeConfig::set(config);
 }
 
-/// [`weak_scaling`] on the first `n` devices (or with `fusion`, [`one_device`] under
-/// `TrainFused` on the first), with progress on stderr.
-fn measure<W>(workload: &W, n: usize, warmup: usize, steps: usize, sync: GradSync, fusion: bool, name: &str) -> Throughput
+/// How the training steps run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Engine {
+    /// `Train`, data-parallel on the devices ([`weak_scaling`]).
+    Plain,
+    /// `TrainFused` on one device ([`one_device`]).
+    Fusion,
+    /// `TrainFused`'s step captured and replayed on one device ([`captured`]).
+    Captured,
+}
+
+/// [`weak_scaling`] on the first `n` devices, or one device as `engine` says, with progress
+/// on stderr.
+fn measure<W>(workload: &W, n: usize, warmup: usize, steps: usize, sync: GradSync, engine: Engine, name: &str) -> Throughput
 where
     W: Workload<Train<Rt>> + Workload<TrainFused<Rt>>,
 {
     let start = std::time::Instant::now();
-    let t = match fusion {
-        true => one_device::<TrainFused<Rt>, W>(workload, &devices(1)[0], warmup, steps),
-        false => weak_scaling::<Rt, W>(workload, &devices(n), warmup, steps, sync),
+    let t = match engine {
+        Engine::Fusion => one_device::<TrainFused<Rt>, W>(workload, &devices(1)[0], warmup, steps),
+        Engine::Captured => captured::<Rt, W>(workload, &devices(1)[0], warmup, steps),
+        Engine::Plain => weak_scaling::<Rt, W>(workload, &devices(n), warmup, steps, sync),
     };
     eprintln!(
         "scale: {name} on {n} device(s), batch {} each: {:.2} ms a step, {:.0} samples/s, loss {:.4} ({:.1} s)",
