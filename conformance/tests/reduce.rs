@@ -17,6 +17,10 @@ fn float_reductions_match_ndarray() {
         // Few very long lines take the split path (chunks per cube, then a merge).
         all_shapes.push(vec![2, 9000]);
         all_shapes.push(vec![20001]);
+        // Dimensions before a contiguous innermost one of a multiple of 8: one unit reduces
+        // a vector of adjacent lines.
+        all_shapes.push(vec![5, 8]);
+        all_shapes.push(vec![3, 4, 16]);
         for shape in all_shapes {
             for view in [View::Contiguous, View::Transposed, View::Reversed] {
                 let a = float_data(&mut rng, &shape, dtype, -2.0, 2.0);
@@ -128,7 +132,7 @@ fn nan_propagating_extremes_match_ndarray() {
     let mut suite = Suite::new("float_extreme_dim_nan");
     let mut rng = Rng::new(7);
     for dtype in float_dtypes() {
-        for shape in [vec![4, 5], vec![3, 700], vec![2, 9000], vec![6, 1, 3]] {
+        for shape in [vec![4, 5], vec![3, 700], vec![2, 9000], vec![6, 1, 3], vec![5, 8]] {
             for view in [View::Contiguous, View::Transposed, View::Reversed] {
                 let mut values: Vec<f32> = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0).to_vec().unwrap();
                 let line = *shape.last().unwrap();

@@ -142,7 +142,7 @@ fn load_inputs<T: Numeric, N: Size>(
 /// read as a vector, in elements for the others; `offset` counts vectors for a `Linear`
 /// input, elements for the others.
 #[cube]
-fn index<N: Size>(
+pub(crate) fn index<N: Size>(
     pos: usize,
     offset: usize,
     #[comptime] read: VectorRead,

@@ -53,6 +53,8 @@ pub mod fused_matmul;
 #[allow(missing_docs)]
 pub mod fused_reduce;
 #[allow(missing_docs)]
+pub mod fused_reduce_vec;
+#[allow(missing_docs)]
 pub mod fused_vec;
 #[allow(missing_docs)]
 pub mod copy;
@@ -88,6 +90,8 @@ pub mod quantize;
 pub mod random;
 #[allow(missing_docs)]
 pub mod reduce;
+#[allow(missing_docs)]
+pub mod reduce_vec;
 #[allow(missing_docs)]
 pub mod softmax;
 #[allow(missing_docs)]

@@ -220,7 +220,7 @@ pub struct Bf16Bits {
 /// [`acc_write`](fn@acc_write) to an output element of `O`, or with `bits` the bits of the bf16 nearest to the
 /// value ([`store`](fn@crate::bf16::store)).
 #[cube]
-fn write_output<A: Numeric, O: Numeric>(acc: Acc<A>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool, #[comptime] bits: bool) -> O {
+pub(crate) fn write_output<A: Numeric, O: Numeric>(acc: Acc<A>, len: usize, #[comptime] op: ReduceOp, #[comptime] with_indices: bool, #[comptime] bits: bool) -> O {
     if bits {
         store::<O, A>(acc_write::<A, A>(acc, len, op, with_indices), true)
     } else {

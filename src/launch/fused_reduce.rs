@@ -5,13 +5,15 @@ use std::sync::Arc;
 
 use burn_backend::{BoolStore, DType, Shape};
 use cubecl::Runtime;
-use cubecl::prelude::{CubeDim, InputScalar};
+use cubecl::prelude::{ComputeClient, CubeDim, InputScalar};
 use ex_cubecl_kernels::fused::{FusedProgram, FusedRead};
 use ex_cubecl_kernels::fused_reduce::{FusedReduceProgram, fused_reduce as fused_reduce_kernel};
+use ex_cubecl_kernels::fused_reduce_vec::{FusedReduceVecProgram, fused_reduce_vec};
+use ex_cubecl_kernels::fused_vec::VectorRead;
 pub use ex_cubecl_kernels::reduce::ReduceOp;
 
 use super::fused::{Chain, FusedOp, buffers, fused_chain, read, scalars, views};
-use super::reduce::{CUBE_SIZE, Strategy, reduce_dim};
+use super::reduce::{CUBE_SIZE, Strategy, reduce_dim, vector_min_units};
 use super::{accumulator_dtype, divmods, usizes};
 use crate::runtime::{Geometry, Layout, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -107,6 +109,22 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
         empty(chain.write.outputs.len(), &reduced_shape, compute),
         empty(chain.write.bool_outputs.len(), &reduced_shape, bool_dtype),
     ];
+    let (float_type, compute_type) = (storage_type(compute), storage_type(accumulator_dtype(compute)));
+    let (scalar_values, param_values) = (chain.read.scalars.clone(), chain.read.params.clone());
+    let one = InputScalar::new(1.0, float_type);
+    let no_bools = bools.is_empty() && write_bools.is_empty() && outs[1].is_empty() && outs[3].is_empty();
+    let mut sizes = client.io_optimized_vector_sizes(float_type.size()).filter(|&v| v > 1);
+    let units = (count, vector_min_units(&client));
+    let plan = match strategy == Strategy::PerUnit && no_bools {
+        true => sizes.find_map(|v| line_vectors(v, axis, &dims, units, &read_views, &write_views)),
+        false => None,
+    };
+    if let Some(plan) = plan {
+        let layout = LineLayout { offsets, lines, line_strides, axis_strides, len, count };
+        let constants = Constants { scalars: scalar_values, params: param_values, float_type, compute_type };
+        launch_vec(&client, plan, chain, round_to_bf16, [floats, write_floats], &outs, layout, constants);
+        return narrowed_outputs(outs, round_to_bf16);
+    }
     let cube_size = (strategy == Strategy::PerCube).then_some(CUBE_SIZE);
     let write_reads: Vec<FusedRead> = write_views.iter().map(read).collect();
     let (write_float_reads, write_bool_reads) = write_reads.split_at(write_floats.len());
@@ -136,10 +154,7 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
     let program = Arc::new(program);
     let ops = (program.op, &program.read.ops, &program.write.ops);
     let name = OpName("fused reduce", &ops);
-    let (float_type, compute_type) = (storage_type(compute), storage_type(accumulator_dtype(compute)));
     let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
-    let (scalar_values, param_values) = (chain.read.scalars, chain.read.params);
-    let one = InputScalar::new(1.0, float_type);
     let geometry = match cube_size {
         Some(size) => Geometry::Cubes { count, dim: CubeDim::new_1d(size as u32) },
         None => Geometry::Units(count),
@@ -177,12 +192,154 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
             )
         }
     });
+    narrowed_outputs(outs, round_to_bf16)
+}
+
+/// Where a fused reduction's lines lie (see `ex_cubecl_kernels::fused_reduce`'s docs): each
+/// input's offset and line strides (the read inputs, the read outputs, the write inputs), the
+/// axis strides (the read inputs, the read outputs), the lines' shape, the line length and
+/// the number of lines.
+struct LineLayout {
+    offsets: Vec<usize>,
+    lines: Vec<usize>,
+    line_strides: Vec<usize>,
+    axis_strides: Vec<usize>,
+    len: usize,
+    count: usize,
+}
+
+/// A fused launch's scalars and parameters, and the types they are passed as.
+struct Constants {
+    scalars: Vec<f64>,
+    params: Vec<f64>,
+    float_type: cubecl::ir::StorageType,
+    compute_type: cubecl::ir::StorageType,
+}
+
+/// Launches `fused_reduce_vec` as `plan` says, writing `outs` (no bool outputs): the read
+/// and write programs of `chain` over `inputs` (the read floats, the write floats).
+#[allow(clippy::too_many_arguments)]
+fn launch_vec<R: Runtime>(
+    client: &ComputeClient<R>,
+    plan: LineVectors,
+    chain: ReduceChain,
+    round_to_bf16: bool,
+    [floats, write_floats]: [Vec<CubeTensor<R>>; 2],
+    outs: &ReduceOutputs<R>,
+    mut layout: LineLayout,
+    constants: Constants,
+) {
+    let LineVectors { v, reads, write_reads } = plan;
+    let program = Arc::new(FusedReduceVecProgram {
+        read: FusedProgram { reads: reads.clone(), bool_reads: vec![], ops: chain.read.ops, outputs: chain.read.outputs, bool_outputs: vec![], round_to_bf16 },
+        reduced: chain.reduced,
+        op: chain.op,
+        write: FusedProgram {
+            // Input 0 is the reduced value, not read from memory.
+            reads: [VectorRead::Scalar].into_iter().chain(write_reads.iter().copied()).collect(),
+            bool_reads: vec![],
+            ops: chain.write.ops,
+            outputs: chain.write.outputs,
+            bool_outputs: vec![],
+            round_to_bf16,
+        },
+    });
+    // Offsets of write inputs read `Linear` count vectors.
+    let first_write = reads.len() + 1;
+    for (k, read) in write_reads.iter().enumerate() {
+        if *read == VectorRead::Linear {
+            layout.offsets[first_write + k] /= v;
+        }
+    }
+    let split = |tensors: &[CubeTensor<R>], reads: &[VectorRead], vector: bool| -> Vec<CubeTensor<R>> {
+        tensors.iter().zip(reads).filter(|(_, r)| r.is_vector() == vector).map(|(t, _)| t.clone()).collect()
+    };
+    let (vectors, splats) = (split(&floats, &reads, true), split(&floats, &reads, false));
+    let (write_vectors, write_splats) = (split(&write_floats, &write_reads, true), split(&write_floats, &write_reads, false));
+    let ops = (program.op, &program.read.ops, &program.write.ops);
+    let name = OpName("fused reduce", &ops);
+    let units = layout.count / v;
+    let (written, kernel) = (outs.clone(), program.clone());
+    let one = InputScalar::new(1.0, constants.float_type);
+    launch(client, &name, Geometry::Units(units), move |client, cubes, dim| {
+        let [read_outs, _, write_outs, _] = &written;
+        let LineLayout { offsets, lines, line_strides, axis_strides, len, .. } = &layout;
+        // SAFETY: units past `units` leave first; `line_vectors` checked that every vector
+        // read is whole, aligned and inside its input's view, and every output holds
+        // `units` vectors of lines (or their elements along the axis).
+        unsafe {
+            fused_reduce_vec::launch_unchecked::<R>(
+                client,
+                cubes,
+                dim,
+                v,
+                buffers(&vectors),
+                buffers(&splats),
+                buffers(&write_vectors),
+                buffers(&write_splats),
+                buffers(read_outs),
+                buffers(write_outs),
+                usizes(offsets),
+                divmods(lines),
+                usizes(line_strides),
+                usizes(axis_strides),
+                *len,
+                units,
+                scalars::<R>(&constants.scalars, constants.float_type),
+                scalars::<R>(&constants.params, constants.compute_type),
+                one,
+                one,
+                (*kernel).clone(),
+                [constants.float_type, constants.compute_type],
+            )
+        }
+    });
+}
+
+/// The outputs as the caller gets them: float outputs narrowed back to bf16 where the launch
+/// computed in f32 for bf16 held as bits.
+fn narrowed_outputs<R: Runtime>(outs: ReduceOutputs<R>, round_to_bf16: bool) -> ReduceOutputs<R> {
     let narrowed = |ts: Vec<CubeTensor<R>>| match round_to_bf16 {
         true => ts.into_iter().map(|t| super::bf16::narrow(t, DType::BF16)).collect(),
         false => ts,
     };
     let [a, b, c, d] = outs;
     [narrowed(a), b, narrowed(c), d]
+}
+
+/// How `fused_reduce_vec` reads a fused reduction's inputs `v` lines at a time.
+struct LineVectors {
+    v: usize,
+    /// Each read input: `Strided` (as a vector) or `StridedSplat`.
+    reads: Vec<VectorRead>,
+    /// Each write input.
+    write_reads: Vec<VectorRead>,
+}
+
+/// The plan for `v` adjacent lines per unit, when every input allows it: the axis is not the
+/// innermost dimension, `v` divides that dimension, and the `lines` leave `min_units` units
+/// at least ([`vector_min_units`]); each read input steps through it contiguously (with `v`
+/// dividing its offset and every other stride, the axis's included) or repeats one element
+/// along it; each write input likewise over the reduced shape, or is contiguous over it
+/// (offset a multiple of `v`), or one value. The read outputs (contiguous
+/// over the input shape) and the write outputs (over the reduced shape) then take whole,
+/// aligned vectors too.
+fn line_vectors(v: usize, axis: usize, dims: &[usize], (lines, min_units): (usize, usize), read_views: &[Layout], write_views: &[Layout]) -> Option<LineVectors> {
+    let last = dims.len() - 1;
+    (axis < last && dims[last] % v == 0 && lines / v >= min_units).then_some(())?;
+    let strided = |view: &Layout| match view.strides[last] {
+        0 => Some(VectorRead::StridedSplat),
+        1 if view.offset % v == 0 && view.strides[..last].iter().all(|&s| s % v == 0) => Some(VectorRead::Strided),
+        _ => None,
+    };
+    let reads = read_views.iter().map(strided).collect::<Option<Vec<_>>>()?;
+    let write_read = |view: &Layout| match read(view) {
+        FusedRead::Linear => (view.offset % v == 0).then_some(VectorRead::Linear),
+        FusedRead::Scalar => Some(VectorRead::Scalar),
+        FusedRead::Strided => strided(view),
+    };
+    let write_reads = write_views.iter().map(write_read).collect::<Option<Vec<_>>>()?;
+    Some(LineVectors { v, reads, write_reads })
 }
 
 /// The fused reduction in three steps: the read program (with the reduced value as one more

@@ -2,9 +2,10 @@
 use std::fmt::Display;
 
 use burn_backend::{DType, Shape};
-use cubecl::prelude::CubeDim;
+use cubecl::prelude::{ComputeClient, CubeDim};
 use cubecl::Runtime;
 use ex_cubecl_kernels::reduce::{Bf16Bits, ReduceOp, reduce_per_cube, reduce_per_unit, reduce_split, reduce_split_merge};
+use ex_cubecl_kernels::reduce_vec::reduce_per_unit_vec;
 
 use super::views::Views;
 use super::{accumulator_dtype, check_dim};
@@ -18,6 +19,18 @@ pub const CUBE_SIZE: usize = 256;
 /// Cubes a reduction of few long lines is spread over (a few per multiprocessor of a large
 /// GPU): each line is split into chunks reduced by separate cubes, then merged.
 const SPLIT_CUBES: usize = 1024;
+
+/// Units per multiprocessor that a reduction of vectors of lines (`reduce_per_unit_vec`, and
+/// the fused `fused_reduce_vec`) needs at least. Each unit walks its lines' whole length
+/// either way, so with fewer units the device has fewer loads in flight with vectors than
+/// with one line per unit, and is slower (ResNet-50's `[1, C, h, w]` sums on an H200).
+const VECTOR_UNITS_PER_SM: usize = 512;
+
+/// The fewest units a reduction of vectors of lines runs on, on `client`'s device: none
+/// where the device doesn't say how many multiprocessors it has (wgpu).
+pub(crate) fn vector_min_units<R: Runtime>(client: &ComputeClient<R>) -> usize {
+    client.properties().hardware.num_streaming_multiprocessors.unwrap_or(0) as usize * VECTOR_UNITS_PER_SM
+}
 
 /// Fewest elements per unit in a chunk of a split reduction.
 const SPLIT_MIN_PER_UNIT: usize = 8;
@@ -94,6 +107,24 @@ fn launch_reduce<R: Runtime>(
                 }
             });
         }
+    } else if let Some(v) = line_vector(&tensor, dim, outputs) {
+        // The placeholder holds one vector, the least a binding of vectors may hold.
+        let idx = match with_indices {
+            true => indices.clone(),
+            false => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![v]), DType::U32),
+        };
+        let (o, units) = (out.clone(), outputs / v);
+        launch(&out.client, &name, Geometry::Units(units), move |client, count, cube_dim| {
+            // SAFETY: the kernel guards `pos < units`; `line_vector` checked that every
+            // vector read is whole, aligned and inside the line; `out` holds `units` vectors.
+            unsafe {
+                reduce_per_unit_vec::launch_unchecked::<R>(
+                    client, count, cube_dim, v, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
+                    tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, units, op,
+                    with_indices, bits, dtypes,
+                )
+            }
+        });
     } else {
         let (o, idx) = (out.clone(), indices.clone());
         launch(&out.client, &name, Geometry::Units(outputs), move |client, count, cube_dim| {
@@ -108,6 +139,21 @@ fn launch_reduce<R: Runtime>(
         });
     }
     (out, with_indices.then_some(indices))
+}
+
+/// The vector size at which `reduce_per_unit_vec` reads `tensor`'s lines along `dim`, `v`
+/// adjacent lines per unit: the largest the device loads at once that divides the innermost
+/// dimension (contiguous, and not `dim`), the offset, the stride along `dim` and every other
+/// stride, and leaves [`vector_min_units`] units at least of the `lines`; `None` where none
+/// does.
+fn line_vector<R: Runtime>(tensor: &CubeTensor<R>, dim: usize, lines: usize) -> Option<usize> {
+    let (shape, strides) = (&tensor.layout.shape, &tensor.layout.strides);
+    let last = shape.len().checked_sub(1)?;
+    (dim < last && strides[last] == 1).then_some(())?;
+    let min_units = vector_min_units(&tensor.client);
+    let units = |v: usize| lines / v >= min_units;
+    let aligned = |v: usize| units(v) && shape[last] % v == 0 && tensor.layout.offset % v == 0 && strides[..last].iter().all(|&s| s % v == 0);
+    tensor.client.io_optimized_vector_sizes(tensor.storage().size()).filter(|&v| v > 1).find(|&v| aligned(v))
 }
 
 /// How a reduction spreads its lines over units.

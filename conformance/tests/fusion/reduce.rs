@@ -49,10 +49,16 @@ fn reductions_with_elementwise_work_around_them() {
     for dtype in float_dtypes() {
         let mut rng = Rng::new(0x5ED + dtype.size() as u64);
         // Short lines (a unit per line), long lines (a cube per line), few very long lines
-        // (split: the read program, the reduction and the write program one by one).
-        for (k, shape) in [[3, 5, 7], [2, 4, 9], [1, 3, 700], [4, 600, 1], [1, 1, 5000]].into_iter().enumerate() {
+        // (split: the read program, the reduction and the write program one by one), and
+        // short lines over a contiguous innermost dimension of a multiple of 8 (a unit per
+        // vector of adjacent lines).
+        for (k, shape) in [[3, 5, 7], [2, 4, 9], [1, 3, 700], [4, 600, 1], [1, 1, 5000], [3, 5, 8], [6, 3, 16]].into_iter().enumerate() {
             for rep in 0..4 {
-                let axis = if k >= 2 { (0..3).find(|&a| shape[a] >= 600).unwrap() } else { rng.int(0, 3) as usize };
+                let axis = match k {
+                    0 | 1 => rng.int(0, 3) as usize,
+                    2..=4 => (0..3).find(|&a| shape[a] >= 600).unwrap(),
+                    _ => rng.int(0, 2) as usize,
+                };
                 let mut reduced = shape;
                 reduced[axis] = 1;
                 let y_shape: Vec<usize> = shape.iter().map(|&n| if rng.int(0, 2) == 0 { 1 } else { n }).collect();
