@@ -21,6 +21,28 @@ pub enum CopyConvert {
     NarrowBf16,
 }
 
+/// `output[view pos] = input[view pos]` in vectors of `N` along the innermost dimension, which
+/// both views step through contiguously (a batch norm's [n, c, h, w] activations copied as
+/// [c, n, h, w]): `shape` counts that dimension in vectors, offsets and strides are in vectors.
+#[cube(launch_unchecked)]
+pub fn copy_view_vec<T: Numeric, N: Size>(
+    input: &Array<Vector<T, N>>,
+    output: &mut Array<Vector<T, N>>,
+    in_offset: usize,
+    out_offset: usize,
+    vectors: usize,
+    shape: Sequence<FastDivmod<usize>>,
+    in_strides: Sequence<usize>,
+    out_strides: Sequence<usize>,
+    #[define(T)] _dtype: StorageType,
+) {
+    if ABSOLUTE_POS >= vectors {
+        terminate!();
+    }
+    output[out_offset + seq_offset(ABSOLUTE_POS, &shape, &out_strides)] =
+        input[in_offset + seq_offset(ABSOLUTE_POS, &shape, &in_strides)];
+}
+
 /// `output[view pos] = convert(input[view pos])`, `pos` running over the iteration shape
 /// `shape`, which both views share (their buffers, offsets and strides: see [`seq_offset`](fn@seq_offset)).
 /// The input coordinate of every dimension whose `in_last` entry is not 0 is mirrored

@@ -3,7 +3,7 @@ use burn_backend::{DType, Scalar, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
 use cubecl::prelude::SequenceArg;
-use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_tiles, copy_view, fill as fill_kernel};
+use ex_cubecl_kernels::copy::{CopyConvert, PASS, TILE, cat_rows, copy_tiles, copy_view, copy_view_vec, fill as fill_kernel};
 
 use super::elementwise::flat_vector_size;
 use super::{scalar_arg, usizes, widest_vector};
@@ -22,7 +22,8 @@ pub(crate) fn copy_into<R: Runtime>(
 ) {
     debug_assert_eq!(in_view.shape, out_view.shape);
     let plain = input.dtype == output.dtype && flip_mask == 0;
-    if plain && (copy_by_rows(input, in_view, output, out_view) || copy_by_tiles(input, in_view, output, out_view)) {
+    let by_blocks = || copy_by_rows(input, in_view, output, out_view) || copy_by_tiles(input, in_view, output, out_view);
+    if plain && (by_blocks() || copy_by_vectors(input, in_view, output, out_view)) {
         return;
     }
     let convert = match (input.bf16_bits(), output.bf16_bits()) {
@@ -178,6 +179,44 @@ fn copy_by_tiles<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &C
             copy_tiles::launch_unchecked::<R>(
                 client, count, dim, input.buffer_arg(), output.buffer_arg(), in_offset, in_b, in_q, out_offset, out_b,
                 out_p, p, q, input.storage(),
+            )
+        }
+    });
+    true
+}
+
+/// Copies in vectors along the innermost dimension when both views step through it
+/// contiguously and the widest vector wider than 1 divides it, both offsets and every stride;
+/// false (nothing launched) otherwise. Batch norm's statistics copy its `[n, c, h, w]` input
+/// as `[c, n, h, w]` this way: on an H200, ResNet-50's captured bf16 step went from 55.3 to
+/// 52.4 ms (element by element, a `[64, 256, 56, 56]` copy took 154 us).
+fn copy_by_vectors<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout) -> bool {
+    let (mut dims, strides) = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+    if dims.is_empty() || strides.iter().any(|s| s.last() != Some(&1)) {
+        return false;
+    }
+    let outer = strides.iter().flat_map(|s| s[..s.len() - 1].iter().copied());
+    let units: Vec<usize> = outer.chain([in_view.offset, out_view.offset, dims[dims.len() - 1]]).collect();
+    let v = widest_vector(&output.client, output.storage().size(), units);
+    if v == 1 {
+        return false;
+    }
+    *dims.last_mut().expect("a dimension") /= v;
+    let [in_strides, out_strides] = [0, 1].map(|k| {
+        let mut s: Vec<usize> = strides[k].iter().map(|&x| x / v).collect();
+        *s.last_mut().expect("a dimension") = 1;
+        s
+    });
+    let vectors = in_view.num_elements() / v;
+    let (input, output, in_offset, out_offset) = (input.clone(), output.clone(), in_view.offset / v, out_view.offset / v);
+    let client = output.client.clone();
+    launch(&client, "copy", Geometry::Units(vectors), move |client, count, dim| {
+        // SAFETY: the kernel guards `pos < vectors`; both views, read in vectors that divide
+        // their offsets and strides, lie inside their buffers.
+        unsafe {
+            copy_view_vec::launch_unchecked::<R>(
+                client, count, dim, v, input.buffer_arg(), output.buffer_arg(), in_offset, out_offset, vectors,
+                super::divmods(&dims), usizes(&in_strides), usizes(&out_strides), input.storage(),
             )
         }
     });
