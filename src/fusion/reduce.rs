@@ -1,7 +1,8 @@
 //! The reduction fuser: elementwise work over a tensor (the *read* block), its reduction along
 //! one axis (sum, mean, product, max, min), and elementwise work over the result (the *write*
-//! block), in one launch of `ex_cubecl_kernels::fused_reduce`: `exp(x - m).sum_dim(1).log()`
-//! reads `x` and `m` once and writes the log only.
+//! block), in one launch of `ex_cubecl_kernels::fused_reduce` (or `fused_reduce_vec`, a
+//! vector of adjacent lines per unit, for an axis that is not the innermost):
+//! `exp(x - m).sum_dim(1).log()` reads `x` and `m` once and writes the log only.
 //!
 //! The write block's float input 0 is the reduction's result, which no memory holds; it
 //! can't read what the read block computes (that would be the input shape read at the
