@@ -21,10 +21,16 @@ pub(crate) fn copy_into<R: Runtime>(
     out_view: &Layout,
 ) {
     debug_assert_eq!(in_view.shape, out_view.shape);
-    let plain = input.dtype == output.dtype && flip_mask == 0;
-    let by_blocks = || copy_by_rows(input, in_view, output, out_view) || copy_by_tiles(input, in_view, output, out_view);
-    if plain && (by_blocks() || copy_by_vectors(input, in_view, output, out_view)) {
-        return;
+    if input.dtype == output.dtype && flip_mask == 0 {
+        // The views coalesced once for the three ways of copying without converting.
+        let coalesced = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+        let c = (&coalesced.0[..], &coalesced.1[..]);
+        if copy_by_rows(input, in_view, output, out_view, c)
+            || copy_by_tiles(input, in_view, output, out_view, c)
+            || copy_by_vectors(input, in_view, output, out_view, c)
+        {
+            return;
+        }
     }
     let convert = match (input.bf16_bits(), output.bf16_bits()) {
         (true, false) => CopyConvert::WidenBf16,
@@ -70,12 +76,14 @@ pub(crate) fn copy_into<R: Runtime>(
     });
 }
 
+/// Two views' shape and strides coalesced (`coalesce`): the dimensions, then each view's strides.
+type Coalesced<'a> = (&'a [usize], &'a [Vec<usize>]);
+
 /// Copies with [`cat_rows`] (one part) when both views are rows of contiguous elements (at most two
 /// dimensions once coalesced, the inner one of stride 1 in both), in the widest vectors that
 /// divide the row length, both offsets and both row strides. `false` (nothing launched) for
 /// any other pair of views.
-fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout) -> bool {
-    let (dims, strides) = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+fn copy_by_rows<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout, (dims, strides): Coalesced) -> bool {
     let (rows, cols, in_stride, out_stride) = match dims[..] {
         [cols] if strides[0][0] == 1 && strides[1][0] == 1 => (1, cols, cols, cols),
         [rows, cols] if strides[0][1] == 1 && strides[1][1] == 1 => (rows, cols, strides[0][0], strides[1][0]),
@@ -158,8 +166,7 @@ pub(crate) fn cat_into<R: Runtime>(parts: &[CubeTensor<R>], output: &CubeTensor<
 /// on a GPU (elsewhere the barrier costs more than the scattered accesses it saves). On an
 /// H200 the channels-last copy of a `[64, 64, 56, 56]` f16 tensor took 63 µs element by
 /// element. `false` (nothing launched) for any other pair of views.
-fn copy_by_tiles<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout) -> bool {
-    let (dims, strides) = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+fn copy_by_tiles<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout, (dims, strides): Coalesced) -> bool {
     let (batch, p, q, [in_b, out_b], in_q, out_p) = match (&dims[..], &strides[0][..], &strides[1][..]) {
         (&[p, q], &[1, in_q], &[out_p, 1]) => (1, p, q, [0, 0], in_q, out_p),
         (&[batch, p, q], &[in_b, 1, in_q], &[out_b, out_p, 1]) => (batch, p, q, [in_b, out_b], in_q, out_p),
@@ -190,8 +197,8 @@ fn copy_by_tiles<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &C
 /// false (nothing launched) otherwise. Batch norm's statistics copy its `[n, c, h, w]` input
 /// as `[c, n, h, w]` this way: on an H200, ResNet-50's captured bf16 step went from 55.3 to
 /// 52.4 ms (element by element, a `[64, 256, 56, 56]` copy took 154 us).
-fn copy_by_vectors<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout) -> bool {
-    let (mut dims, strides) = coalesce(&in_view.shape, &[&in_view.strides, &out_view.strides]);
+fn copy_by_vectors<R: Runtime>(input: &CubeTensor<R>, in_view: &Layout, output: &CubeTensor<R>, out_view: &Layout, (dims, strides): Coalesced) -> bool {
+    let mut dims = dims.to_vec();
     if dims.is_empty() || strides.iter().any(|s| s.last() != Some(&1)) {
         return false;
     }

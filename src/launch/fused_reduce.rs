@@ -110,8 +110,6 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
         empty(chain.write.bool_outputs.len(), &reduced_shape, bool_dtype),
     ];
     let (float_type, compute_type) = (storage_type(compute), storage_type(accumulator_dtype(compute)));
-    let (scalar_values, param_values) = (chain.read.scalars.clone(), chain.read.params.clone());
-    let one = InputScalar::new(1.0, float_type);
     let no_bools = bools.is_empty() && write_bools.is_empty() && outs[1].is_empty() && outs[3].is_empty();
     let mut sizes = client.io_optimized_vector_sizes(float_type.size()).filter(|&v| v > 1);
     let units = (count, vector_min_units(&client));
@@ -121,8 +119,7 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
     };
     if let Some(plan) = plan {
         let layout = LineLayout { offsets, lines, line_strides, axis_strides, len, count };
-        let constants = Constants { scalars: scalar_values, params: param_values, float_type, compute_type };
-        launch_vec(&client, plan, chain, round_to_bf16, [floats, write_floats], &outs, layout, constants);
+        launch_vec(&client, plan, chain, round_to_bf16, [floats, write_floats], &outs, layout, [float_type, compute_type]);
         return narrowed_outputs(outs, round_to_bf16);
     }
     let cube_size = (strategy == Strategy::PerCube).then_some(CUBE_SIZE);
@@ -155,6 +152,8 @@ pub fn fused_reduce<R: Runtime>(inputs: ReduceInputs<R>, shape: Shape, dtype: DT
     let ops = (program.op, &program.read.ops, &program.write.ops);
     let name = OpName("fused reduce", &ops);
     let dtypes = [float_type, compute_type, storage_type(bool_dtype)];
+    let (scalar_values, param_values) = (chain.read.scalars, chain.read.params);
+    let one = InputScalar::new(1.0, float_type);
     let geometry = match cube_size {
         Some(size) => Geometry::Cubes { count, dim: CubeDim::new_1d(size as u32) },
         None => Geometry::Units(count),
@@ -208,16 +207,9 @@ struct LineLayout {
     count: usize,
 }
 
-/// A fused launch's scalars and parameters, and the types they are passed as.
-struct Constants {
-    scalars: Vec<f64>,
-    params: Vec<f64>,
-    float_type: cubecl::ir::StorageType,
-    compute_type: cubecl::ir::StorageType,
-}
-
 /// Launches `fused_reduce_vec` as `plan` says, writing `outs` (no bool outputs): the read
-/// and write programs of `chain` over `inputs` (the read floats, the write floats).
+/// and write programs of `chain` (its scalars and parameters in `chain.read`) over the read
+/// floats and the write floats, with the float and compute types `types`.
 #[allow(clippy::too_many_arguments)]
 fn launch_vec<R: Runtime>(
     client: &ComputeClient<R>,
@@ -227,9 +219,10 @@ fn launch_vec<R: Runtime>(
     [floats, write_floats]: [Vec<CubeTensor<R>>; 2],
     outs: &ReduceOutputs<R>,
     mut layout: LineLayout,
-    constants: Constants,
+    [float_type, compute_type]: [cubecl::ir::StorageType; 2],
 ) {
     let LineVectors { v, reads, write_reads } = plan;
+    let (scalar_values, param_values) = (chain.read.scalars, chain.read.params);
     let program = Arc::new(FusedReduceVecProgram {
         read: FusedProgram { reads: reads.clone(), bool_reads: vec![], ops: chain.read.ops, outputs: chain.read.outputs, bool_outputs: vec![], round_to_bf16 },
         reduced: chain.reduced,
@@ -260,7 +253,7 @@ fn launch_vec<R: Runtime>(
     let name = OpName("fused reduce", &ops);
     let units = layout.count / v;
     let (written, kernel) = (outs.clone(), program.clone());
-    let one = InputScalar::new(1.0, constants.float_type);
+    let one = InputScalar::new(1.0, float_type);
     launch(client, &name, Geometry::Units(units), move |client, cubes, dim| {
         let [read_outs, _, write_outs, _] = &written;
         let LineLayout { offsets, lines, line_strides, axis_strides, len, .. } = &layout;
@@ -285,12 +278,12 @@ fn launch_vec<R: Runtime>(
                 usizes(axis_strides),
                 *len,
                 units,
-                scalars::<R>(&constants.scalars, constants.float_type),
-                scalars::<R>(&constants.params, constants.compute_type),
+                scalars::<R>(&scalar_values, float_type),
+                scalars::<R>(&param_values, compute_type),
                 one,
                 one,
                 (*kernel).clone(),
-                [constants.float_type, constants.compute_type],
+                [float_type, compute_type],
             )
         }
     });
@@ -321,9 +314,8 @@ struct LineVectors {
 /// at least ([`vector_min_units`]); each read input steps through it contiguously (with `v`
 /// dividing its offset and every other stride, the axis's included) or repeats one element
 /// along it; each write input likewise over the reduced shape, or is contiguous over it
-/// (offset a multiple of `v`), or one value. The read outputs (contiguous
-/// over the input shape) and the write outputs (over the reduced shape) then take whole,
-/// aligned vectors too.
+/// (offset a multiple of `v`), or one value. The read outputs (contiguous over the input
+/// shape) and the write outputs (over the reduced shape) then take whole, aligned vectors too.
 fn line_vectors(v: usize, axis: usize, dims: &[usize], (lines, min_units): (usize, usize), read_views: &[Layout], write_views: &[Layout]) -> Option<LineVectors> {
     let last = dims.len() - 1;
     (axis < last && dims[last] % v == 0 && lines / v >= min_units).then_some(())?;

@@ -76,13 +76,6 @@ fn launch_reduce<R: Runtime>(
     let out = CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(shape), out_dtype);
     let outputs = out.num_elements();
     let with_indices = index_dtype.is_some();
-    // Without indices, a one-word placeholder fills the unused binding.
-    let indices = match index_dtype {
-        Some(dtype) => CubeTensor::empty(&tensor.client, &tensor.device, out.layout.shape.clone(), dtype),
-        None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![1]), DType::U32),
-    };
-    let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
-    let lines = Lines::of(&tensor, dim);
     // Elements fold in an order set by the strategy alone, which bf16 held as bits picks as
     // for its f32 widening (contiguous), so that its sums are those of the widened tensor.
     let contiguous = match bits.input {
@@ -90,6 +83,15 @@ fn launch_reduce<R: Runtime>(
         false => tensor.layout.strides[dim] == 1,
     };
     let strategy = Strategy::of(len, outputs, contiguous);
+    let vector = (strategy == Strategy::PerUnit).then(|| line_vector(&tensor, dim, outputs)).flatten();
+    // Without indices, a placeholder of one word (one vector, the least a binding of vectors
+    // may hold) fills the unused binding.
+    let indices = match index_dtype {
+        Some(dtype) => CubeTensor::empty(&tensor.client, &tensor.device, out.layout.shape.clone(), dtype),
+        None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![vector.unwrap_or(1)]), DType::U32),
+    };
+    let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
+    let lines = Lines::of(&tensor, dim);
     if strategy != Strategy::PerUnit {
         if let Strategy::Split(splits) = strategy {
             launch_split(&name, &tensor, &out, &indices, lines, op, splits, with_indices, bits);
@@ -107,13 +109,8 @@ fn launch_reduce<R: Runtime>(
                 }
             });
         }
-    } else if let Some(v) = line_vector(&tensor, dim, outputs) {
-        // The placeholder holds one vector, the least a binding of vectors may hold.
-        let idx = match with_indices {
-            true => indices.clone(),
-            false => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![v]), DType::U32),
-        };
-        let (o, units) = (out.clone(), outputs / v);
+    } else if let Some(v) = vector {
+        let (o, idx, units) = (out.clone(), indices.clone(), outputs / v);
         launch(&out.client, &name, Geometry::Units(units), move |client, count, cube_dim| {
             // SAFETY: the kernel guards `pos < units`; `line_vector` checked that every
             // vector read is whole, aligned and inside the line; `out` holds `units` vectors.

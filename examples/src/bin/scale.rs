@@ -64,18 +64,7 @@ struct Options {
     out: Option<String>,
     grad_sync: GradSync,
     kernel_cache: Option<String>,
-    fusion: bool,
-    captured: bool,
-}
-
-impl Options {
-    fn engine(&self) -> Engine {
-        match (self.captured, self.fusion) {
-            (true, _) => Engine::Captured,
-            (false, true) => Engine::Fusion,
-            (false, false) => Engine::Plain,
-        }
-    }
+    engine: Engine,
 }
 
 fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
@@ -92,8 +81,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
         out: None,
         grad_sync: GradSync::AfterBackward,
         kernel_cache: None,
-        fusion: false,
-        captured: false,
+        engine: Engine::Plain,
     };
     let mut bucket_mb = None;
     let mut args = args.into_iter();
@@ -122,8 +110,10 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             "--steps" => o.steps = number(value()?, "--steps")?,
             "--max-bytes" => o.max_bytes = number(value()?, "--max-bytes")?,
             "--quick" => o.quick = true,
-            "--fusion" => o.fusion = true,
-            "--captured" => o.captured = true,
+            // `--captured` wins over `--fusion`: it runs the fused step, replayed.
+            "--fusion" if o.engine != Engine::Captured => o.engine = Engine::Fusion,
+            "--fusion" => {}
+            "--captured" => o.engine = Engine::Captured,
             "--out" => o.out = Some(value()?),
             "--grad-sync" => {
                 o.grad_sync = match value()?.as_str() {
@@ -144,7 +134,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Options, String> {
             GradSync::AfterBackward => return Err("scale: --bucket-mb goes with --grad-sync overlap".into()),
         }
     }
-    if (o.fusion || o.captured) && o.counts != [1] {
+    if o.engine != Engine::Plain && o.counts != [1] {
         return Err("scale: --fusion and --captured time one device: give --devices 1".into());
     }
     for part in &o.only {
@@ -208,7 +198,7 @@ fn main() {
             false => MlpWorkload { batch: opts.mlp_batch, widths: ex_cubecl_examples::scale::MLP_WIDTHS.to_vec() },
         };
         for &n in &opts.counts {
-            let t = measure(&mlp, n, warmup, steps, opts.grad_sync, opts.engine(), "mlp");
+            let t = measure(&mlp, n, warmup, steps, opts.grad_sync, opts.engine, "mlp");
             json.train.push(("mlp".into(), "f32".into(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("mlp", "f32".into(), t));
@@ -227,7 +217,7 @@ fn main() {
         };
         let dtype = dtype_name(resnet.dtype);
         for &n in &opts.counts {
-            let t = measure(&resnet, n, warmup, steps, opts.grad_sync, opts.engine(), "resnet50");
+            let t = measure(&resnet, n, warmup, steps, opts.grad_sync, opts.engine, "resnet50");
             json.train.push(("resnet50".into(), dtype.to_string(), t.clone()));
             json.save(opts.out.as_deref());
             trained.push(("resnet50", dtype.to_string(), t));
@@ -238,7 +228,7 @@ fn main() {
             GradSync::Overlap { bucket_bytes } => format!("gradients all-reduced during backward in {} MiB buckets", bucket_bytes >> 20),
             GradSync::AfterBackward => "gradients all-reduced after backward".to_string(),
         };
-        let how = match opts.engine() {
+        let how = match opts.engine {
             Engine::Fusion => "one device, under Burn's fusion engine with our fusers".to_string(),
             Engine::Captured => "one device, the fused step captured in a pipeline and replayed".to_string(),
             Engine::Plain => format!("data-parallel (thread per device; {how})"),
