@@ -462,3 +462,5 @@ mod matmul;
 mod pipeline;
 #[path = "fusion/reduce.rs"]
 mod reduce;
+#[path = "fusion/widen.rs"]
+mod widen;

@@ -100,7 +100,9 @@ pub fn fused_reduce<F: Float, A: Float, B: Numeric>(
         run_ops::<F, A>(&mut regs, &scalars, &params, l, r, program.read.ops.clone(), program.read.round_to_bf16);
         let at = starts[read_inputs] + i * out_axis;
         write_registers::<F, F, B>(outputs, bool_outputs, at, &regs, program.read.outputs.clone(), program.read.bool_outputs.clone(), false);
-        acc_push::<A>(&mut acc, A::cast_from(regs[program.reduced]), i as u32, first, program.op);
+        // Times `lhs_one`, as every op's operand: the driver sees no pattern joining the
+        // read program's last op and the fold (Mesa's did, changing a sum's bits).
+        acc_push::<A>(&mut acc, A::cast_from(regs[program.reduced] * l), i as u32, first, program.op);
         first = false;
         i += step;
     }

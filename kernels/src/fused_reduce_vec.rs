@@ -102,7 +102,8 @@ pub fn fused_reduce_vec<F: Float, A: Float, N: Size>(
                 result[lane] = regs[reg];
             }
             let mut acc = Acc::<A> { value: values[lane], index: 0u32 };
-            acc_push::<A>(&mut acc, A::cast_from(regs[program.reduced]), i as u32, i == 0, program.op);
+            // Times `lhs_one`, as in `fused_reduce`.
+            acc_push::<A>(&mut acc, A::cast_from(regs[program.reduced] * l), i as u32, i == 0, program.op);
             values[lane] = acc.value;
         }
         let at = (starts[floats] + i * out_axis) / N::value();

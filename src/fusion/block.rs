@@ -9,7 +9,7 @@ use burn_ir::{
     TensorId, TensorIr, TensorStatus, UnaryOpIr,
 };
 
-use super::program::{BlockProgram, Source, remap};
+use super::program::{BlockProgram, SmallLaunch, Source, operands, remap};
 use crate::launch::fused::{BinaryFloatOp as B, CompareOp as C, FusedOp, PredicateOp as P, UnaryFloatOp as U};
 
 /// What a register of the block holds.
@@ -55,6 +55,16 @@ pub(super) struct ElementwiseBlock {
     pub(super) real_ops: usize,
     /// Reads and writes of the accepted operations run one by one.
     pub(super) unfused_io: usize,
+    /// Whether the block may widen (the elementwise fuser's blocks and the reduction fuser's
+    /// read blocks do): ops over a shape that broadcasts to the block's, such as a batch
+    /// norm's per-channel statistics among its per-element work, join the block, computed
+    /// once by a launch over their shape ([`ElementwiseBlock::lower_small`]) instead of
+    /// cutting the block in two.
+    pub(super) widens: bool,
+    /// The smaller shape of a widened block.
+    pub(super) small: Option<Shape>,
+    /// Whether each op of `ops` computes a value of the smaller shape.
+    pub(super) small_ops: Vec<bool>,
 }
 
 impl ElementwiseBlock {
@@ -80,6 +90,9 @@ impl ElementwiseBlock {
             OperationIr::Bool(op) => self.bool(op)?,
             _ => return None,
         }
+        // The ops it added (its result, and a scalar's register) are of its output's shape.
+        let small = op.outputs().next().is_some_and(|out| self.is_small(out));
+        self.small_ops.resize(self.ops.len(), small);
         self.real_ops += 1;
         self.unfused_io += op.inputs().count() + op.outputs().count();
         Some(())
@@ -250,9 +263,29 @@ impl ElementwiseBlock {
         (dtype.is_float() && *self.dtype.get_or_insert(dtype) == dtype).then_some(())
     }
 
-    /// Checks a written tensor's shape against the block's (setting it first time).
+    /// Checks a written tensor's shape against the block's (setting it first time); a block
+    /// that widens takes one other shape that broadcasts to the block's, or widens to one
+    /// that the block's broadcasts to (what it computed so far is then of the smaller shape).
     fn output_shape(&mut self, out: &TensorIr) -> Option<()> {
-        (*self.shape.get_or_insert_with(|| out.shape.clone()) == out.shape).then_some(())
+        let shape = self.shape.get_or_insert_with(|| out.shape.clone());
+        if *shape == out.shape || self.small.as_ref() == Some(&out.shape) {
+            return Some(());
+        }
+        (self.widens && self.small.is_none()).then_some(())?;
+        if broadcasts(shape, &out.shape) {
+            self.small = Some(core::mem::replace(shape, out.shape.clone()));
+            self.small_ops.iter_mut().for_each(|small| *small = true);
+        } else if broadcasts(&out.shape, shape) {
+            self.small = Some(out.shape.clone());
+        } else {
+            return None;
+        }
+        Some(())
+    }
+
+    /// Whether `t` is of the smaller shape of a widened block.
+    fn is_small(&self, t: &TensorIr) -> bool {
+        self.small.as_ref() == Some(&t.shape)
     }
 
     /// The register of a tensor an op reads: one the block has, or a new input (of the
@@ -263,10 +296,7 @@ impl ElementwiseBlock {
             return Some(r);
         }
         let shape = self.shape.as_ref().expect("the output's shape is set first");
-        let broadcasts = tensor.shape.rank() == shape.rank()
-            // Relative dims: equal ids are equal sizes, and id 0 is always a size of 1.
-            && tensor.shape.iter().zip(shape.iter()).all(|(&d, &s)| d == s || d == 0);
-        if !broadcasts {
+        if !broadcasts(&tensor.shape, shape) {
             return None;
         }
         let value = if tensor.dtype.is_float() {
@@ -357,26 +387,42 @@ impl ElementwiseBlock {
         self.written.iter().any(|t| t.id == id)
     }
 
-    /// The final register of virtual register `v`: float inputs, bool inputs, ops' results.
+    /// The final register of virtual register `v` in the block's program ([`lower`](Self::lower)):
+    /// float inputs, the values of the smaller shape handed over by the smaller launch, bool
+    /// inputs, the ops' results (of the block's shape, where it widened).
     pub(super) fn final_register(&self, v: usize) -> usize {
+        self.register_in(&self.split(), v)
+    }
+
+    /// [`final_register`](Self::final_register) with the block's split made.
+    fn register_in(&self, ops: &Split, v: usize) -> usize {
+        let (floats, passed) = (self.floats.len(), ops.passed.len());
         match self.values[v] {
             Value::Float(k) => k,
-            Value::Bool(k) => self.floats.len() + k,
-            Value::Op(i) => self.floats.len() + self.bools.len() + i,
+            Value::Bool(k) => floats + passed + k,
+            Value::Op(i) if self.small_ops[i] => floats + position(&ops.passed, v),
+            Value::Op(i) => floats + passed + self.bools.len() + position(&ops.large, i),
         }
     }
 
-    /// The block's program over final registers (float inputs, bool inputs, ops' results).
+    /// The block's program: its ops of the block's shape over final registers (see
+    /// [`final_register`](Self::final_register)), writing its outputs of that shape. A
+    /// widened block's ops of the smaller shape are [`lower_small`](Self::lower_small)'s:
+    /// that launch hands over the values these ops read, appended to the float inputs.
     pub(super) fn lower(&self) -> BlockProgram {
-        let final_register = |v: usize| self.final_register(v);
-        let (outputs, bool_outputs) =
-            self.outputs().map(|t| (t.clone(), final_register(self.registers[&t.id]))).partition(|(t, _)| t.dtype.is_float());
+        let ops = self.split();
+        let final_register = |v: usize| self.register_in(&ops, v);
+        let (outputs, bool_outputs) = self
+            .outputs()
+            .filter(|t| !self.is_small(t))
+            .map(|t| (t.clone(), final_register(self.registers[&t.id])))
+            .partition(|(t, _)| t.dtype.is_float());
         BlockProgram {
             dtype: self.dtype.unwrap_or(DType::F32),
             bool_dtype: self.bool_dtype,
             floats: self.floats.clone(),
             bools: self.bools.clone(),
-            ops: self.ops.iter().map(|op| remap(*op, final_register)).collect(),
+            ops: ops.large.iter().map(|&i| remap(self.ops[i], final_register)).collect(),
             scalars: self.scalars.clone(),
             params: self.params.clone(),
             outputs,
@@ -386,14 +432,78 @@ impl ElementwiseBlock {
         }
     }
 
+    /// The launch over a widened block's smaller shape, which runs first: its ops of that
+    /// shape, computed once, over the inputs they read; its outputs are the values of that
+    /// shape that live on after the block (registered), then, as extra float outputs, those
+    /// the block's own ops read (handed to its launch, bools as 0.0 / 1.0). `None` where
+    /// there is neither. It frees nothing: the block's launch does.
+    pub(super) fn lower_small(&self) -> Option<SmallLaunch> {
+        let ops = self.split();
+        let outputs: Vec<&TensorIr> = self.outputs().filter(|t| self.is_small(t)).collect();
+        if outputs.is_empty() && ops.passed.is_empty() {
+            return None;
+        }
+        let mut read = vec![false; self.values.len()];
+        let wanted = ops.small.iter().flat_map(|&i| operands(self.ops[i])).chain(outputs.iter().map(|t| self.registers[&t.id]));
+        wanted.chain(ops.passed.iter().copied()).for_each(|v| read[v] = true);
+        let inputs = |bool: bool| -> Vec<usize> {
+            let input = |v: &Value| match (*v, bool) {
+                (Value::Float(k), false) | (Value::Bool(k), true) => Some(k),
+                _ => None,
+            };
+            let mut ks: Vec<usize> = self.values.iter().zip(&read).filter(|(_, r)| **r).filter_map(|(v, _)| input(v)).collect();
+            ks.sort_unstable();
+            ks
+        };
+        let (floats, bools) = (inputs(false), inputs(true));
+        let final_register = |v: usize| match self.values[v] {
+            Value::Float(k) => position(&floats, k),
+            Value::Bool(k) => floats.len() + position(&bools, k),
+            Value::Op(i) => floats.len() + bools.len() + position(&ops.small, i),
+        };
+        let (outputs, bool_outputs) =
+            outputs.into_iter().map(|t| (t.clone(), final_register(self.registers[&t.id]))).partition(|(t, _)| t.dtype.is_float());
+        let program = BlockProgram {
+            dtype: self.dtype.unwrap_or(DType::F32),
+            bool_dtype: self.bool_dtype,
+            floats: floats.iter().map(|&k| self.floats[k].clone()).collect(),
+            bools: bools.iter().map(|&k| self.bools[k].clone()).collect(),
+            ops: ops.small.iter().map(|&i| remap(self.ops[i], final_register)).collect(),
+            scalars: self.scalars.clone(),
+            params: self.params.clone(),
+            outputs,
+            bool_outputs,
+            views: Vec::new(),
+            dropped: Vec::new(),
+        };
+        let like = self.written.iter().find(|t| self.is_small(t)).expect("a widened block writes a value of the smaller shape").clone();
+        Some(SmallLaunch { program, passed: ops.passed.iter().map(|&v| final_register(v)).collect(), like })
+    }
+
+    /// The ops of each shape, and the values of the smaller shape that ops of the block's
+    /// shape read (virtual registers, in order).
+    fn split(&self) -> Split {
+        let (small, large): (Vec<usize>, Vec<usize>) = (0..self.ops.len()).partition(|&i| self.small_ops[i]);
+        let is_small = |v: usize| matches!(self.values[v], Value::Op(i) if self.small_ops[i]);
+        let mut passed: Vec<usize> = large.iter().flat_map(|&i| operands(self.ops[i])).filter(|&v| is_small(v)).collect();
+        passed.sort_unstable();
+        passed.dedup();
+        Split { small, large, passed }
+    }
+
     /// Whether the block reads a tensor from memory (a block of fills alone doesn't).
     pub(super) fn reads_memory(&self) -> bool {
         !(self.floats.is_empty() && self.bools.is_empty())
     }
 
-    /// Buffers bound to the block's launch.
+    /// Buffers bound to the block's launch (the values a widened block's smaller launch
+    /// hands over included).
     pub(super) fn bindings(&self) -> usize {
-        self.floats.len() + self.bools.len() + self.outputs().count()
+        let passed = match self.small {
+            Some(_) => self.split().passed.len(),
+            None => 0,
+        };
+        self.floats.len() + passed + self.bools.len() + self.outputs().count()
     }
 
     /// Reads and writes saved against running the operations one by one.
@@ -405,6 +515,26 @@ impl ElementwiseBlock {
         let saved_io = self.unfused_io.saturating_sub(fused_io) as u64;
         saved_io * 100 + (self.real_ops as u64 - 1) * 10
     }
+}
+
+/// A widened block's ops by shape ([`ElementwiseBlock::split`]).
+struct Split {
+    /// Ops of the smaller shape, and of the block's.
+    small: Vec<usize>,
+    large: Vec<usize>,
+    /// Values of the smaller shape that ops of the block's shape read (virtual registers).
+    passed: Vec<usize>,
+}
+
+/// Where `k` is in `list`.
+fn position(list: &[usize], k: usize) -> usize {
+    list.iter().position(|&x| x == k).expect("ex_cubecl: fusion: a register of the block's split")
+}
+
+/// Whether a tensor of relative shape `from` broadcasts to `to` (relative dims: equal ids are
+/// equal sizes, and id 0 is always a size of 1).
+fn broadcasts(from: &Shape, to: &Shape) -> bool {
+    from.rank() == to.rank() && from.iter().zip(to.iter()).all(|(&d, &s)| d == s || d == 0)
 }
 
 /// The relative scalar's source: literal bools, and stream scalars by their relative id.

@@ -1,6 +1,10 @@
 //! The elementwise fuser: a run of Burn's elementwise operations (float math, scalars,
 //! comparisons, masks, bool logic, casts between floats and bools, fills) over one output
-//! shape, lowered to one program of our fused kernel (`ex_cubecl_kernels::fused`).
+//! shape, lowered to one program of our fused kernel (`ex_cubecl_kernels::fused`). Ops over
+//! a smaller shape that broadcasts to it join the block: a launch over that shape computes
+//! them first (`ElementwiseBlock::lower_small`), writing those that live on after the block
+//! and handing those the block reads to its launch. Both launches give the bits of the ops
+//! run one by one.
 //!
 //! The fuser sees the stream's *relative* operations: tensor ids, dims and scalars are
 //! numbered by first appearance, so the program it builds serves every run of the same
@@ -10,12 +14,13 @@ use burn_fusion::stream::Context;
 use burn_fusion::{FuserProperties, FuserStatus};
 use burn_ir::OperationIr;
 use cubecl::Runtime;
+use cubecl::device::{Device, DeviceId};
 
 use super::{IrHandle, replayed};
 use super::block::ElementwiseBlock;
-use super::program::BlockProgram;
+use super::program::{BlockProgram, SmallLaunch};
 use super::in_place::donated_outputs;
-use crate::launch::fused::fused_chain_into;
+use crate::launch::fused::{fused_chain_into, fused_chain_on};
 
 /// Bindings kept free for the launch's scalar and metadata buffers.
 pub(super) const RESERVED_BINDINGS: usize = 4;
@@ -28,12 +33,15 @@ pub struct ElementwiseFuser {
     operations: Vec<OperationIr>,
     status: FuserStatus,
     max_bindings: usize,
+    /// The device it fuses for, where a block of fills alone (no inputs) launches.
+    device: DeviceId,
 }
 
 impl ElementwiseFuser {
-    /// A fuser for a device that binds `max_bindings` buffers to a kernel.
-    pub fn new(max_bindings: usize) -> Self {
-        Self { block: ElementwiseBlock::default(), operations: Vec::new(), status: FuserStatus::Open, max_bindings }
+    /// A fuser for `device`, which binds `max_bindings` buffers to a kernel.
+    pub fn new(max_bindings: usize, device: DeviceId) -> Self {
+        let block = ElementwiseBlock { widens: true, ..ElementwiseBlock::default() };
+        Self { block, operations: Vec::new(), status: FuserStatus::Open, max_bindings, device }
     }
 
     /// Adds `op`, or closes the fuser when it doesn't fuse.
@@ -49,18 +57,19 @@ impl ElementwiseFuser {
 
     /// Closed, with the block of the operations it took (built again: see [`replayed`]).
     fn close(&mut self) {
-        *self = replayed(Self::new(self.max_bindings), &self.operations, Self::fuse, Self::len);
+        *self = replayed(Self::new(self.max_bindings, self.device), &self.operations, Self::fuse, Self::len);
         self.status = FuserStatus::Closed;
     }
 
     /// The program of the operations fused so far.
     pub fn finish(&self) -> ElementwiseOptimization {
-        ElementwiseOptimization { program: self.block.lower(), operations: self.operations.clone() }
+        let (program, small) = (self.block.lower(), self.block.lower_small());
+        ElementwiseOptimization { program, small, operations: self.operations.clone(), device: self.device }
     }
 
     /// Back to an empty block.
     pub fn reset(&mut self) {
-        *self = Self::new(self.max_bindings);
+        *self = Self::new(self.max_bindings, self.device);
     }
 
     /// Open while operations may still join the block.
@@ -68,12 +77,11 @@ impl ElementwiseFuser {
         self.status
     }
 
-    /// Ready once it holds an operation and reads a tensor (a block of fills alone has no
-    /// device to launch on: its ops run one by one); scored by the reads, writes and launches
-    /// it saves (0, never chosen, for a single operation).
+    /// Ready once it holds an operation (a block of fills alone, such as autodiff's
+    /// `ones * scalar`, writes its result in one launch on the fuser's device); scored by the
+    /// reads, writes and launches it saves (0, never chosen, for a single operation).
     pub fn properties(&self) -> FuserProperties {
-        let ready = self.block.real_ops > 0 && self.block.reads_memory();
-        FuserProperties { score: self.block.score(), ready }
+        FuserProperties { score: self.block.score(), ready: self.block.real_ops > 0 }
     }
 
     /// The operations accepted, drops included.
@@ -86,14 +94,18 @@ impl ElementwiseFuser {
 #[derive(Clone, Debug)]
 pub struct ElementwiseOptimization {
     program: BlockProgram,
+    /// The launch over a widened block's smaller shape, which runs first.
+    small: Option<SmallLaunch>,
     /// The operations it stands for (its serialisable state).
     operations: Vec<OperationIr>,
+    /// Where a block without inputs launches.
+    device: DeviceId,
 }
 
 impl ElementwiseOptimization {
     /// The optimization of `operations` (its state), fused again.
-    pub fn from_operations(max_bindings: usize, operations: &[OperationIr]) -> Self {
-        replayed(ElementwiseFuser::new(max_bindings), operations, ElementwiseFuser::fuse, ElementwiseFuser::len).finish()
+    pub fn from_operations(max_bindings: usize, device: DeviceId, operations: &[OperationIr]) -> Self {
+        replayed(ElementwiseFuser::new(max_bindings, device), operations, ElementwiseFuser::fuse, ElementwiseFuser::len).finish()
     }
 
     /// The operations it stands for.
@@ -101,16 +113,26 @@ impl ElementwiseOptimization {
         &self.operations
     }
 
-    /// Runs the block: one launch over the global tensors of `context`, whose outputs are
-    /// registered there; inputs read for the last time, and dropped tensors, leave it.
+    /// Runs the block: one launch over the global tensors of `context` (for a widened block,
+    /// the launch over the smaller shape first), whose outputs are registered there; inputs
+    /// read for the last time, and dropped tensors, leave it.
     pub fn execute<R: Runtime>(&self, context: &mut Context<IrHandle<R>>) {
         let p = &self.program;
         p.views(context);
-        let (floats, bools) = (BlockProgram::handles(context, &p.floats), BlockProgram::handles(context, &p.bools));
+        let passed = match &self.small {
+            Some(small) => small.run(context, &R::Device::from_id(self.device)),
+            None => Vec::new(),
+        };
+        let (mut floats, bools) = (BlockProgram::handles(context, &p.floats), BlockProgram::handles(context, &p.bools));
         if let Some((t, _)) = p.outputs.first().or(p.bool_outputs.first()) {
             let shape = BlockProgram::global(context, t).shape;
             let into = donated_outputs(context, p, 0, &floats, &shape);
-            let (outs, bool_outs) = fused_chain_into(floats, bools, shape, p.dtype, p.chain(context), &into);
+            floats.extend(passed);
+            let chain = p.chain(context);
+            let (outs, bool_outs) = match floats.is_empty() && bools.is_empty() {
+                true => fused_chain_on(&R::Device::from_id(self.device), floats, bools, shape, p.dtype, chain, &into),
+                false => fused_chain_into(floats, bools, shape, p.dtype, chain, &into),
+            };
             p.register(context, outs, bool_outs);
         }
         p.release(context);

@@ -9,10 +9,14 @@
 //!   [`FusionBackend`] (and a `BackendIr`, the engine's view of tensors as [`IrHandle`]s).
 //! - The elementwise fuser ([`elementwise`]) turns a run of elementwise ops over one shape
 //!   (float math, scalars, comparisons, masks, bool logic, float/bool casts, fills; inputs
-//!   broadcast, any layout) into one launch of `ex_cubecl_kernels::fused`.
-//! - The reduction fuser ([`reduce`]) turns elementwise work, a reduction along an axis (sum,
-//!   mean, product, max, min) and elementwise work on its result into one launch of
-//!   `ex_cubecl_kernels::fused_reduce`.
+//!   broadcast, any layout) into one launch of `ex_cubecl_kernels::fused`. Ops over a
+//!   shape that broadcasts to the block's (a batch norm's per-channel statistics beside its
+//!   per-element work) join it: a launch over their shape computes them once, before the
+//!   block's, so that they no longer cut the block in two. A block of fills alone
+//!   (autodiff's `ones * scalar`) is one launch on the fuser's device.
+//! - The reduction fuser ([`reduce`]) turns elementwise work (over two shapes, as above),
+//!   a reduction along an axis (sum, mean, product, max, min) and elementwise work on its
+//!   result into one launch of `ex_cubecl_kernels::fused_reduce`.
 //!
 //! - The matrix-product fuser ([`matmul`]) turns a product (`matmul`, or `linear` with its
 //!   bias) and elementwise work on its result into one launch of
@@ -55,6 +59,7 @@ use burn_fusion::stream::{Context, OrderedExecution};
 use burn_fusion::{FuserProperties, FuserStatus, FusionBackend, FusionRuntime, NumOperations, Optimization, OperationFuser};
 use burn_ir::{BackendIr, OperationIr, TensorHandle};
 use cubecl::Runtime;
+use cubecl::device::Device;
 use serde::{Deserialize, Serialize};
 
 use crate::ExCubeclBackend;
@@ -160,7 +165,7 @@ where
     fn fusers(device: R::Device) -> Vec<Box<dyn OperationFuser<ExOptimization>>> {
         let max_bindings = max_bindings::<R>(&device);
         vec![
-            Box::new(ExFuser::Elementwise(Arc::new(ElementwiseFuser::new(max_bindings)))),
+            Box::new(ExFuser::Elementwise(Arc::new(ElementwiseFuser::new(max_bindings, device.to_id())))),
             Box::new(ExFuser::Reduce(Arc::new(ReduceFuser::new(max_bindings)))),
             Box::new(ExFuser::Softmax(Arc::new(SoftmaxFuser::new(max_bindings)))),
             Box::new(ExFuser::Matmul(Arc::new(MatmulFuser::new(max_bindings)))),
@@ -322,7 +327,7 @@ where
     fn from_state(device: &R::Device, state: ExOptimizationState) -> Self {
         let max_bindings = max_bindings::<R>(device);
         match state {
-            ExOptimizationState::Elementwise(ops) => ExOptimization::Elementwise(ElementwiseOptimization::from_operations(max_bindings, &ops)),
+            ExOptimizationState::Elementwise(ops) => ExOptimization::Elementwise(ElementwiseOptimization::from_operations(max_bindings, device.to_id(), &ops)),
             ExOptimizationState::Reduce(ops) => ExOptimization::Reduce(ReduceOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Softmax(ops) => ExOptimization::Softmax(SoftmaxOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Matmul(ops) => ExOptimization::Matmul(MatmulOptimization::from_operations(max_bindings, &ops)),

@@ -7,7 +7,7 @@ use burn_ir::{TensorId, TensorIr, TensorStatus};
 use cubecl::Runtime;
 
 use super::IrHandle;
-use crate::launch::fused::{Chain, FusedOp, UnaryFloatOp as U};
+use crate::launch::fused::{Chain, FusedOp, UnaryFloatOp as U, fused_chain_on};
 use crate::launch::view::reshape;
 use crate::tensor::CubeTensor;
 
@@ -111,6 +111,35 @@ impl BlockProgram {
                 context.handles.remove_handle(t.id);
             }
         }
+    }
+}
+
+/// The launch over a widened block's smaller shape
+/// ([`lower_small`](super::block::ElementwiseBlock::lower_small)), which runs before the
+/// block's own.
+#[derive(Clone, Debug)]
+pub(super) struct SmallLaunch {
+    /// Its program; `outputs` are the values that live on after the block.
+    pub(super) program: BlockProgram,
+    /// Registers of the values handed to the block's launch, written after `outputs`.
+    pub(super) passed: Vec<usize>,
+    /// A tensor of the smaller shape (the launch's shape).
+    pub(super) like: TensorIr,
+}
+
+impl SmallLaunch {
+    /// Runs the launch on `device`: registers the values that live on and gives those handed
+    /// to the block's launch (its float inputs after its own); it frees nothing.
+    pub(super) fn run<R: Runtime>(&self, context: &mut Context<IrHandle<R>>, device: &R::Device) -> Vec<CubeTensor<R>> {
+        let p = &self.program;
+        let (floats, bools) = (BlockProgram::handles(context, &p.floats), BlockProgram::handles(context, &p.bools));
+        let shape = BlockProgram::global(context, &self.like).shape;
+        let mut chain = p.chain(context);
+        chain.outputs.extend(&self.passed);
+        let (mut outs, bool_outs) = fused_chain_on(device, floats, bools, shape, p.dtype, chain, &[]);
+        let passed = outs.split_off(p.outputs.len());
+        p.register(context, outs, bool_outs);
+        passed
     }
 }
 

@@ -16,7 +16,7 @@ use cubecl::Runtime;
 use super::{IrHandle, replayed};
 use super::block::ElementwiseBlock;
 use super::elementwise::RESERVED_BINDINGS;
-use super::program::BlockProgram;
+use super::program::{BlockProgram, SmallLaunch};
 use crate::launch::fused_reduce::{ReduceChain, ReduceInputs, ReduceOp, fused_reduce, shift_constants};
 
 /// The reduction of a fused block.
@@ -48,7 +48,7 @@ impl ReduceFuser {
     /// A fuser for a device that binds `max_bindings` buffers to a kernel.
     pub fn new(max_bindings: usize) -> Self {
         Self {
-            read: ElementwiseBlock::default(),
+            read: ElementwiseBlock { widens: true, ..ElementwiseBlock::default() },
             reduction: None,
             write: ElementwiseBlock::default(),
             operations: Vec::new(),
@@ -124,6 +124,7 @@ impl ReduceFuser {
         let reduction = self.reduction.clone().expect("ex_cubecl: fusion: a reduce block without its reduction");
         ReduceOptimization {
             read: self.read.lower(),
+            read_small: self.read.lower_small(),
             write: self.write.lower(),
             reduced: self.read.final_register(reduction.register),
             reduction,
@@ -182,6 +183,8 @@ fn reduction(op: &OperationIr) -> Option<(ReduceOp, &ReduceDimOpIr)> {
 #[derive(Clone, Debug)]
 pub struct ReduceOptimization {
     read: BlockProgram,
+    /// The launch over a widened read block's smaller shape, which runs first.
+    read_small: Option<SmallLaunch>,
     write: BlockProgram,
     /// The read block's register reduced.
     reduced: usize,
@@ -207,12 +210,16 @@ impl ReduceOptimization {
         let (r, w) = (&self.read, &self.write);
         r.views(context);
         w.views(context);
-        let inputs = ReduceInputs {
+        let mut inputs = ReduceInputs {
             floats: BlockProgram::handles(context, &r.floats),
             bools: BlockProgram::handles(context, &r.bools),
             write_floats: BlockProgram::handles(context, &w.floats[1..]),
             write_bools: BlockProgram::handles(context, &w.bools),
         };
+        if let Some(small) = &self.read_small {
+            let device = inputs.floats.first().or(inputs.bools.first()).expect("checked: the read block reads memory").device.clone();
+            inputs.floats.extend(small.run(context, &device));
+        }
         let shape = BlockProgram::global(context, &self.reduction.input).shape;
         let (mut read, mut write) = (r.chain(context), w.chain(context));
         // One list of scalars and parameters for both programs, and one bool dtype.

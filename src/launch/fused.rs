@@ -15,7 +15,7 @@ use super::elementwise::{Rhs, binary_float_op, compare, predicate, unary_float_o
 use super::mask::mask_where;
 use super::view::expand;
 use super::{accumulator_dtype, divmods, usizes};
-use crate::runtime::{Geometry, Layout, OpName, coalesce, launch, storage_type};
+use crate::runtime::{DeviceContext, Geometry, Layout, OpName, coalesce, launch, storage_type};
 use crate::tensor::CubeTensor;
 
 /// The outputs of `ops` run elementwise over `shape`: output `j` is register `outputs[j]`,
@@ -94,12 +94,34 @@ pub fn fused_chain_into<R: Runtime>(
 ) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
     let first = floats.first().or(bools.first());
     let first = first.unwrap_or_else(|| panic!("ex_cubecl: fused: no inputs (ops {:?})", chain.ops));
-    let (client, device) = (first.client.clone(), first.device.clone());
+    let device = first.device.clone();
+    fused_chain_on(&device, floats, bools, shape, dtype, chain, into)
+}
+
+/// [`fused_chain_into`] on `device`, the inputs' device: a chain without inputs (fills and the
+/// ops on them) is told where to run.
+///
+/// # Panics
+/// As [`fused_chain`].
+pub fn fused_chain_on<R: Runtime>(
+    device: &R::Device,
+    floats: Vec<CubeTensor<R>>,
+    bools: Vec<CubeTensor<R>>,
+    shape: Shape,
+    dtype: DType,
+    chain: Chain,
+    into: &[Option<usize>],
+) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
+    let client = match floats.first().or(bools.first()) {
+        Some(t) => t.client.clone(),
+        None => DeviceContext::client::<R>(device),
+    };
+    let device = device.clone();
     let bool_dtype = chain.bool_dtype.unwrap_or(DType::Bool(BoolStore::U32));
     check_chain(floats.len() + bools.len(), &floats, &bools, &shape, dtype, &chain);
     let outputs = chain.outputs.len() + chain.bool_outputs.len();
     if floats.len() + bools.len() + outputs > client.properties().hardware.max_bindings as usize {
-        return one_by_one(floats, bools, shape, dtype, &chain);
+        return one_by_one(&device, floats, bools, shape, dtype, &chain);
     }
     // bf16 held as bits (see `super::bf16`): the kernel reads and writes the bits, its
     // registers are f32 and it rounds each op's result to bf16, the bits that separate bf16
@@ -291,12 +313,11 @@ fn describe<R: Runtime>(floats: &[CubeTensor<R>], bools: &[CubeTensor<R>]) -> St
 /// output then expanded to `shape` and made contiguous. Nx's `max` and `min` are `Max` and
 /// `Min`, which also give NaN where an operand is NaN; comparisons, predicates and bool
 /// inputs are 1 or 0 in the dtype.
-fn one_by_one<R: Runtime>(floats: Vec<CubeTensor<R>>, bools: Vec<CubeTensor<R>>, shape: Shape, dtype: DType, chain: &Chain) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
-    let device = floats.first().or(bools.first()).expect("checked: inputs").device.clone();
+fn one_by_one<R: Runtime>(device: &R::Device, floats: Vec<CubeTensor<R>>, bools: Vec<CubeTensor<R>>, shape: Shape, dtype: DType, chain: &Chain) -> (Vec<CubeTensor<R>>, Vec<CubeTensor<R>>) {
     let store = BoolStore::Native;
     let mut regs = floats;
     regs.extend(bools.into_iter().map(|t| cast(t, dtype)));
-    let scalar = |value: f64| full(&device, Shape::from(Vec::<usize>::new()), Scalar::Float(value), dtype);
+    let scalar = |value: f64| full(device, Shape::from(Vec::<usize>::new()), Scalar::Float(value), dtype);
     for op in &chain.ops {
         let binary = |x: usize, y: usize, op| binary_float_op(regs[x].clone(), Rhs::Tensor(regs[y].clone()), op);
         let r = match *op {
