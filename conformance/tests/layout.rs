@@ -322,3 +322,27 @@ fn vector_copies_and_gathers_match_ndarray() {
     }
     suite.finish();
 }
+
+/// Transposes of the last two dims made contiguous (`copy_tiles` on GPUs, in pairs of elements
+/// where every size is even): tiles whole and cut at the edges, batched, f32, f16 and u8.
+#[test]
+fn transposes_match_ndarray() {
+    let mut suite = Suite::new("transposes");
+    let mut rng = Rng::new(911);
+    for shape in [vec![66, 130], vec![3, 64, 64], vec![2, 70, 34], vec![65, 33], vec![3, 33, 7], vec![2, 4, 6]] {
+        let rank = shape.len();
+        let a = float_data(&mut rng, &shape, DType::F32, -3.0, 3.0);
+        let h = float_data(&mut rng, &shape, DType::F16, -3.0, 3.0);
+        let u = int_data(&mut rng, &shape, DType::U8, 0, 200);
+        let flat = Shape::from(vec![shape.iter().product::<usize>()]);
+        let cases = [
+            ("f32", on_both!(|B| rf::<B>(B::float_reshape(B::float_swap_dims(f::<B>(&a), rank - 2, rank - 1), flat.clone())))),
+            ("f16", on_both!(|B| rf::<B>(B::float_reshape(B::float_swap_dims(f::<B>(&h), rank - 2, rank - 1), flat.clone())))),
+            ("u8", on_both!(|B| ri::<B>(B::int_reshape(B::int_swap_dims(i::<B>(&u), rank - 2, rank - 1), flat.clone())))),
+        ];
+        for (name, result) in cases {
+            suite.check(format!("{name} transpose shape={shape:?}"), Tol::EXACT, result);
+        }
+    }
+    suite.finish();
+}

@@ -168,6 +168,67 @@ pub fn copy_tiles<T: Numeric>(
     }
 }
 
+/// Elements per access of [`copy_tiles_vec`](fn@copy_tiles_vec) (its `N`).
+pub const TILE_VECTOR: usize = 2;
+/// Rows and columns of a [`copy_tiles_vec`](fn@copy_tiles_vec) tile.
+const SIDE: usize = TILE * TILE_VECTOR;
+
+/// [`copy_tiles`](fn@copy_tiles) moving pairs of elements (`N` is [`TILE_VECTOR`]) on both
+/// sides: each cube moves one `SIDE` × `SIDE` tile (64 × 64), each unit reading vectors along
+/// `p` and writing vectors along `q`, twice the bytes per access. `N` divides `p`, `q`, both
+/// offsets and every stride; offsets and strides count elements. Cubes run over `(b, tile of
+/// p, tile of q)`, tiles of `q` fastest; the cube is `TILE` × `PASS` units.
+#[cube(launch_unchecked)]
+#[allow(clippy::too_many_arguments)]
+pub fn copy_tiles_vec<T: Numeric, N: Size>(
+    input: &Array<Vector<T, N>>,
+    output: &mut Array<Vector<T, N>>,
+    in_offset: usize,
+    in_b: usize,
+    in_q: usize,
+    out_offset: usize,
+    out_b: usize,
+    out_p: usize,
+    p: usize,
+    q: usize,
+    #[define(T)] _dtype: StorageType,
+) {
+    let tiles_q = q.div_ceil(SIDE);
+    let tiles_p = p.div_ceil(SIDE);
+    let j0 = (CUBE_POS % tiles_q) * SIDE;
+    let i0 = ((CUBE_POS / tiles_q) % tiles_p) * SIDE;
+    let b = CUBE_POS / (tiles_q * tiles_p);
+    let x = UNIT_POS_X as usize;
+    let y = UNIT_POS_Y as usize;
+    // Rows of `SIDE + 1`: the rows a unit reads for one vector of the output, and the units
+    // of a warp, fall on distinct banks.
+    let mut tile = SharedMemory::<T>::new(comptime!(SIDE * (SIDE + 1)));
+    #[unroll]
+    for k in 0..comptime!(SIDE / PASS) {
+        let (i, j) = (i0 + x * TILE_VECTOR, j0 + y + k * PASS);
+        if i < p && j < q {
+            let v = input[(in_offset + b * in_b + i + j * in_q) / TILE_VECTOR];
+            #[unroll]
+            for l in 0..N::value() {
+                tile[(y + k * PASS) * (SIDE + 1) + x * TILE_VECTOR + l] = v[l];
+            }
+        }
+    }
+    sync_cube();
+    #[unroll]
+    for k in 0..comptime!(SIDE / PASS) {
+        let (i, j) = (i0 + y + k * PASS, j0 + x * TILE_VECTOR);
+        if i < p && j < q {
+            let mut v = Vector::<T, N>::empty();
+            #[unroll]
+            for l in 0..N::value() {
+                v[l] = tile[(x * TILE_VECTOR + l) * (SIDE + 1) + y + k * PASS];
+            }
+            output[(out_offset + b * out_b + i * out_p + j) / TILE_VECTOR] = v;
+        }
+    }
+}
+
 /// Fills a contiguous buffer with one value, `N` elements per unit (whole-vector stores);
 /// `vectors` is the buffer's length in vectors.
 #[cube(launch_unchecked)]
