@@ -116,7 +116,7 @@ pub fn cat_rows<T: Numeric, N: Size>(
     }
 }
 
-/// Rows and columns of a [`copy_tiles`](fn@copy_tiles) tile.
+/// Units along a [`copy_tiles`](fn@copy_tiles) cube's rows, each moving `n` elements per access.
 pub const TILE: usize = 32;
 /// Rows of a tile each pass of a [`copy_tiles`](fn@copy_tiles) cube covers (its units are `TILE` × `PASS`).
 pub const PASS: usize = 8;
@@ -124,63 +124,15 @@ pub const PASS: usize = 8;
 /// A same-dtype copy between two views over `[batch, p, q]` where the input is contiguous
 /// along `p` and the output along `q` (a transpose: channels-last copies, transposed
 /// operands): `output[out_offset + b · out_b + i · out_p + j] = input[in_offset + b · in_b + i +
-/// j · in_q]`. Each cube moves one `TILE` × `TILE` tile through shared memory, reading along
-/// `p` and writing along `q`, so that both sides are coalesced. Cubes run over `(b, tile of p,
-/// tile of q)`, tiles of `q` fastest; the cube is `TILE` × `PASS` units.
+/// j · in_q]`. Each cube moves one `n · TILE` × `n · TILE` tile through shared memory, each
+/// unit reading vectors of `n` (`N`'s size) along `p` and writing them along `q`, so that both
+/// sides are coalesced; `n` divides `p`, `q`, both offsets and every stride (which count
+/// elements). Rows of the tile are one element longer than it: the rows a unit reads for one
+/// output vector, and the units of a warp, fall on distinct banks. Cubes run over `(b, tile
+/// of p, tile of q)`, tiles of `q` fastest; the cube is `TILE` × `PASS` units.
 #[cube(launch_unchecked)]
 #[allow(clippy::too_many_arguments)]
-pub fn copy_tiles<T: Numeric>(
-    input: &Array<T>,
-    output: &mut Array<T>,
-    in_offset: usize,
-    in_b: usize,
-    in_q: usize,
-    out_offset: usize,
-    out_b: usize,
-    out_p: usize,
-    p: usize,
-    q: usize,
-    #[define(T)] _dtype: StorageType,
-) {
-    let tiles_q = q.div_ceil(TILE);
-    let tiles_p = p.div_ceil(TILE);
-    let j0 = (CUBE_POS % tiles_q) * TILE;
-    let i0 = ((CUBE_POS / tiles_q) % tiles_p) * TILE;
-    let b = CUBE_POS / (tiles_q * tiles_p);
-    let x = UNIT_POS_X as usize;
-    let y = UNIT_POS_Y as usize;
-    // One padding column: a column of the tile spans every bank.
-    let mut tile = SharedMemory::<T>::new(comptime!(TILE * (TILE + 1)));
-    #[unroll]
-    for k in 0..comptime!(TILE / PASS) {
-        let (i, j) = (i0 + x, j0 + y + k * PASS);
-        if i < p && j < q {
-            tile[(y + k * PASS) * (TILE + 1) + x] = input[in_offset + b * in_b + i + j * in_q];
-        }
-    }
-    sync_cube();
-    #[unroll]
-    for k in 0..comptime!(TILE / PASS) {
-        let (i, j) = (i0 + y + k * PASS, j0 + x);
-        if i < p && j < q {
-            output[out_offset + b * out_b + i * out_p + j] = tile[x * (TILE + 1) + y + k * PASS];
-        }
-    }
-}
-
-/// Elements per access of [`copy_tiles_vec`](fn@copy_tiles_vec) (its `N`).
-pub const TILE_VECTOR: usize = 2;
-/// Rows and columns of a [`copy_tiles_vec`](fn@copy_tiles_vec) tile.
-const SIDE: usize = TILE * TILE_VECTOR;
-
-/// [`copy_tiles`](fn@copy_tiles) moving pairs of elements (`N` is [`TILE_VECTOR`]) on both
-/// sides: each cube moves one `SIDE` × `SIDE` tile (64 × 64), each unit reading vectors along
-/// `p` and writing vectors along `q`, twice the bytes per access. `N` divides `p`, `q`, both
-/// offsets and every stride; offsets and strides count elements. Cubes run over `(b, tile of
-/// p, tile of q)`, tiles of `q` fastest; the cube is `TILE` × `PASS` units.
-#[cube(launch_unchecked)]
-#[allow(clippy::too_many_arguments)]
-pub fn copy_tiles_vec<T: Numeric, N: Size>(
+pub fn copy_tiles<T: Numeric, N: Size>(
     input: &Array<Vector<T, N>>,
     output: &mut Array<Vector<T, N>>,
     in_offset: usize,
@@ -191,40 +143,40 @@ pub fn copy_tiles_vec<T: Numeric, N: Size>(
     out_p: usize,
     p: usize,
     q: usize,
+    #[comptime] n: usize,
     #[define(T)] _dtype: StorageType,
 ) {
-    let tiles_q = q.div_ceil(SIDE);
-    let tiles_p = p.div_ceil(SIDE);
-    let j0 = (CUBE_POS % tiles_q) * SIDE;
-    let i0 = ((CUBE_POS / tiles_q) % tiles_p) * SIDE;
+    let side = comptime!(TILE * n);
+    let tiles_q = q.div_ceil(side);
+    let tiles_p = p.div_ceil(side);
+    let j0 = (CUBE_POS % tiles_q) * side;
+    let i0 = ((CUBE_POS / tiles_q) % tiles_p) * side;
     let b = CUBE_POS / (tiles_q * tiles_p);
     let x = UNIT_POS_X as usize;
     let y = UNIT_POS_Y as usize;
-    // Rows of `SIDE + 1`: the rows a unit reads for one vector of the output, and the units
-    // of a warp, fall on distinct banks.
-    let mut tile = SharedMemory::<T>::new(comptime!(SIDE * (SIDE + 1)));
+    let mut tile = SharedMemory::<T>::new(comptime!(side * (side + 1)));
     #[unroll]
-    for k in 0..comptime!(SIDE / PASS) {
-        let (i, j) = (i0 + x * TILE_VECTOR, j0 + y + k * PASS);
+    for k in 0..comptime!(side / PASS) {
+        let (i, j) = (i0 + x * n, j0 + y + k * PASS);
         if i < p && j < q {
-            let v = input[(in_offset + b * in_b + i + j * in_q) / TILE_VECTOR];
+            let v = input[(in_offset + b * in_b + i + j * in_q) / n];
             #[unroll]
-            for l in 0..N::value() {
-                tile[(y + k * PASS) * (SIDE + 1) + x * TILE_VECTOR + l] = v[l];
+            for l in 0..n {
+                tile[(y + k * PASS) * (side + 1) + x * n + l] = v[l];
             }
         }
     }
     sync_cube();
     #[unroll]
-    for k in 0..comptime!(SIDE / PASS) {
-        let (i, j) = (i0 + y + k * PASS, j0 + x * TILE_VECTOR);
+    for k in 0..comptime!(side / PASS) {
+        let (i, j) = (i0 + y + k * PASS, j0 + x * n);
         if i < p && j < q {
             let mut v = Vector::<T, N>::empty();
             #[unroll]
-            for l in 0..N::value() {
-                v[l] = tile[(x * TILE_VECTOR + l) * (SIDE + 1) + y + k * PASS];
+            for l in 0..n {
+                v[l] = tile[(x * n + l) * (side + 1) + y + k * PASS];
             }
-            output[(out_offset + b * out_b + i * out_p + j) / TILE_VECTOR] = v;
+            output[(out_offset + b * out_b + i * out_p + j) / n] = v;
         }
     }
 }
