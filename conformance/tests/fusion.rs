@@ -456,6 +456,8 @@ fn burn_composites_as_ops() {
     suite.finish();
 }
 
+#[path = "fusion/lead.rs"]
+mod lead;
 #[path = "fusion/matmul.rs"]
 mod matmul;
 #[path = "fusion/pipeline.rs"]

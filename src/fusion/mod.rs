@@ -25,6 +25,10 @@
 //! - The softmax fuser ([`softmax`]) recognises Burn's decomposition of `softmax` and
 //!   `log_softmax` and runs our softmax kernel, as the unfused backend does.
 //!
+//! - The lead fuser ([`lead`]) runs the first op of a block that nothing else fuses (a
+//!   convolution, say) alone, so that the ops after it are explored again rather than run
+//!   one by one in its block.
+//!
 //! [`Pipeline::capture_fused`](crate::runtime::Pipeline::capture_fused) captures a step
 //! written on the fused backend and replays its fused launches without the engine
 //! ([`pipeline`]).
@@ -44,6 +48,7 @@
 mod block;
 pub mod elementwise;
 mod in_place;
+mod lead;
 pub mod matmul;
 pub mod pipeline;
 mod program;
@@ -67,6 +72,7 @@ use crate::launch::{copy, view};
 use crate::runtime::DeviceContext;
 use crate::tensor::{CubeTensor, QuantizedTensor as QTensor};
 use elementwise::{ElementwiseFuser, ElementwiseOptimization};
+use lead::{LeadFuser, LeadOptimization};
 use matmul::{MatmulFuser, MatmulOptimization};
 use reduce::{ReduceFuser, ReduceOptimization};
 use softmax::{SoftmaxFuser, SoftmaxOptimization};
@@ -169,6 +175,7 @@ where
             Box::new(ExFuser::Reduce(Arc::new(ReduceFuser::new(max_bindings)))),
             Box::new(ExFuser::Softmax(Arc::new(SoftmaxFuser::new(max_bindings)))),
             Box::new(ExFuser::Matmul(Arc::new(MatmulFuser::new(max_bindings)))),
+            Box::new(ExFuser::Lead(Arc::new(LeadFuser::default()))),
         ]
     }
 }
@@ -203,6 +210,8 @@ pub enum ExFuser {
     Softmax(Arc<SoftmaxFuser>),
     /// A matrix product with elementwise work on its result.
     Matmul(Arc<MatmulFuser>),
+    /// A block's first op, alone.
+    Lead(Arc<LeadFuser>),
 }
 
 /// `$e` with `$f` bound to the fuser or optimization of any kind.
@@ -217,7 +226,7 @@ impl OperationFuser<ExOptimization> for ExFuser {
         if self.status() == FuserStatus::Closed {
             return;
         }
-        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul, Lead)
     }
 
     fn finish(&mut self) -> ExOptimization {
@@ -226,23 +235,24 @@ impl OperationFuser<ExOptimization> for ExFuser {
             ExFuser::Reduce(f) => ExOptimization::Reduce(f.finish()),
             ExFuser::Softmax(f) => ExOptimization::Softmax(f.finish()),
             ExFuser::Matmul(f) => ExOptimization::Matmul(f.finish()),
+            ExFuser::Lead(f) => ExOptimization::Lead(f.finish()),
         }
     }
 
     fn reset(&mut self) {
-        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul, Lead)
     }
 
     fn status(&self) -> FuserStatus {
-        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul, Lead)
     }
 
     fn properties(&self) -> FuserProperties {
-        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul, Lead)
     }
 
     fn len(&self) -> usize {
-        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul, Lead)
     }
 
     fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
@@ -275,6 +285,8 @@ pub enum ExOptimization {
     Softmax(SoftmaxOptimization),
     /// A matrix product and its epilogue in one launch.
     Matmul(MatmulOptimization),
+    /// A block's first op run alone, as the unfused backend runs it.
+    Lead(LeadOptimization),
 }
 
 /// An optimization as the engine saves it: the operations it stands for, fused again when
@@ -289,11 +301,13 @@ pub enum ExOptimizationState {
     Softmax(Vec<OperationIr>),
     /// [`ExOptimization::Matmul`]'s operations.
     Matmul(Vec<OperationIr>),
+    /// [`ExOptimization::Lead`]'s operation.
+    Lead(Vec<OperationIr>),
 }
 
 impl NumOperations for ExOptimization {
     fn len(&self) -> usize {
-        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul)
+        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul, Lead)
     }
 
     fn name(&self) -> &'static str {
@@ -303,6 +317,7 @@ impl NumOperations for ExOptimization {
             ExOptimization::Reduce(_) => "Reduce",
             ExOptimization::Softmax(_) => "Softmax",
             ExOptimization::Matmul(_) => "Matmul",
+            ExOptimization::Lead(_) => "Lead",
         }
     }
 }
@@ -311,8 +326,14 @@ impl<R: Runtime> Optimization<ExFusionRuntime<R>> for ExOptimization
 where
     R::Device: DeviceOps,
 {
-    fn execute(&mut self, context: &mut Context<IrHandle<R>>, _execution: &OrderedExecution<ExFusionRuntime<R>>) {
-        each!(self, o => o.execute(context), Elementwise, Reduce, Softmax, Matmul)
+    fn execute(&mut self, context: &mut Context<IrHandle<R>>, execution: &OrderedExecution<ExFusionRuntime<R>>) {
+        match self {
+            ExOptimization::Elementwise(o) => o.execute(context),
+            ExOptimization::Reduce(o) => o.execute(context),
+            ExOptimization::Softmax(o) => o.execute(context),
+            ExOptimization::Matmul(o) => o.execute(context),
+            ExOptimization::Lead(o) => o.execute(context, execution),
+        }
     }
 
     fn to_state(&self) -> ExOptimizationState {
@@ -321,6 +342,7 @@ where
             ExOptimization::Reduce(o) => ExOptimizationState::Reduce(o.operations().to_vec()),
             ExOptimization::Softmax(o) => ExOptimizationState::Softmax(o.operations().to_vec()),
             ExOptimization::Matmul(o) => ExOptimizationState::Matmul(o.operations().to_vec()),
+            ExOptimization::Lead(o) => ExOptimizationState::Lead(o.operations().to_vec()),
         }
     }
 
@@ -331,6 +353,7 @@ where
             ExOptimizationState::Reduce(ops) => ExOptimization::Reduce(ReduceOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Softmax(ops) => ExOptimization::Softmax(SoftmaxOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Matmul(ops) => ExOptimization::Matmul(MatmulOptimization::from_operations(max_bindings, &ops)),
+            ExOptimizationState::Lead(ops) => ExOptimization::Lead(LeadOptimization::from_operations(&ops)),
         }
     }
 }
