@@ -54,7 +54,7 @@ where
     };
     let (pipeline, _) = Pipeline::capture_fused_with_state(device, &[], &state, step)
         .unwrap_or_else(|e| panic!("scale: capturing the step failed: {e}"));
-    eprintln!("scale: step captured in {:.1} s", started.elapsed().as_secs_f64());
+    eprintln!("scale: step captured in {:.1} s, {} launches a replay", started.elapsed().as_secs_f64(), pipeline.num_launches());
     let replay = || {
         let loss = pipeline.run(&[]).unwrap_or_else(|e| panic!("scale: a replay failed: {e}")).remove(0);
         <Ours<R> as Backend>::sync(device).unwrap_or_else(|e| panic!("scale: device {device:?} failed: {e:?}"));
