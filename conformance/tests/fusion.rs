@@ -229,14 +229,16 @@ fn held<B: Backend>(dtype: DType) -> DType {
 
 
 /// Checks a case's outputs on the fused backend (`fused`, `Err` where it panicked): bit for bit
-/// against the unfused backend's, and in f32 and f64 within 1e-4 of burn-ndarray's. (burn-ndarray
+/// against the unfused backend's, and in f32 and f64 within `tol` of burn-ndarray's. (burn-ndarray
 /// computes f16 and bf16 in f32: a result that depends on a rounding, such as floor or a
 /// comparison, can differ, so low precisions are checked against the unfused backend only.)
 /// Output `j` is named `names(j)` after `label`.
+#[allow(clippy::too_many_arguments)]
 fn check_outputs(
     suite: &mut Suite,
     label: &str,
     dtype: DType,
+    tol: Tol,
     names: impl Fn(usize) -> String,
     fused: Result<Vec<TensorData>, String>,
     unfused: Vec<TensorData>,
@@ -246,9 +248,21 @@ fn check_outputs(
         let ours = fused.clone().map(|f| f[j].clone());
         suite.check(format!("{label}: {} as unfused", names(j)), Tol::EXACT, (ours.clone(), u));
         if dtype == DType::F32 || dtype == DType::F64 {
-            suite.check(format!("{label}: {} as ndarray", names(j)), Tol::of(1e-4), (ours, r));
+            suite.check(format!("{label}: {} as ndarray", names(j)), tol, (ours, r));
         }
     }
+}
+
+/// The kernels launched to compute and read back `f`'s results on the fused backend's default
+/// device (the device synced before and after).
+fn launches<const D: usize>(f: impl FnOnce() -> Vec<Tensor<Fused, D>>) -> u64 {
+    let device = dev::<Fused>();
+    Fused::sync(&device).unwrap();
+    let before = launch_count();
+    let outs = f();
+    Fused::sync(&device).unwrap();
+    drop(outs);
+    launch_count() - before
 }
 
 /// The inputs of a case: the first of the full shape `[a, b, c]`, the others with some
@@ -277,7 +291,7 @@ fn random_programs_match_unfused_bits_and_ndarray() {
             let label = format!("{dtype:?} case {case} shape {shape:?} steps {steps:?} read {read:?}");
             let fused = catch(|| run::<Fused>(&steps, &read, &data, dtype));
             let (unfused, reference) = (run::<Ex>(&steps, &read, &data, dtype), run::<Ref>(&steps, &read, &data, dtype));
-            check_outputs(&mut suite, &label, dtype, |j| format!("register {}", read[j]), fused, unfused, reference);
+            check_outputs(&mut suite, &label, dtype, Tol::of(1e-4), |j| format!("register {}", read[j]), fused, unfused, reference);
         }
     }
     suite.finish();

@@ -37,28 +37,17 @@ fn ops_after_a_convolution_fuse() {
     let data = inputs(&mut rng);
     let fused = catch(|| conv_then_norm::<Fused>(&data));
     let (unfused, reference) = (conv_then_norm::<Ex>(&data), conv_then_norm::<Ref>(&data));
-    for (j, name) in ["exp((y - m)^2 / 2)", "m", "tanh(2a + 1)"].into_iter().enumerate() {
-        let ours = fused.clone().map(|f| f[j].clone());
-        suite.check(format!("{name} as unfused"), Tol::EXACT, (ours.clone(), unfused[j].clone()));
-        suite.check(format!("{name} as ndarray"), Tol::of(1e-4), (ours, reference[j].clone()));
-    }
+    let names = ["exp((y - m)^2 / 2)", "m", "tanh(2a + 1)"];
+    check_outputs(&mut suite, "conv, mean", DType::F32, Tol::of(1e-4), |j| names[j].to_string(), fused, unfused, reference);
 
     // Launches: the convolution's and the mean's own, one for `y - m` through `exp`, one for
     // the open block. Run in the convolution's block, `y - m`, the squares and `exp` took
     // one launch each.
     let device = dev::<Fused>();
     let [x, w, a] = data.map(|t| Tensor::<Fused, 4>::from_data(t, &device));
-    let count = |f: &dyn Fn() -> Vec<Tensor<Fused, 4>>| {
-        Fused::sync(&device).unwrap();
-        let before = launch_count();
-        let outs = f();
-        Fused::sync(&device).unwrap();
-        drop(outs);
-        launch_count() - before
-    };
     let conv = || conv2d(x.clone(), w.clone(), None, ConvOptions::new([1, 1], [1, 1], [1, 1], 1));
-    let alone = count(&|| vec![conv()]) + count(&|| vec![conv().mean_dim(0)]) - count(&|| vec![conv()]);
-    let all = count(&|| {
+    let alone = launches(|| vec![conv().mean_dim(0)]);
+    let all = launches(|| {
         let open = a.clone() * 2.0;
         let y = conv();
         let m = y.clone().mean_dim(0);
@@ -105,10 +94,7 @@ fn convolution_batch_norm_step_as_unfused() {
     let w = float_data(&mut rng, &[6, 3, 3, 3], DType::F32, -0.5, 0.5);
     let fused = catch(|| conv_norm_step::<Autodiff<Fused>>(&x, &w));
     let (unfused, reference) = (conv_norm_step::<Autodiff<Ex>>(&x, &w), conv_norm_step::<Autodiff<Ref>>(&x, &w));
-    for (j, name) in ["y", "x grad", "weight grad", "gamma grad", "running var"].into_iter().enumerate() {
-        let ours = fused.clone().map(|f| f[j].clone());
-        suite.check(format!("{name} as unfused"), Tol::EXACT, (ours.clone(), unfused[j].clone()));
-        suite.check(format!("{name} as ndarray"), Tol::of(1e-3), (ours, reference[j].clone()));
-    }
+    let names = ["y", "x grad", "weight grad", "gamma grad", "running var"];
+    check_outputs(&mut suite, "conv, batch norm, relu", DType::F32, Tol::of(1e-3), |j| names[j].to_string(), fused, unfused, reference);
     suite.finish();
 }

@@ -57,26 +57,18 @@ fn widened_blocks_and_fills_take_few_launches() {
     let mut rng = Rng::new(0x31DF);
     let (x, m) = (float_data(&mut rng, &[2, 3, 4, 4], DType::F32, -1.0, 1.0), float_data(&mut rng, &[1, 3, 1, 1], DType::F32, 0.5, 1.5));
     let (tx, tm) = (Tensor::<Fused, 4>::from_data(x, &device), Tensor::<Fused, 4>::from_data(m, &device));
-    let count = |f: &dyn Fn() -> Vec<Tensor<Fused, 4>>| {
-        Fused::sync(&device).unwrap();
-        let before = launch_count();
-        let outs = f();
-        Fused::sync(&device).unwrap();
-        drop(outs);
-        launch_count() - before
-    };
     // Per-element work, a per-channel value, per-element work on both: the per-channel op
     // no longer cuts the block: one launch over [1, C, 1, 1], one over the block.
-    let dies = count(&|| vec![((tx.clone() * 2.0) / tm.clone().sqrt()).exp()]);
+    let dies = launches(|| vec![((tx.clone() * 2.0) / tm.clone().sqrt()).exp()]);
     suite.record("x * 2, sqrt of [1, C, 1, 1], then / s and exp: two launches", if dies == 2 { Ok(()) } else { Err(format!("{dies} launches")) });
     // `s` kept: the launch over [1, C, 1, 1] writes it too.
-    let lives = count(&|| {
+    let lives = launches(|| {
         let s = tm.clone().sqrt();
         vec![((tx.clone() * 2.0) / s.clone()).exp(), s]
     });
     suite.record("the same with s kept: two launches", if lives == 2 { Ok(()) } else { Err(format!("{lives} launches")) });
     // Autodiff's `ones * scalar` (a mean's gradient): one launch, where it took two.
-    let fills = count(&|| vec![Tensor::<Fused, 4>::ones([2, 3, 4, 4], &device) * 0.125]);
+    let fills = launches(|| vec![Tensor::<Fused, 4>::ones([2, 3, 4, 4], &device) * 0.125]);
     suite.record("ones * 0.125: one launch", if fills == 1 { Ok(()) } else { Err(format!("{fills} launches")) });
     suite.finish();
 }
@@ -112,11 +104,8 @@ fn batch_norm_training_step_as_unfused() {
         let x = float_data(&mut rng, &shape, DType::F32, -2.0, 2.0);
         let fused = catch(|| batch_norm_step::<Autodiff<Fused>>(&x));
         let (unfused, reference) = (batch_norm_step::<Autodiff<Ex>>(&x), batch_norm_step::<Autodiff<Ref>>(&x));
-        for (j, name) in ["y", "x grad", "gamma grad", "beta grad", "running mean", "running var"].into_iter().enumerate() {
-            let ours = fused.clone().map(|f| f[j].clone());
-            suite.check(format!("{shape:?} {name} as unfused"), Tol::EXACT, (ours.clone(), unfused[j].clone()));
-            suite.check(format!("{shape:?} {name} as ndarray"), Tol::of(1e-3), (ours, reference[j].clone()));
-        }
+        let names = ["y", "x grad", "gamma grad", "beta grad", "running mean", "running var"];
+        check_outputs(&mut suite, &format!("{shape:?}"), DType::F32, Tol::of(1e-3), |j| names[j].to_string(), fused, unfused, reference);
     }
     suite.finish();
 }
