@@ -478,5 +478,7 @@ mod matmul;
 mod pipeline;
 #[path = "fusion/reduce.rs"]
 mod reduce;
+#[path = "fusion/view_reduce.rs"]
+mod view_reduce;
 #[path = "fusion/widen.rs"]
 mod widen;

@@ -2,7 +2,10 @@
 //!
 //! The input view is `[outer.., dim, inner..]`; the output is contiguous with `dim` of size 1.
 //! Line `l` (numbered row-major over every dimension but `dim`) starts at
-//! `offset + seq_offset(l, lines, line_strides)` and has `len` elements `stride` apart.
+//! `offset + seq_offset(l, lines, line_strides)` and has `len` elements `stride` apart, or,
+//! where `axis` is not empty, elements that lie row-major over the dimensions `axis` with
+//! `axis_strides` (a reduced dimension merged from several by a reshape of a view, which no
+//! single stride describes: batch norm's `x.swap_dims(0, 1).reshape([C, N*H*W])`).
 //! Two strategies share one accumulation routine: one unit per output element (short reduced
 //! dimensions, many outputs) and one cube per output element with a shared-memory tree
 //! (long reduced dimensions, few outputs). Elements are folded in an accumulator type `A`
@@ -12,6 +15,13 @@ use cubecl::std::FastDivmod;
 
 use crate::bf16::{load, store};
 use crate::strided::seq_offset;
+
+/// Where element `k` of a line lies from the line's start: `k * stride`, or row-major over
+/// `axis` with `axis_strides` where `axis` is not empty (see the module docs).
+#[cube]
+fn element(k: usize, stride: usize, axis: &Sequence<FastDivmod<usize>>, axis_strides: &Sequence<usize>) -> usize {
+    if comptime!(axis.len() == 0) { k * stride } else { seq_offset(k, axis, axis_strides) }
+}
 
 /// A reduction.
 #[allow(missing_docs)]
@@ -240,6 +250,8 @@ pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     line_strides: Sequence<usize>,
     len: usize,
     stride: usize,
+    axis: Sequence<FastDivmod<usize>>,
+    axis_strides: Sequence<usize>,
     #[comptime] op: ReduceOp,
     #[comptime] with_indices: bool,
     #[comptime] bits: Bf16Bits,
@@ -251,7 +263,7 @@ pub fn reduce_per_unit<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     let start = offset + seq_offset(ABSOLUTE_POS, &lines, &line_strides);
     let mut acc = acc_init::<A>(op);
     for k in 0..len {
-        acc_push::<A>(&mut acc, load::<T, A>(input[start + k * stride], bits.input), k as u32, k == 0, op);
+        acc_push::<A>(&mut acc, load::<T, A>(input[start + element(k, stride, &axis, &axis_strides)], bits.input), k as u32, k == 0, op);
     }
     output[ABSOLUTE_POS] = write_output::<A, O>(acc, len, op, with_indices, bits.output);
     if with_indices {
@@ -267,6 +279,8 @@ fn cube_fold<T: Numeric, A: Numeric>(
     input: &Array<T>,
     start: usize,
     stride: usize,
+    axis: &Sequence<FastDivmod<usize>>,
+    axis_strides: &Sequence<usize>,
     lo: usize,
     hi: usize,
     #[comptime] op: ReduceOp,
@@ -277,7 +291,7 @@ fn cube_fold<T: Numeric, A: Numeric>(
     let mut k = lo + UNIT_POS as usize;
     let mut first = true;
     while k < hi {
-        acc_push::<A>(&mut acc, load::<T, A>(input[start + k * stride], bits), k as u32, first, op);
+        acc_push::<A>(&mut acc, load::<T, A>(input[start + element(k, stride, axis, axis_strides)], bits), k as u32, first, op);
         first = false;
         k += cube_size;
     }
@@ -343,6 +357,8 @@ pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
     line_strides: Sequence<usize>,
     len: usize,
     stride: usize,
+    axis: Sequence<FastDivmod<usize>>,
+    axis_strides: Sequence<usize>,
     #[comptime] op: ReduceOp,
     #[comptime] cube_size: usize,
     #[comptime] with_indices: bool,
@@ -355,7 +371,7 @@ pub fn reduce_per_cube<T: Numeric, A: Numeric, O: Numeric, I: Numeric>(
         terminate!();
     }
     let start = offset + seq_offset(out_pos, &lines, &line_strides);
-    let total = cube_fold::<T, A>(input, start, stride, 0, len, op, cube_size, bits.input);
+    let total = cube_fold::<T, A>(input, start, stride, &axis, &axis_strides, 0, len, op, cube_size, bits.input);
     if UNIT_POS == 0 {
         output[out_pos] = write_output::<A, O>(total, len, op, with_indices, bits.output);
         if with_indices {
@@ -377,6 +393,8 @@ pub fn reduce_split<T: Numeric, A: Numeric>(
     line_strides: Sequence<usize>,
     len: usize,
     stride: usize,
+    axis: Sequence<FastDivmod<usize>>,
+    axis_strides: Sequence<usize>,
     splits: usize,
     chunk: usize,
     #[comptime] op: ReduceOp,
@@ -393,7 +411,7 @@ pub fn reduce_split<T: Numeric, A: Numeric>(
     let lo = (pos % splits) * chunk;
     let hi = select(lo + chunk < len, lo + chunk, len);
     let start = offset + seq_offset(line, &lines, &line_strides);
-    let total = cube_fold::<T, A>(input, start, stride, lo, hi, op, cube_size, bits);
+    let total = cube_fold::<T, A>(input, start, stride, &axis, &axis_strides, lo, hi, op, cube_size, bits);
     if UNIT_POS == 0 {
         partial_values[pos] = total.value;
         partial_indices[pos] = total.index;

@@ -25,6 +25,10 @@
 //! - The softmax fuser ([`softmax`]) recognises Burn's decomposition of `softmax` and
 //!   `log_softmax` and runs our softmax kernel, as the unfused backend does.
 //!
+//! - The view-reduction fuser ([`view_reduce`]) runs a reduction of a reshaped view
+//!   (batch norm's `x.swap_dims(0, 1).reshape([C, N*H*W]).mean_dim(1)`) as one reduction
+//!   that reads `x` where it lies, without the copy the reshape makes.
+//!
 //! - The lead fuser ([`lead`]) runs the first op of a block that nothing else fuses (a
 //!   convolution, say) alone, so that the ops after it are explored again rather than run
 //!   one by one in its block.
@@ -54,6 +58,7 @@ pub mod pipeline;
 mod program;
 pub mod reduce;
 pub mod softmax;
+mod view_reduce;
 
 use core::marker::PhantomData;
 use std::sync::Arc;
@@ -76,6 +81,7 @@ use lead::{LeadFuser, LeadOptimization};
 use matmul::{MatmulFuser, MatmulOptimization};
 use reduce::{ReduceFuser, ReduceOptimization};
 use softmax::{SoftmaxFuser, SoftmaxOptimization};
+use view_reduce::{ViewReduceFuser, ViewReduceOptimization};
 
 /// A tensor as Burn's fusion engine holds it: ours, of any kind.
 #[derive(Clone, Debug)]
@@ -175,6 +181,7 @@ where
             Box::new(ExFuser::Reduce(Arc::new(ReduceFuser::new(max_bindings)))),
             Box::new(ExFuser::Softmax(Arc::new(SoftmaxFuser::new(max_bindings)))),
             Box::new(ExFuser::Matmul(Arc::new(MatmulFuser::new(max_bindings)))),
+            Box::new(ExFuser::ViewReduce(Arc::new(ViewReduceFuser::default()))),
             Box::new(ExFuser::Lead(Arc::new(LeadFuser::default()))),
         ]
     }
@@ -210,6 +217,8 @@ pub enum ExFuser {
     Softmax(Arc<SoftmaxFuser>),
     /// A matrix product with elementwise work on its result.
     Matmul(Arc<MatmulFuser>),
+    /// A reduction of a reshaped view.
+    ViewReduce(Arc<ViewReduceFuser>),
     /// A block's first op, alone.
     Lead(Arc<LeadFuser>),
 }
@@ -226,7 +235,7 @@ impl OperationFuser<ExOptimization> for ExFuser {
         if self.status() == FuserStatus::Closed {
             return;
         }
-        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul, Lead)
+        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
     }
 
     fn finish(&mut self) -> ExOptimization {
@@ -235,24 +244,25 @@ impl OperationFuser<ExOptimization> for ExFuser {
             ExFuser::Reduce(f) => ExOptimization::Reduce(f.finish()),
             ExFuser::Softmax(f) => ExOptimization::Softmax(f.finish()),
             ExFuser::Matmul(f) => ExOptimization::Matmul(f.finish()),
+            ExFuser::ViewReduce(f) => ExOptimization::ViewReduce(f.finish()),
             ExFuser::Lead(f) => ExOptimization::Lead(f.finish()),
         }
     }
 
     fn reset(&mut self) {
-        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul, Lead)
+        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
     }
 
     fn status(&self) -> FuserStatus {
-        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul, Lead)
+        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
     }
 
     fn properties(&self) -> FuserProperties {
-        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul, Lead)
+        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
     }
 
     fn len(&self) -> usize {
-        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul, Lead)
+        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
     }
 
     fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
@@ -285,6 +295,8 @@ pub enum ExOptimization {
     Softmax(SoftmaxOptimization),
     /// A matrix product and its epilogue in one launch.
     Matmul(MatmulOptimization),
+    /// A reduction of a reshaped view in one launch, without the view's copy.
+    ViewReduce(ViewReduceOptimization),
     /// A block's first op run alone, as the unfused backend runs it.
     Lead(LeadOptimization),
 }
@@ -301,13 +313,15 @@ pub enum ExOptimizationState {
     Softmax(Vec<OperationIr>),
     /// [`ExOptimization::Matmul`]'s operations.
     Matmul(Vec<OperationIr>),
+    /// [`ExOptimization::ViewReduce`]'s operations.
+    ViewReduce(Vec<OperationIr>),
     /// [`ExOptimization::Lead`]'s operation.
     Lead(Vec<OperationIr>),
 }
 
 impl NumOperations for ExOptimization {
     fn len(&self) -> usize {
-        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul, Lead)
+        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
     }
 
     fn name(&self) -> &'static str {
@@ -317,6 +331,7 @@ impl NumOperations for ExOptimization {
             ExOptimization::Reduce(_) => "Reduce",
             ExOptimization::Softmax(_) => "Softmax",
             ExOptimization::Matmul(_) => "Matmul",
+            ExOptimization::ViewReduce(_) => "ViewReduce",
             ExOptimization::Lead(_) => "Lead",
         }
     }
@@ -332,6 +347,7 @@ where
             ExOptimization::Reduce(o) => o.execute(context),
             ExOptimization::Softmax(o) => o.execute(context),
             ExOptimization::Matmul(o) => o.execute(context),
+            ExOptimization::ViewReduce(o) => o.execute(context, execution),
             ExOptimization::Lead(o) => o.execute(context, execution),
         }
     }
@@ -342,6 +358,7 @@ where
             ExOptimization::Reduce(o) => ExOptimizationState::Reduce(o.operations().to_vec()),
             ExOptimization::Softmax(o) => ExOptimizationState::Softmax(o.operations().to_vec()),
             ExOptimization::Matmul(o) => ExOptimizationState::Matmul(o.operations().to_vec()),
+            ExOptimization::ViewReduce(o) => ExOptimizationState::ViewReduce(o.operations().to_vec()),
             ExOptimization::Lead(o) => ExOptimizationState::Lead(o.operations().to_vec()),
         }
     }
@@ -353,6 +370,7 @@ where
             ExOptimizationState::Reduce(ops) => ExOptimization::Reduce(ReduceOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Softmax(ops) => ExOptimization::Softmax(SoftmaxOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Matmul(ops) => ExOptimization::Matmul(MatmulOptimization::from_operations(max_bindings, &ops)),
+            ExOptimizationState::ViewReduce(ops) => ExOptimization::ViewReduce(ViewReduceOptimization::from_operations(&ops)),
             ExOptimizationState::Lead(ops) => ExOptimization::Lead(LeadOptimization::from_operations(&ops)),
         }
     }

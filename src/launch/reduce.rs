@@ -8,7 +8,7 @@ use ex_cubecl_kernels::reduce::{Bf16Bits, ReduceOp, reduce_per_cube, reduce_per_
 use ex_cubecl_kernels::reduce_vec::reduce_per_unit_vec;
 
 use super::views::Views;
-use super::{accumulator_dtype, check_dim};
+use super::{accumulator_dtype, check_dim, divmods, usizes};
 use super::copy::into_contiguous;
 use crate::runtime::{Geometry, OpName, launch, storage_type};
 use crate::tensor::CubeTensor;
@@ -38,6 +38,24 @@ const SPLIT_MIN_PER_UNIT: usize = 8;
 /// Reduces `dim` to size 1, giving `out_dtype` elements.
 pub fn reduce_dim<R: Runtime>(tensor: CubeTensor<R>, dim: usize, op: ReduceOp, out_dtype: DType) -> CubeTensor<R> {
     launch_reduce(tensor, dim, op, out_dtype, None).0
+}
+
+/// `reduce_dim(reshape(tensor, shape), dim, op, out_dtype)` without the copy that a reshape
+/// of a view makes, where every dimension of `shape` but `dim` is one strided run of
+/// `tensor`'s dimensions and `dim` at most two: burn-nn batch norm's statistics,
+/// `x.swap_dims(0, 1).reshape([C, N*H*W]).mean_dim(1)`, read `x` where it lies. The elements
+/// fold as they would in the copy (the same strategy, the same order), so the bits are the
+/// copy's. `None` where the reshape doesn't allow it.
+pub fn reduce_reshaped<R: Runtime>(tensor: &CubeTensor<R>, shape: &Shape, dim: usize, op: ReduceOp, out_dtype: DType) -> Option<CubeTensor<R>> {
+    let bits = Bf16Bits { input: tensor.bf16_bits(), output: super::bf16::held_as_bits(&tensor.client, out_dtype) };
+    let shape = shape.as_slice();
+    (dim < shape.len() && shape.iter().product::<usize>() == tensor.num_elements() && !(bits.output && !bits.input)).then_some(())?;
+    let lines = Lines::of_reshaped(tensor, shape, dim)?;
+    let mut out_shape = shape.to_vec();
+    out_shape[dim] = 1;
+    // The copy is contiguous: its lines are contiguous where `dim` is the last of size > 1.
+    let strategy = Strategy::of(lines.len, out_shape.iter().product(), shape[dim + 1..].iter().product::<usize>() == 1);
+    Some(launch_lines(tensor.clone(), lines, Shape::from(out_shape), strategy, None, op, out_dtype, None, bits).0)
 }
 
 /// The max (`ArgMax`) or min (`ArgMin`) along `dim` and its first index, in one pass.
@@ -73,9 +91,7 @@ fn launch_reduce<R: Runtime>(
     let mut shape = tensor.dims().to_vec();
     let len = shape[dim];
     shape[dim] = 1;
-    let out = CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(shape), out_dtype);
-    let outputs = out.num_elements();
-    let with_indices = index_dtype.is_some();
+    let outputs = shape.iter().product::<usize>();
     // Elements fold in an order set by the strategy alone, which bf16 held as bits picks as
     // for its f32 widening (contiguous), so that its sums are those of the widened tensor.
     let contiguous = match bits.input {
@@ -84,6 +100,30 @@ fn launch_reduce<R: Runtime>(
     };
     let strategy = Strategy::of(len, outputs, contiguous);
     let vector = (strategy == Strategy::PerUnit).then(|| line_vector(&tensor, dim, outputs)).flatten();
+    let lines = Lines::of(&tensor, dim);
+    launch_lines(tensor, lines, Shape::from(shape), strategy, vector, op, out_dtype, index_dtype, bits)
+}
+
+/// Reduces `tensor`'s `lines` into a contiguous tensor of `out_shape` as `strategy` says
+/// (`vector` adjacent lines per unit where given), giving `out_dtype` elements and, with
+/// `index_dtype`, the arg reductions' indices.
+#[allow(clippy::too_many_arguments)]
+fn launch_lines<R: Runtime>(
+    tensor: CubeTensor<R>,
+    lines: Lines,
+    out_shape: Shape,
+    strategy: Strategy,
+    vector: Option<usize>,
+    op: ReduceOp,
+    out_dtype: DType,
+    index_dtype: Option<DType>,
+    bits: Bf16Bits,
+) -> (CubeTensor<R>, Option<CubeTensor<R>>) {
+    let name = OpName("reduce", &op);
+    let len = lines.len;
+    let out = CubeTensor::empty(&tensor.client, &tensor.device, out_shape, out_dtype);
+    let outputs = out.num_elements();
+    let with_indices = index_dtype.is_some();
     // Without indices, a placeholder of one word (one vector, the least a binding of vectors
     // may hold) fills the unused binding.
     let indices = match index_dtype {
@@ -91,7 +131,6 @@ fn launch_reduce<R: Runtime>(
         None => CubeTensor::empty(&tensor.client, &tensor.device, Shape::from(vec![vector.unwrap_or(1)]), DType::U32),
     };
     let dtypes = [tensor.storage(), storage_type(accumulator_dtype(tensor.dtype)), out.storage(), indices.storage()];
-    let lines = Lines::of(&tensor, dim);
     if strategy != Strategy::PerUnit {
         if let Strategy::Split(splits) = strategy {
             launch_split(&name, &tensor, &out, &indices, lines, op, splits, with_indices, bits);
@@ -103,8 +142,8 @@ fn launch_reduce<R: Runtime>(
                 unsafe {
                     reduce_per_cube::launch_unchecked::<R>(
                         client, count, cube_dim, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
-                        tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, op,
-                        CUBE_SIZE, with_indices, bits, dtypes,
+                        tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride,
+                        divmods(&lines.axis), usizes(&lines.axis_strides), op, CUBE_SIZE, with_indices, bits, dtypes,
                     )
                 }
             });
@@ -129,8 +168,8 @@ fn launch_reduce<R: Runtime>(
             unsafe {
                 reduce_per_unit::launch_unchecked::<R>(
                     client, count, cube_dim, tensor.buffer_arg(), o.buffer_arg(), idx.buffer_arg(),
-                    tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride, op,
-                    with_indices, bits, dtypes,
+                    tensor.layout.offset, lines.views.shape(), lines.views.strides(0), len, lines.stride,
+                    divmods(&lines.axis), usizes(&lines.axis_strides), op, with_indices, bits, dtypes,
                 )
             }
         });
@@ -187,6 +226,10 @@ struct Lines {
     len: usize,
     /// The distance between a line's elements.
     stride: usize,
+    /// Where not empty, the dimensions (outermost first) over which a line's elements lie
+    /// instead, row-major, with `axis_strides` (`ex_cubecl_kernels::reduce`).
+    axis: Vec<usize>,
+    axis_strides: Vec<usize>,
 }
 
 impl Lines {
@@ -194,8 +237,52 @@ impl Lines {
         let others = |v: &[usize]| v.iter().enumerate().filter(|&(d, _)| d != dim).map(|(_, &x)| x).collect::<Vec<_>>();
         let (shape, strides) = (others(&tensor.layout.shape), others(&tensor.layout.strides));
         let views = Views::new(&shape, &[&strides], false);
-        Self { views, len: tensor.layout.shape[dim], stride: tensor.layout.strides[dim] }
+        Self { views, len: tensor.layout.shape[dim], stride: tensor.layout.strides[dim], axis: Vec::new(), axis_strides: Vec::new() }
     }
+
+    /// The lines along `dim` of `tensor` reshaped to `shape`, where every dimension of
+    /// `shape` but `dim` is one strided run of `tensor`'s dimensions and `dim` at most two.
+    fn of_reshaped<R: Runtime>(tensor: &CubeTensor<R>, shape: &[usize], dim: usize) -> Option<Self> {
+        let runs = reshape_runs(tensor.dims(), &tensor.layout.strides, shape)?;
+        let single = |runs: &[(usize, usize)]| match runs {
+            [] => Some(0),
+            [(_, stride)] => Some(*stride),
+            _ => None,
+        };
+        let mut others = (Vec::new(), Vec::new());
+        for (d, r) in runs.iter().enumerate().filter(|&(d, _)| d != dim) {
+            others.0.push(shape[d]);
+            others.1.push(single(r)?);
+        }
+        let views = Views::new(&others.0, &[&others.1], false);
+        let (stride, axis, axis_strides) = match runs[dim].as_slice() {
+            &[(outer, outer_stride), (inner, inner_stride)] => (inner_stride, vec![outer, inner], vec![outer_stride, inner_stride]),
+            r => (single(r)?, Vec::new(), Vec::new()),
+        };
+        Some(Self { views, len: shape[dim], stride, axis, axis_strides })
+    }
+}
+
+/// For each dimension of `shape`, the runs `(length, stride)` (outermost first, each one
+/// stride apart) of the view `dims` / `strides` that a reshape to `shape` merges into it;
+/// `None` where the reshape splits a dimension of the view.
+fn reshape_runs(dims: &[usize], strides: &[usize], shape: &[usize]) -> Option<Vec<Vec<(usize, usize)>>> {
+    let mut view = dims.iter().zip(strides).filter(|&(&n, _)| n != 1);
+    let mut runs = Vec::with_capacity(shape.len());
+    for &n in shape {
+        let (mut group, mut product): (Vec<(usize, usize)>, usize) = (Vec::new(), 1);
+        while product < n {
+            let (&m, &stride) = view.next()?;
+            product *= m;
+            match group.last_mut() {
+                Some(last) if last.1 == m * stride => *last = (last.0 * m, stride),
+                _ => group.push((m, stride)),
+            }
+        }
+        (product == n).then_some(())?;
+        runs.push(group);
+    }
+    view.next().is_none().then_some(runs)
 }
 
 /// Reduces the whole tensor to shape `[1]`.
@@ -244,7 +331,8 @@ fn launch_split<R: Runtime>(
         unsafe {
             reduce_split::launch_unchecked::<R>(
                 client, count, cube_dim, t.buffer_arg(), pv.buffer_arg(), pi.buffer_arg(), t.layout.offset,
-                lines.views.shape(), lines.views.strides(0), len, lines.stride, splits, chunk, op, CUBE_SIZE,
+                lines.views.shape(), lines.views.strides(0), len, lines.stride, divmods(&lines.axis),
+                usizes(&lines.axis_strides), splits, chunk, op, CUBE_SIZE,
                 bits.input, [t.storage(), storage_type(acc)],
             )
         }
