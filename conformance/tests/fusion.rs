@@ -478,6 +478,8 @@ mod matmul;
 mod pipeline;
 #[path = "fusion/reduce.rs"]
 mod reduce;
+#[path = "fusion/reduce_pair.rs"]
+mod reduce_pair;
 #[path = "fusion/view_reduce.rs"]
 mod view_reduce;
 #[path = "fusion/widen.rs"]

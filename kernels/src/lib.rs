@@ -91,6 +91,8 @@ pub mod random;
 #[allow(missing_docs)]
 pub mod reduce;
 #[allow(missing_docs)]
+pub mod reduce_pair;
+#[allow(missing_docs)]
 pub mod reduce_vec;
 #[allow(missing_docs)]
 pub mod softmax;

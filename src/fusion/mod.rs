@@ -29,6 +29,10 @@
 //!   (batch norm's `x.swap_dims(0, 1).reshape([C, N*H*W]).mean_dim(1)`) as one reduction
 //!   that reads `x` where it lies, without the copy the reshape makes.
 //!
+//! - The reduction-pair fuser ([`reduce_pair`]) runs a reduction and a reduction of its
+//!   result along another axis, each line short (autodiff's `[1, C, H, W]` gradients summed
+//!   over `H`, then `W`), as one launch.
+//!
 //! - The lead fuser ([`lead`]) runs the first op of a block that nothing else fuses (a
 //!   convolution, say) alone, so that the ops after it are explored again rather than run
 //!   one by one in its block.
@@ -57,6 +61,7 @@ pub mod matmul;
 pub mod pipeline;
 mod program;
 pub mod reduce;
+mod reduce_pair;
 pub mod softmax;
 mod view_reduce;
 
@@ -80,6 +85,7 @@ use elementwise::{ElementwiseFuser, ElementwiseOptimization};
 use lead::{LeadFuser, LeadOptimization};
 use matmul::{MatmulFuser, MatmulOptimization};
 use reduce::{ReduceFuser, ReduceOptimization};
+use reduce_pair::{ReducePairFuser, ReducePairOptimization};
 use softmax::{SoftmaxFuser, SoftmaxOptimization};
 use view_reduce::{ViewReduceFuser, ViewReduceOptimization};
 
@@ -182,6 +188,7 @@ where
             Box::new(ExFuser::Softmax(Arc::new(SoftmaxFuser::new(max_bindings)))),
             Box::new(ExFuser::Matmul(Arc::new(MatmulFuser::new(max_bindings)))),
             Box::new(ExFuser::ViewReduce(Arc::new(ViewReduceFuser::default()))),
+            Box::new(ExFuser::ReducePair(Arc::new(ReducePairFuser::default()))),
             Box::new(ExFuser::Lead(Arc::new(LeadFuser::default()))),
         ]
     }
@@ -219,6 +226,8 @@ pub enum ExFuser {
     Matmul(Arc<MatmulFuser>),
     /// A reduction of a reshaped view.
     ViewReduce(Arc<ViewReduceFuser>),
+    /// Two reductions in a row.
+    ReducePair(Arc<ReducePairFuser>),
     /// A block's first op, alone.
     Lead(Arc<LeadFuser>),
 }
@@ -235,7 +244,7 @@ impl OperationFuser<ExOptimization> for ExFuser {
         if self.status() == FuserStatus::Closed {
             return;
         }
-        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
+        each!(self, f => Arc::make_mut(f).fuse(operation), Elementwise, Reduce, Softmax, Matmul, ViewReduce, ReducePair, Lead)
     }
 
     fn finish(&mut self) -> ExOptimization {
@@ -245,24 +254,25 @@ impl OperationFuser<ExOptimization> for ExFuser {
             ExFuser::Softmax(f) => ExOptimization::Softmax(f.finish()),
             ExFuser::Matmul(f) => ExOptimization::Matmul(f.finish()),
             ExFuser::ViewReduce(f) => ExOptimization::ViewReduce(f.finish()),
+            ExFuser::ReducePair(f) => ExOptimization::ReducePair(f.finish()),
             ExFuser::Lead(f) => ExOptimization::Lead(f.finish()),
         }
     }
 
     fn reset(&mut self) {
-        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
+        each!(self, f => Arc::make_mut(f).reset(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, ReducePair, Lead)
     }
 
     fn status(&self) -> FuserStatus {
-        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
+        each!(self, f => f.status(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, ReducePair, Lead)
     }
 
     fn properties(&self) -> FuserProperties {
-        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
+        each!(self, f => f.properties(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, ReducePair, Lead)
     }
 
     fn len(&self) -> usize {
-        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
+        each!(self, f => f.len(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, ReducePair, Lead)
     }
 
     fn clone_dyn(&self) -> Box<dyn OperationFuser<ExOptimization>> {
@@ -297,6 +307,8 @@ pub enum ExOptimization {
     Matmul(MatmulOptimization),
     /// A reduction of a reshaped view in one launch, without the view's copy.
     ViewReduce(ViewReduceOptimization),
+    /// Two reductions in a row in one launch.
+    ReducePair(ReducePairOptimization),
     /// A block's first op run alone, as the unfused backend runs it.
     Lead(LeadOptimization),
 }
@@ -315,13 +327,15 @@ pub enum ExOptimizationState {
     Matmul(Vec<OperationIr>),
     /// [`ExOptimization::ViewReduce`]'s operations.
     ViewReduce(Vec<OperationIr>),
+    /// [`ExOptimization::ReducePair`]'s operations.
+    ReducePair(Vec<OperationIr>),
     /// [`ExOptimization::Lead`]'s operation.
     Lead(Vec<OperationIr>),
 }
 
 impl NumOperations for ExOptimization {
     fn len(&self) -> usize {
-        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, Lead)
+        each!(self, o => o.operations().len(), Elementwise, Reduce, Softmax, Matmul, ViewReduce, ReducePair, Lead)
     }
 
     fn name(&self) -> &'static str {
@@ -332,6 +346,7 @@ impl NumOperations for ExOptimization {
             ExOptimization::Softmax(_) => "Softmax",
             ExOptimization::Matmul(_) => "Matmul",
             ExOptimization::ViewReduce(_) => "ViewReduce",
+            ExOptimization::ReducePair(_) => "ReducePair",
             ExOptimization::Lead(_) => "Lead",
         }
     }
@@ -348,6 +363,7 @@ where
             ExOptimization::Softmax(o) => o.execute(context),
             ExOptimization::Matmul(o) => o.execute(context),
             ExOptimization::ViewReduce(o) => o.execute(context, execution),
+            ExOptimization::ReducePair(o) => o.execute(context, execution),
             ExOptimization::Lead(o) => o.execute(context, execution),
         }
     }
@@ -359,6 +375,7 @@ where
             ExOptimization::Softmax(o) => ExOptimizationState::Softmax(o.operations().to_vec()),
             ExOptimization::Matmul(o) => ExOptimizationState::Matmul(o.operations().to_vec()),
             ExOptimization::ViewReduce(o) => ExOptimizationState::ViewReduce(o.operations().to_vec()),
+            ExOptimization::ReducePair(o) => ExOptimizationState::ReducePair(o.operations().to_vec()),
             ExOptimization::Lead(o) => ExOptimizationState::Lead(o.operations().to_vec()),
         }
     }
@@ -371,6 +388,7 @@ where
             ExOptimizationState::Softmax(ops) => ExOptimization::Softmax(SoftmaxOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::Matmul(ops) => ExOptimization::Matmul(MatmulOptimization::from_operations(max_bindings, &ops)),
             ExOptimizationState::ViewReduce(ops) => ExOptimization::ViewReduce(ViewReduceOptimization::from_operations(&ops)),
+            ExOptimizationState::ReducePair(ops) => ExOptimization::ReducePair(ReducePairOptimization::from_operations(&ops)),
             ExOptimizationState::Lead(ops) => ExOptimization::Lead(LeadOptimization::from_operations(&ops)),
         }
     }

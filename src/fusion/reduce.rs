@@ -166,8 +166,9 @@ impl ReduceFuser {
     }
 }
 
-/// The reduction of `op`, if it is one the fuser takes.
-fn reduction(op: &OperationIr) -> Option<(ReduceOp, &ReduceDimOpIr)> {
+/// The reduction of `op`, if it is one the fusers take (sum, mean, product, max, min along
+/// an axis).
+pub(super) fn reduction(op: &OperationIr) -> Option<(ReduceOp, &ReduceDimOpIr)> {
     let OperationIr::NumericFloat(_, op) = op else { return None };
     match op {
         NumericOperationIr::SumDim(r) => Some((ReduceOp::Sum, r)),

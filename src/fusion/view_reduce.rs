@@ -10,12 +10,13 @@
 //! that splits a dimension of the view), the ops run as the unfused backend runs them.
 use burn_fusion::stream::{Context, OrderedExecution};
 use burn_fusion::{FuserProperties, FuserStatus};
-use burn_ir::{BaseOperationIr, NumericOperationIr, OperationIr, ReduceDimOpIr, TensorId, TensorIr, TensorStatus};
+use burn_ir::{BaseOperationIr, OperationIr, TensorId, TensorIr, TensorStatus};
 use cubecl::Runtime;
 
 use super::program::BlockProgram;
-use super::{ExFusionRuntime, IrHandle};
+use super::reduce::reduction;
 use crate::launch::fused_reduce::ReduceOp;
+use super::{ExFusionRuntime, IrHandle};
 use crate::launch::reduce::reduce_reshaped;
 use crate::launch::view;
 
@@ -100,19 +101,6 @@ impl ViewReduceFuser {
     /// The operations taken, drops included.
     pub fn len(&self) -> usize {
         self.operations.len()
-    }
-}
-
-/// The reduction of `op`, if it is one the fuser takes.
-fn reduction(op: &OperationIr) -> Option<(ReduceOp, &ReduceDimOpIr)> {
-    let OperationIr::NumericFloat(_, op) = op else { return None };
-    match op {
-        NumericOperationIr::SumDim(r) => Some((ReduceOp::Sum, r)),
-        NumericOperationIr::MeanDim(r) => Some((ReduceOp::Mean, r)),
-        NumericOperationIr::ProdDim(r) => Some((ReduceOp::Prod, r)),
-        NumericOperationIr::MaxDim(r) => Some((ReduceOp::Max, r)),
-        NumericOperationIr::MinDim(r) => Some((ReduceOp::Min, r)),
-        _ => None,
     }
 }
 

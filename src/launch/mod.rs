@@ -31,6 +31,7 @@ pub mod pool;
 pub mod quantize;
 pub mod random;
 pub mod reduce;
+pub mod reduce_pair;
 pub mod softmax;
 pub mod sort;
 pub mod split_k;
