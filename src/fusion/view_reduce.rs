@@ -15,8 +15,8 @@ use cubecl::Runtime;
 
 use super::program::BlockProgram;
 use super::reduce::reduction;
-use crate::launch::fused_reduce::ReduceOp;
 use super::{ExFusionRuntime, IrHandle};
+use crate::launch::fused_reduce::ReduceOp;
 use crate::launch::reduce::reduce_reshaped;
 use crate::launch::view;
 
