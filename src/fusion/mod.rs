@@ -41,8 +41,8 @@
 //! written on the fused backend and replays its fused launches without the engine
 //! ([`pipeline`]).
 //!
-//! The elementwise, reduction and matrix-product fusers' launches give the bits of their ops run one launch
-//! at a time.
+//! The elementwise, reduction, matrix-product, view-reduction and reduction-pair fusers'
+//! launches give the bits of their ops run one launch at a time.
 //!
 //! ```
 //! use burn_tensor::Tensor;
