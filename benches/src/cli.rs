@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! bench [--filter TEXT] [--size small|full] [--iters N] [--warmup N] [--tune] [--fusion]
-//!       [--no-cpu] [--gpu NAME] [--date YYYY-MM-DD] [--out FILE] [--torch FILE]
+//!       [--no-cpu] [--no-peer] [--gpu NAME] [--date YYYY-MM-DD] [--out FILE] [--torch FILE]
 //! ```
 //! `--filter` keeps the cases whose `"name size"` contains TEXT, or one of its `|`-separated
 //! alternatives (`--filter "add|sum"`); `--size small` (the default
@@ -13,7 +13,8 @@
 //! device as `nvidia-smi` does, which picks the datasheet peaks of the floor column (H100,
 //! H200); `--fusion` runs both backends under Burn's fusion engine (`Fusion<ExCubecl>` with
 //! our fusers, `Fusion<burn-cubecl>` with its own); `--no-cpu` leaves burn-ndarray's column
-//! empty (its large rows take seconds each); `--out` also writes the report (device, date, commit and the table) to FILE.
+//! empty (its large rows take seconds each), `--no-peer` burn-cubecl's (its autotuning takes
+//! minutes on the convolution, product and training rows); `--out` also writes the report (device, date, commit and the table) to FILE.
 //! `--torch` adds a `PyTorch (ms)` column and its speed-up over ours from the JSON object
 //! (row key `"name size"` to median milliseconds) that `benches/torch_rows.py` writes,
 //! measured on the same device beforehand with the same timing (`scripts/bench_gpu.sh` runs
@@ -28,7 +29,7 @@ pub fn run(args: impl IntoIterator<Item = String>) {
     let mut filter = String::new();
     let mut size = if cfg!(feature = "cuda") { Size::Full } else { Size::Small };
     let mut opts = Options { warmup: 3, iters: 20, size, fusion: false };
-    let (mut tune, mut cpu) = (false, true);
+    let (mut tune, mut cpu, mut with_peer) = (false, true, true);
     let (mut gpu_name, mut date, mut out, mut torch) = (String::new(), String::new(), None, None);
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -47,6 +48,7 @@ pub fn run(args: impl IntoIterator<Item = String>) {
             "--tune" => tune = true,
             "--fusion" => opts.fusion = true,
             "--no-cpu" => cpu = false,
+            "--no-peer" => with_peer = false,
             "--gpu" => gpu_name = value(),
             "--date" => date = value(),
             "--out" => out = Some(value()),
@@ -90,7 +92,7 @@ pub fn run(args: impl IntoIterator<Item = String>) {
         }
         let start = std::time::Instant::now();
         let ours = case.run_ours(&opts);
-        let peer = case.run_peer(&opts);
+        let peer = if with_peer { case.run_peer(&opts) } else { None };
         let cpu = if cpu { case.run_cpu(&opts) } else { None };
         let launches = ours.as_ref().map_or(String::new(), |t| format!(", ours {} launches per run", t.launches));
         eprintln!("bench: {key}: {:.1} s{launches}", start.elapsed().as_secs_f64());
