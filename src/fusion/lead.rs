@@ -14,7 +14,7 @@ use burn_fusion::{FuserProperties, FuserStatus};
 use burn_ir::OperationIr;
 use cubecl::Runtime;
 
-use super::{ExFusionRuntime, IrHandle};
+use super::{ExFusionRuntime, IrHandle, replayed, run_unfused};
 
 /// Takes a block's first op, and nothing after it.
 #[derive(Clone, Debug)]
@@ -75,10 +75,7 @@ pub struct LeadOptimization {
 impl LeadOptimization {
     /// The optimization of `operations` (its state: one op).
     pub fn from_operations(operations: &[OperationIr]) -> Self {
-        let mut fuser = LeadFuser::default();
-        operations.iter().for_each(|op| fuser.fuse(op));
-        assert_eq!(fuser.len(), operations.len(), "ex_cubecl: fusion: a saved lead is not a single op");
-        fuser.finish()
+        replayed(LeadFuser::default(), operations, LeadFuser::fuse, LeadFuser::len).finish()
     }
 
     /// The operations it stands for.
@@ -91,6 +88,6 @@ impl LeadOptimization {
     where
         R::Device: burn_backend::DeviceOps,
     {
-        execution.operation_within_optimization(0).execute(&mut context.handles);
+        run_unfused(1, context, execution);
     }
 }

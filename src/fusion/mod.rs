@@ -72,7 +72,7 @@ use burn_backend::tensor::{BoolTensor, FloatTensor, IntTensor, QuantizedTensor};
 use burn_backend::{DType, DeviceOps};
 use burn_fusion::stream::{Context, OrderedExecution};
 use burn_fusion::{FuserProperties, FuserStatus, FusionBackend, FusionRuntime, NumOperations, Optimization, OperationFuser};
-use burn_ir::{BackendIr, OperationIr, TensorHandle};
+use burn_ir::{BackendIr, OperationIr, TensorHandle, TensorId};
 use cubecl::Runtime;
 use cubecl::device::Device;
 use serde::{Deserialize, Serialize};
@@ -292,6 +292,20 @@ fn replayed<F>(mut fresh: F, operations: &[OperationIr], fuse: fn(&mut F, &Opera
     let kind = core::any::type_name::<F>().rsplit("::").next().unwrap_or("fuser");
     assert_eq!(taken(&fresh), operations.len(), "ex_cubecl: fusion: operations that fused no longer fuse in a {kind}");
     fresh
+}
+
+/// The tensors that `operations` drop.
+fn dropped(operations: &[OperationIr]) -> Vec<TensorId> {
+    operations.iter().filter_map(|op| if let OperationIr::Drop(t) = op { Some(t.id) } else { None }).collect()
+}
+
+/// An optimization's `len` operations run one by one through the engine's own unfused
+/// operations (a lone op, or a fusion that the tensors' layout refuses when it runs).
+fn run_unfused<R: Runtime>(len: usize, context: &mut Context<IrHandle<R>>, execution: &OrderedExecution<ExFusionRuntime<R>>)
+where
+    R::Device: DeviceOps,
+{
+    (0..len).for_each(|k| execution.operation_within_optimization(k).execute(&mut context.handles));
 }
 
 /// What our fusers found: each runs in place of the operations it stands for.

@@ -57,6 +57,19 @@ impl BlockProgram {
         ids.iter().map(|id| context.handles.get_handle(id, &TensorStatus::ReadOnly).into_tensor("fused block")).collect()
     }
 
+    /// Registers `y` as `out`, the one output of an optimization that read `input`, then
+    /// frees `input` where that was its last read, and the tensors `dropped` inside it.
+    pub(super) fn register_single<R: Runtime>(context: &mut Context<IrHandle<R>>, out: &TensorIr, y: CubeTensor<R>, input: &TensorIr, dropped: &[TensorId]) {
+        let id = Self::global(context, out).id;
+        context.handles.register_handle(id, IrHandle::Tensor(y));
+        let last_read = (input.status == TensorStatus::ReadWrite).then_some(input.id);
+        for id in last_read.into_iter().chain(dropped.iter().copied()) {
+            if let Some(t) = context.tensors.get(&id) {
+                context.handles.remove_handle(t.id);
+            }
+        }
+    }
+
     /// The program as the launcher takes it: the ops, the values of its scalars and
     /// parameters from the stream, its outputs' registers.
     pub(super) fn chain<H>(&self, context: &Context<H>) -> Chain {

@@ -13,7 +13,7 @@ use cubecl::Runtime;
 
 use super::program::BlockProgram;
 use super::reduce::reduction;
-use super::{ExFusionRuntime, IrHandle};
+use super::{ExFusionRuntime, IrHandle, dropped, replayed, run_unfused};
 use crate::launch::fused_reduce::ReduceOp;
 use crate::launch::reduce_pair::reduce_pair;
 
@@ -65,8 +65,7 @@ impl ReducePairFuser {
     /// The two reductions, to run as one launch.
     pub fn finish(&self) -> ReducePairOptimization {
         let [(op_a, a), (op_b, b)] = self.reductions.clone().try_into().expect("ex_cubecl: fusion: a reduction pair without its two reductions");
-        let dropped = self.operations.iter().filter_map(|op| if let OperationIr::Drop(t) = op { Some(t.id) } else { None }).collect();
-        ReducePairOptimization { ops: [op_a, op_b], first: a, second: b, dropped, operations: self.operations.clone() }
+        ReducePairOptimization { ops: [op_a, op_b], first: a, second: b, dropped: dropped(&self.operations), operations: self.operations.clone() }
     }
 
     /// Back to an empty block.
@@ -106,10 +105,7 @@ pub struct ReducePairOptimization {
 impl ReducePairOptimization {
     /// The optimization of `operations` (its state), taken again.
     pub fn from_operations(operations: &[OperationIr]) -> Self {
-        let mut fuser = ReducePairFuser::default();
-        operations.iter().for_each(|op| fuser.fuse(op));
-        assert_eq!(fuser.len(), operations.len(), "ex_cubecl: fusion: operations that fused no longer fuse in a ReducePairFuser");
-        fuser.finish()
+        replayed(ReducePairFuser::default(), operations, ReducePairFuser::fuse, ReducePairFuser::len).finish()
     }
 
     /// The operations it stands for.
@@ -126,15 +122,8 @@ impl ReducePairOptimization {
     {
         let x = BlockProgram::handles(context, std::slice::from_ref(&self.first.input)).remove(0);
         let Some(y) = reduce_pair(&x, [self.first.axis, self.second.axis], self.ops) else {
-            return (0..self.operations.len()).for_each(|k| execution.operation_within_optimization(k).execute(&mut context.handles));
+            return run_unfused(self.operations.len(), context, execution);
         };
-        let id = BlockProgram::global(context, &self.second.out).id;
-        context.handles.register_handle(id, IrHandle::Tensor(y));
-        let last_read = (self.first.input.status == TensorStatus::ReadWrite).then_some(self.first.input.id);
-        for id in last_read.into_iter().chain(self.dropped.iter().copied()) {
-            if let Some(t) = context.tensors.get(&id) {
-                context.handles.remove_handle(t.id);
-            }
-        }
+        BlockProgram::register_single(context, &self.second.out, y, &self.first.input, &self.dropped);
     }
 }

@@ -225,14 +225,7 @@ impl SoftmaxOptimization {
         match &self.run {
             Run::Kernel { output, log, dropped } => {
                 let y = softmax(x, self.axis, *log);
-                let id = BlockProgram::global(context, output).id;
-                context.handles.register_handle(id, IrHandle::Tensor(y));
-                let last_read = (self.input.status == TensorStatus::ReadWrite).then_some(self.input.id);
-                for id in last_read.into_iter().chain(dropped.iter().copied()) {
-                    if let Some(t) = context.tensors.get(&id) {
-                        context.handles.remove_handle(t.id);
-                    }
-                }
+                BlockProgram::register_single(context, output, y, &self.input, dropped);
             }
             Run::MaxThen { max, dtype, rest } => {
                 let m = reduce_dim(x, self.axis, ReduceOp::Max, *dtype);

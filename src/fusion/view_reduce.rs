@@ -15,7 +15,7 @@ use cubecl::Runtime;
 
 use super::program::BlockProgram;
 use super::reduce::reduction;
-use super::{ExFusionRuntime, IrHandle};
+use super::{ExFusionRuntime, IrHandle, dropped, replayed, run_unfused};
 use crate::launch::fused_reduce::ReduceOp;
 use crate::launch::reduce::reduce_reshaped;
 use crate::launch::view;
@@ -136,7 +136,7 @@ impl ViewReduceOptimization {
         };
         let OperationIr::BaseFloat(BaseOperationIr::Reshape(reshape)) = ops.next()? else { return None };
         let (op, reduce) = reduction(ops.next()?)?;
-        let dropped = operations.iter().filter_map(|op| if let OperationIr::Drop(t) = op { Some(t.id) } else { None }).collect();
+        let dropped = dropped(operations);
         Some(Self {
             input,
             axes,
@@ -151,10 +151,7 @@ impl ViewReduceOptimization {
 
     /// The optimization of `operations` (its state), taken again.
     pub fn from_operations(operations: &[OperationIr]) -> Self {
-        let mut fuser = ViewReduceFuser::default();
-        operations.iter().for_each(|op| fuser.fuse(op));
-        assert_eq!(fuser.len(), operations.len(), "ex_cubecl: fusion: operations that fused no longer fuse in a ViewReduceFuser");
-        fuser.finish()
+        replayed(ViewReduceFuser::default(), operations, ViewReduceFuser::fuse, ViewReduceFuser::len).finish()
     }
 
     /// The operations it stands for.
@@ -173,15 +170,8 @@ impl ViewReduceOptimization {
         let viewed = view::permute(x, &self.axes);
         let shape = BlockProgram::global(context, &self.reshaped).shape;
         let Some(y) = reduce_reshaped(&viewed, &shape, self.axis, self.op, self.out.dtype) else {
-            return (0..self.operations.len()).for_each(|k| execution.operation_within_optimization(k).execute(&mut context.handles));
+            return run_unfused(self.operations.len(), context, execution);
         };
-        let id = BlockProgram::global(context, &self.out).id;
-        context.handles.register_handle(id, IrHandle::Tensor(y));
-        let last_read = (self.input.status == TensorStatus::ReadWrite).then_some(self.input.id);
-        for id in last_read.into_iter().chain(self.dropped.iter().copied()) {
-            if let Some(t) = context.tensors.get(&id) {
-                context.handles.remove_handle(t.id);
-            }
-        }
+        BlockProgram::register_single(context, &self.out, y, &self.input, &self.dropped);
     }
 }
