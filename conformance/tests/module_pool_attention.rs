@@ -337,6 +337,56 @@ fn attention_heads_interleaved_match_ndarray() {
 }
 
 #[test]
+fn attention_tma_matches_ndarray() {
+    use ex_cubecl::launch::attention::attention_uses_tma;
+    use ex_cubecl::launch::matmul_mma::tma_available;
+    let mut suite = Suite::new("attention tma");
+    // (batch, heads, seq_q, seq_k, dim, value dim), contiguous: where the device has TMA
+    // (CUDA on Hopper and later), f16 and bf16 take the kernel whose keys and values come by
+    // TMA. Several key tiles with a remainder (zero fill past the keys), two boxes per row
+    // (128), dimensions padded inside a box (96, 40: zero fill past them), and one head (a
+    // map without a batch dimension). Elsewhere the same calls run the other kernels.
+    let shapes = [(2, 3, 70, 200, 64, 64), (1, 2, 40, 130, 128, 128), (2, 2, 33, 129, 96, 40), (1, 1, 16, 64, 64, 64)];
+    // (options, mask, bias): each a kernel of its own on CUDA (seconds to compile).
+    let cases = [
+        (AttentionModuleOptions::default(), false, false),
+        (AttentionModuleOptions { scale: Some(0.25), softcap: None, is_causal: true }, true, true),
+        (AttentionModuleOptions { scale: None, softcap: Some(3.0), is_causal: false }, false, true),
+    ];
+    for dtype in module_dtypes().into_iter().filter(|d| matches!(d, DType::F16 | DType::BF16)) {
+        for (n, (nb, h, sq, sk, d, dv)) in shapes.into_iter().enumerate() {
+            let seed = 8300 + n as u64;
+            let mut rng = Rng::new(seed);
+            let q = rand(&mut rng, &[nb, h, sq, d], dtype);
+            let k = rand(&mut rng, &[nb, h, sk, d], dtype);
+            let v = rand(&mut rng, &[nb, h, sk, dv], dtype);
+            let mask = bool_data(&mut rng, &[nb, h, sq, sk]);
+            let bias = float_data(&mut rng, &[nb, h, sq, sk], dtype, -2.0, 2.0);
+            for (oi, (o, with_mask, with_bias)) in cases.into_iter().enumerate() {
+                let case = format!(
+                    "attention by tma q={:?} k={:?} v={:?} mask={with_mask} bias={with_bias} options#{oi}={o:?} {dtype:?} seed={seed}",
+                    q.shape, k.shape, v.shape
+                );
+                let (qe, ke, ve) = (f::<Ex>(&q), f::<Ex>(&k), f::<Ex>(&v));
+                if tma_available(&qe.client) {
+                    assert!(attention_uses_tma(&qe, &ke, &ve, (with_mask, with_bias), o), "{case}: expected the TMA kernel");
+                }
+                let r = on_both!(|B| rf::<B>(B::attention(
+                    f::<B>(&q),
+                    f::<B>(&k),
+                    f::<B>(&v),
+                    with_mask.then(|| ex_cubecl_conformance::b::<B>(&mask)),
+                    with_bias.then(|| f::<B>(&bias)),
+                    o,
+                )));
+                suite.check(case, attention_tol(dtype), r);
+            }
+        }
+    }
+    suite.finish();
+}
+
+#[test]
 fn layer_norm_matches_ndarray() {
     let mut suite = Suite::new("layer_norm");
     for dtype in module_dtypes() {

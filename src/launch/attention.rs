@@ -4,7 +4,8 @@
 //!   rounded to TF32 under [`MatmulPrecision::Tf32`](super::matmul::MatmulPrecision), where
 //!   the device has manual MMA (CUDA, Ampere and later) and queries, keys and values can be
 //!   read in 16-byte chunks along the head dimension, for head dimensions up to
-//!   [`MAX_FUSED_DIM`];
+//!   [`MAX_FUSED_DIM`]; on Hopper its keys and values come by TMA where they can
+//!   ([`super::attention_tma`]);
 //! - fused (flash attention, `ex_cubecl_kernels::flash_attention`): one kernel streams keys
 //!   and values through shared memory with a running softmax, on the matrix units (f16, bf16,
 //!   and f32 rounded to TF32 when
@@ -21,6 +22,7 @@ use ex_cubecl_kernels::attention::attention_probs;
 use ex_cubecl_kernels::flash_attention::flash_attention;
 use ex_cubecl_kernels::flash_attention_mma::{FlashTile, flash_attention_mma};
 
+use super::attention_tma::{kv_maps, launch_tma};
 use super::bf16;
 use super::conv::check_float;
 use super::matmul::{MatmulPrecision, cmma_operand, matmul_precision, vector_size};
@@ -194,7 +196,7 @@ fn mma_tile<R: Runtime>(
     let pad = |n: usize| n.max(min_pad).next_power_of_two();
     let FlashTuning { warps, block_kv, reload_q } = tuning.unwrap_or(mma_tuning(tf32));
     let (d_pad, dv_pad) = (pad(d), pad(dv));
-    let tile = FlashTile { warps, block_kv, d_pad, dv_pad, has_mask, has_bias, has_softcap, causal, tf32, reload_q };
+    let tile = FlashTile { warps, block_kv, d_pad, dv_pad, has_mask, has_bias, has_softcap, causal, tf32, reload_q, tma: false };
     let units = 32 * warps;
     let divides = |cols: usize| (block_kv * cols / chunk) % units == 0;
     let elem = storage_type(dtype).size();
@@ -208,7 +210,8 @@ fn mma_tile<R: Runtime>(
     fits.then_some(tile)
 }
 
-/// The `mma.sync` kernel; `mask` and `bias` are views of the scores' shape.
+/// The `mma.sync` kernel, its keys and values by TMA where [`kv_maps`] allows; `mask` and
+/// `bias` are views of the scores' shape.
 #[allow(clippy::too_many_arguments)]
 fn fused_mma<R: Runtime>(
     op: &str,
@@ -224,13 +227,18 @@ fn fused_mma<R: Runtime>(
     let dtype = query.dtype;
     let out = CubeTensor::empty(&query.client, &query.device, Shape::new([q[0], q[1], q[2], v[3]]), dtype);
     let cubes = q[0] * q[1] * q[2].div_ceil(16 * tile.warps);
-    let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(32 * tile.warps as u32) };
-    let f32_arg = |x: f64| float_arg(x, DType::F32);
-    let scale = f32_arg(options.scale.unwrap_or(1.0 / (q[3] as f64).sqrt()));
-    let softcap = f32_arg(options.softcap.unwrap_or(1.0));
-    let tiny = f32_arg(dtype.finfo().expect("float dtype").min_positive);
+    let scale = options.scale.unwrap_or(1.0 / (q[3] as f64).sqrt());
+    let softcap = options.softcap.unwrap_or(1.0);
+    let tiny = dtype.finfo().expect("float dtype").min_positive;
     let mask = mask.unwrap_or_else(|| query.clone());
     let bias = bias.unwrap_or_else(|| query.clone());
+    if let Some(maps) = kv_maps(&key, &value, &tile) {
+        launch_tma(op, (query, key, value), (mask, bias), &out, maps, tile, (scale, softcap, tiny), cubes);
+        return out;
+    }
+    let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(32 * tile.warps as u32) };
+    let f32_arg = |x: f64| float_arg(x, DType::F32);
+    let (scale, softcap, tiny) = (f32_arg(scale), f32_arg(softcap), f32_arg(tiny));
     let dtypes = [query.storage(), fragment_type(dtype, tile.tf32), mask.storage()];
     let chunk = tile.chunk();
     let out_arg = out.clone();
@@ -249,6 +257,20 @@ fn fused_mma<R: Runtime>(
         }
     });
     out
+}
+
+/// Whether attention on these operands (mask and bias present or not, `options`) runs the
+/// `mma.sync` kernel with its keys and values by TMA (for tests).
+#[doc(hidden)]
+pub fn attention_uses_tma<R: Runtime>(
+    query: &CubeTensor<R>,
+    key: &CubeTensor<R>,
+    value: &CubeTensor<R>,
+    (has_mask, has_bias): (bool, bool),
+    options: AttentionModuleOptions,
+) -> bool {
+    let flags = (has_mask, has_bias, options.softcap.is_some(), options.is_causal);
+    !query.bf16_bits() && mma_tile(query, key, value, flags, None).is_some_and(|tile| kv_maps(key, value, &tile).is_some())
 }
 
 /// The fused kernel; `mask` and `bias` are views of the scores' shape.

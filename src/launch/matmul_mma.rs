@@ -264,6 +264,13 @@ fn tma_enabled() -> bool {
     *ENABLED.get_or_init(|| !std::env::var("EX_CUBECL_TMA").is_ok_and(|v| v == "0"))
 }
 
+/// Whether kernels may load their operands by TMA on `client`'s device: it has TMA and
+/// `EX_CUBECL_TMA` isn't `0`.
+#[doc(hidden)]
+pub fn tma_available<R: Runtime>(client: &ComputeClient<R>) -> bool {
+    tma_enabled() && client.features().tma.contains(Tma::Base)
+}
+
 /// The tensor maps' layouts of a product's operands for `matmul::tma` (each with whether it has
 /// a batch dimension), or `None` where that kernel can't run it: no TMA on the device, TF32,
 /// a tiling other than K slices of [`BOX_INNER`] with 64 to 256 rows and columns, not even
@@ -278,13 +285,12 @@ fn tma_maps<R: Runtime>(
     let stage_bytes = (tile.stage_a() + tile.stage_b()) * 16;
     // The stages, their 1024-byte alignment and the barriers.
     let fits = tile.stages * stage_bytes + 1024 <= max_shared;
-    let usable = tma_enabled()
+    let usable = tma_available(&lhs.client)
         && !tile.tf32
         && tile.block_k == BOX_INNER
         && tiled(tile.block_m)
         && tiled(tile.block_n)
-        && fits
-        && lhs.client.features().tma.contains(Tma::Base);
+        && fits;
     if !usable {
         return None;
     }

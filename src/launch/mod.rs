@@ -4,6 +4,7 @@
 //! dtypes (Burn's ops traits have no `Result`); the kernels assume valid input.
 
 pub mod attention;
+mod attention_tma;
 pub(crate) mod bf16;
 pub mod conv;
 pub mod conv_mma;
