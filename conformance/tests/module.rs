@@ -141,6 +141,127 @@ fn conv_matches_ndarray() {
     suite.finish();
 }
 
+/// The forward convolution alone of an N-d case on backend `B`.
+fn conv_forward<B: Backend, const N: usize>(c: &ConvCase, x: &TensorData, w: &TensorData, b: &TensorData) -> TensorData {
+    let bias = c.bias.then(|| f::<B>(b));
+    let (xt, wt) = (up::<B>(x, c.lay), f::<B>(w));
+    let (s, p, d, g) = (&c.stride, &c.padding, &c.dilation, c.groups);
+    rf::<B>(match N {
+        1 => B::conv1d(xt, wt, bias, ConvOptions::new(arr(s), arr(p), arr(d), g)),
+        2 => B::conv2d(xt, wt, bias, ConvOptions::new(arr(s), arr(p), arr(d), g)),
+        _ => B::conv3d(xt, wt, bias, ConvOptions::new(arr(s), arr(p), arr(d), g)),
+    })
+}
+
+/// The forward convolution of each case in each of `dtypes` (f16 / bf16), where the device
+/// has TMA also checking that the TMA kernel (`conv_tma`) ran it; elsewhere the same
+/// convolutions run the asynchronous copies, the WMMA or the plain implicit GEMM. Prints a
+/// line per case: kernels compile for seconds each on CUDA, and a run cut short still says
+/// which cases passed.
+fn run_conv_tma<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType], cases: &[ConvCase]) {
+    use ex_cubecl::launch::conv_tma::{conv_tma_device, tma_convolutions};
+    let tma = conv_tma_device(&f::<Ex>(&TensorData::new(vec![0.0f32], [1])));
+    for &dtype in dtypes.iter().filter(|d| module_dtypes().contains(d)) {
+        for (n, c) in cases.iter().enumerate() {
+            let seed = 3000 + n as u64;
+            let mut rng = Rng::new(seed);
+            let mut x_shape = c.x.clone();
+            if c.lay == Lay::Swapped {
+                x_shape.swap(N, N + 1);
+            }
+            let x = rand(&mut rng, &x_shape, dtype);
+            let w = rand(&mut rng, &c.w, dtype);
+            let b = rand(&mut rng, &[c.w[0]], dtype);
+            let case = format!(
+                "{name} x={:?} w={:?} stride={:?} pad={:?} dil={:?} groups={} bias={} {:?} {dtype:?} seed={seed}",
+                c.x, c.w, c.stride, c.padding, c.dilation, c.groups, c.bias, c.lay
+            );
+            let before = tma_convolutions();
+            let ours = catch(|| conv_forward::<Ex, N>(c, &x, &w, &b));
+            let ran = tma_convolutions() > before;
+            let reference = conv_forward::<Ref, N>(c, &x, &w, &b);
+            let off = match &ours {
+                Ok(d) if d.shape == reference.shape => {
+                    let t = product_tol(dtype);
+                    let far = |(a, r): (&f64, &f64)| !((a - r).abs() <= t.abs + t.rel * r.abs());
+                    format!("{} of {} elements off", values(d).iter().zip(values(&reference).iter()).filter(|&p| far(p)).count(), reference.num_elements())
+                }
+                Ok(d) => format!("shape {:?}", d.shape),
+                Err(e) => format!("panicked: {e}"),
+            };
+            println!("conv tma: {case}: {off}, tma ran: {ran}");
+            suite.check(format!("{case} [out]"), product_tol(dtype), (ours, reference));
+            if tma {
+                suite.record(format!("{case} [on the TMA kernel]"), if ran { Ok(()) } else { Err("ran on another kernel".into()) });
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_tma_matches_ndarray() {
+    // Input channels per group a multiple of 64 (the TMA kernel's K slice): padding, strides
+    // (equal and not), 1 × 1 kernels, dilation, batch entries that pixel tiles cross, pixel
+    // counts and output channels that aren't a multiple of the tile, groups, a reduction long
+    // enough for split-K over few tiles, a non-contiguous input, and 1D and 3D. Each case
+    // compiles kernels of its own on CUDA (seconds each): every case in f16, a few in bf16.
+    let mut suite = Suite::new("conv tma");
+    use Lay::*;
+    let (f16, both) = ([DType::F16], [DType::F16, DType::BF16]);
+    run_conv_tma::<2>(&mut suite, "conv2d", &both, &[
+        conv_case(&[2, 64, 14, 14], &[96, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 128, 15, 15], &[64, 128, 3, 3], &[2, 2], &[1, 1], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 256, 7, 7], &[256, 256, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+    ]);
+    run_conv_tma::<2>(&mut suite, "conv2d", &f16, &[
+        conv_case(&[2, 64, 9, 9], &[128, 64, 1, 1], &[2, 2], &[0, 0], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 64, 12, 11], &[40, 64, 3, 3], &[1, 1], &[2, 2], &[2, 2], 1, true, Contig),
+        conv_case(&[3, 64, 20, 20], &[64, 64, 7, 7], &[2, 2], &[3, 3], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 64, 10, 13], &[48, 64, 2, 3], &[1, 2], &[0, 1], &[1, 1], 1, false, Contig),
+        conv_case(&[1, 128, 8, 8], &[64, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 2, true, Contig),
+        conv_case(&[2, 64, 6, 7], &[16, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Swapped),
+    ]);
+    run_conv_tma::<1>(&mut suite, "conv1d", &f16, &[conv_case(&[2, 64, 50], &[32, 64, 5], &[1], &[2], &[1], 1, true, Contig)]);
+    run_conv_tma::<3>(&mut suite, "conv3d", &f16, &[
+        conv_case(&[1, 64, 5, 6, 7], &[32, 64, 3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1], 1, true, Contig),
+        conv_case(&[2, 64, 4, 5, 6], &[64, 64, 2, 1, 3], &[2, 1, 2], &[0, 1, 1], &[1, 1, 2], 1, true, Contig),
+    ]);
+    suite.finish();
+}
+
+/// Times ResNet-50's 3 × 3 convolutions (f16, batch 32, forward, op + sync), for comparing
+/// the TMA kernel with `EX_CUBECL_TMA=0`'s copies on a device with TMA; prints, checks
+/// nothing. `cargo test --test module -- --ignored --nocapture conv_tma_timing`.
+#[test]
+#[ignore]
+fn conv_tma_timing() {
+    use ex_cubecl::launch::conv_tma::tma_convolutions;
+    let shapes = [(64, 56), (128, 28), (256, 14), (512, 7)];
+    for (c, hw) in shapes {
+        let mut rng = Rng::new(7);
+        let x = rand(&mut rng, &[32, c, hw, hw], DType::F16);
+        let w = rand(&mut rng, &[c, c, 3, 3], DType::F16);
+        let (xt, wt) = (f::<Ex>(&x), f::<Ex>(&w));
+        let o = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        let run = || Ex::conv2d(xt.clone(), wt.clone(), None, o.clone());
+        let before = tma_convolutions();
+        for _ in 0..3 {
+            run();
+        }
+        Ex::sync(&dev::<Ex>()).expect("sync");
+        let reps = 20;
+        let start = std::time::Instant::now();
+        for _ in 0..reps {
+            run();
+        }
+        Ex::sync(&dev::<Ex>()).expect("sync");
+        let ms = start.elapsed().as_secs_f64() * 1e3 / reps as f64;
+        let tflops = 2.0 * 32.0 * (c * c * 9 * hw * hw) as f64 / (ms * 1e-3) / 1e12;
+        let tma = tma_convolutions() > before;
+        println!("conv_tma_timing: [32, {c}, {hw}, {hw}] x [{c}, {c}, 3, 3] f16: {ms:.3} ms ({tflops:.0} TFLOP/s), tma={tma}");
+    }
+}
+
 struct TransposeCase {
     conv: ConvCase,
     padding_out: Vec<usize>,

@@ -30,8 +30,8 @@ pub struct ConvSpec {
     /// Spatial dimensions of the user's tensors (1 to 3).
     pub(crate) n: usize,
     pub(crate) stride: [usize; 3],
-    padding: [usize; 3],
-    dilation: [usize; 3],
+    pub(crate) padding: [usize; 3],
+    pub(crate) dilation: [usize; 3],
     pub(crate) groups: usize,
 }
 

@@ -7,6 +7,7 @@ pub mod attention;
 pub(crate) mod bf16;
 pub mod conv;
 pub mod conv_mma;
+pub mod conv_tma;
 pub mod conv_weight;
 pub mod copy;
 pub mod ctc;
