@@ -159,7 +159,15 @@ fn conv_forward<B: Backend, const N: usize>(c: &ConvCase, x: &TensorData, w: &Te
 /// line per case: kernels compile for seconds each on CUDA, and a run cut short still says
 /// which cases passed.
 fn run_conv_tma<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType], cases: &[ConvCase]) {
+    run_conv_tma_split::<N>(suite, name, dtypes, cases, 1);
+}
+
+/// [`run_conv_tma`] with every product split into `splits` K runs (`with_splits`; 1: the
+/// default plan, unsplit for f16 and bf16): split launches stay on the asynchronous copies,
+/// so with more than one split the TMA kernel must not run.
+fn run_conv_tma_split<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType], cases: &[ConvCase], splits: usize) {
     use ex_cubecl::launch::conv_tma::{conv_tma_device, tma_convolutions};
+    use ex_cubecl::launch::split_k::with_splits;
     let tma = conv_tma_device(&f::<Ex>(&TensorData::new(vec![0.0f32], [1])));
     for &dtype in dtypes.iter().filter(|d| module_dtypes().contains(d)) {
         for (n, c) in cases.iter().enumerate() {
@@ -177,7 +185,7 @@ fn run_conv_tma<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType],
                 c.x, c.w, c.stride, c.padding, c.dilation, c.groups, c.bias, c.lay
             );
             let before = tma_convolutions();
-            let ours = catch(|| conv_forward::<Ex, N>(c, &x, &w, &b));
+            let ours = catch(|| with_splits(splits, || conv_forward::<Ex, N>(c, &x, &w, &b)));
             let ran = tma_convolutions() > before;
             let reference = conv_forward::<Ref, N>(c, &x, &w, &b);
             let off = match &ours {
@@ -189,10 +197,12 @@ fn run_conv_tma<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType],
                 Ok(d) => format!("shape {:?}", d.shape),
                 Err(e) => format!("panicked: {e}"),
             };
-            println!("conv tma: {case}: {off}, tma ran: {ran}");
-            suite.check(format!("{case} [out]"), product_tol(dtype), (ours, reference));
+            println!("conv tma: {case} splits={splits}: {off}, tma ran: {ran}");
+            suite.check(format!("{case} splits={splits} [out]"), product_tol(dtype), (ours, reference));
             if tma {
-                suite.record(format!("{case} [on the TMA kernel]"), if ran { Ok(()) } else { Err("ran on another kernel".into()) });
+                let expected = splits == 1;
+                let outcome = if ran == expected { Ok(()) } else { Err(format!("ran on the TMA kernel: {ran}, expected {expected}")) };
+                suite.record(format!("{case} splits={splits} [kernel]"), outcome);
             }
         }
     }
@@ -202,8 +212,8 @@ fn run_conv_tma<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType],
 fn conv_tma_matches_ndarray() {
     // Input channels per group a multiple of 64 (the TMA kernel's K slice): padding, strides
     // (equal and not), 1 × 1 kernels, dilation, batch entries that pixel tiles cross, pixel
-    // counts and output channels that aren't a multiple of the tile, groups, a reduction long
-    // enough for split-K over few tiles, a non-contiguous input, and 1D and 3D. Each case
+    // counts and output channels that aren't a multiple of the tile, groups, a long reduction
+    // over few tiles (also split, on the copies), a non-contiguous input, and 1D and 3D. Each case
     // compiles kernels of its own on CUDA (seconds each): every case in f16, a few in bf16.
     let mut suite = Suite::new("conv tma");
     use Lay::*;
@@ -221,6 +231,10 @@ fn conv_tma_matches_ndarray() {
         conv_case(&[1, 128, 8, 8], &[64, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 2, true, Contig),
         conv_case(&[2, 64, 6, 7], &[16, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Swapped),
     ]);
+    // Split K (forced: f16 and bf16 don't split by default) on the copies, on the TMA tiling.
+    run_conv_tma_split::<2>(&mut suite, "conv2d", &f16, &[
+        conv_case(&[1, 256, 7, 7], &[256, 256, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+    ], 3);
     run_conv_tma::<1>(&mut suite, "conv1d", &f16, &[conv_case(&[2, 64, 50], &[32, 64, 5], &[1], &[2], &[1], 1, true, Contig)]);
     run_conv_tma::<3>(&mut suite, "conv3d", &f16, &[
         conv_case(&[1, 64, 5, 6, 7], &[32, 64, 3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1], 1, true, Contig),

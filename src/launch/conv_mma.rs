@@ -7,7 +7,8 @@
 //! channels and its staged channels come in whole 16-byte chunks (8 of f16 or bf16, 4 of
 //! f32). The tensors are read channels-last: a contiguous `[b, d, h, w, c]` copy unless they
 //! already lie so. A convolution whose output tiles fill less than a wave splits its K
-//! (`super::split_k`).
+//! (`super::split_k`). On devices with TMA, f16 and bf16 convolutions whose groups have a
+//! multiple of 64 input channels load their operands by TMA instead (`super::conv_tma`).
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
@@ -169,7 +170,9 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
     let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(units as u32) };
     let has_bias = bias.is_some() && split.splits == 1;
     let bias_arg = bias.cloned().unwrap_or_else(|| x.clone());
-    if let Some((_, map)) = tma {
+    // Split launches stay on the copies (on the TMA tiling, which they take too): the TMA
+    // kernel's split-K has not run on a device yet.
+    if let Some((_, map)) = tma.filter(|_| split.splits == 1) {
         let g = ConvTmaGeometry { map, spec, kernel: [kd, kh, kw], cin_g, batch: od[0] };
         launch_conv_tma(op, &x_last, &w_rows, (&bias_arg, has_bias), &target, g, tile, no, (tiles, split), geometry);
     } else {

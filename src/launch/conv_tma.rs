@@ -10,7 +10,9 @@
 //! corners and the taps' offsets in the range of the input's rank, strides of at most 8).
 //! A tiling passed by the caller is kept when its K slices are 64; the default is
 //! `conv_mma_tiling`'s with K slices of 64. Everything else, and everything when
-//! `EX_CUBECL_TMA` is `0`, runs the asynchronous copies of `conv_mma`. Split-K runs on both.
+//! `EX_CUBECL_TMA` is `0`, runs the asynchronous copies of `conv_mma`; so do split-K launches
+//! (`super::split_k`: f16 and bf16 split only when forced), on the TMA tiling. The kernel
+//! takes split-K as `conv_mma` does, but has only run unsplit on a device.
 use std::cell::Cell;
 
 use burn_backend::{DType, Shape};
