@@ -243,6 +243,68 @@ fn conv_tma_matches_ndarray() {
     suite.finish();
 }
 
+/// The input gradient alone of an N-d convolution case on backend `B` (Burn's composition: a
+/// transposed convolution of the output gradient `g`).
+fn conv_x_grad<B: Backend, const N: usize>(c: &ConvCase, x: &TensorData, w: &TensorData, g: &TensorData) -> TensorData {
+    let (xt, wt, gt) = (f::<B>(x), f::<B>(w), f::<B>(g));
+    let (s, p, d, groups) = (&c.stride, &c.padding, &c.dilation, c.groups);
+    rf::<B>(match N {
+        1 => B::conv1d_x_backward(xt, wt, gt, ConvOptions::new(arr(s), arr(p), arr(d), groups)),
+        2 => B::conv2d_x_backward(xt, wt, gt, ConvOptions::new(arr(s), arr(p), arr(d), groups)),
+        _ => B::conv3d_x_backward(xt, wt, gt, ConvOptions::new(arr(s), arr(p), arr(d), groups)),
+    })
+}
+
+/// The f16 input gradient of each stride-1 case, run as the forward convolution with the
+/// flipped weight (`with_transposed_as_forward`: on any device, so that devices without TMA
+/// check the rewrite too), where the device has TMA also checking that the TMA kernel ran it.
+fn run_x_grad_tma<const N: usize>(suite: &mut Suite, name: &str, cases: &[ConvCase]) {
+    use ex_cubecl::launch::conv_tma::{conv_tma_device, tma_convolutions, with_transposed_as_forward};
+    let tma = conv_tma_device(&f::<Ex>(&TensorData::new(vec![0.0f32], [1])));
+    for dtype in module_dtypes().into_iter().filter(|&d| d == DType::F16) {
+        for (n, c) in cases.iter().enumerate() {
+            let seed = 3100 + n as u64;
+            let mut rng = Rng::new(seed);
+            let x = rand(&mut rng, &c.x, dtype);
+            let w = rand(&mut rng, &c.w, dtype);
+            let mut out = vec![c.x[0], c.w[0]];
+            out.extend((0..N).map(|i| conv_out(c.x[i + 2], c.w[i + 2], c.stride[i], c.padding[i], c.dilation[i])));
+            let g = rand(&mut rng, &out, dtype);
+            let case = format!(
+                "{name} x_grad x={:?} w={:?} pad={:?} dil={:?} groups={} {dtype:?} seed={seed}",
+                c.x, c.w, c.padding, c.dilation, c.groups
+            );
+            let before = tma_convolutions();
+            let ours = catch(|| with_transposed_as_forward(|| conv_x_grad::<Ex, N>(c, &x, &w, &g)));
+            let ran = tma_convolutions() > before;
+            println!("conv tma: {case}: ok {}, tma ran: {ran}", ours.is_ok());
+            suite.check(format!("{case} [x_grad]"), product_tol(dtype), (ours, conv_x_grad::<Ref, N>(c, &x, &w, &g)));
+            if tma {
+                suite.record(format!("{case} [on the TMA kernel]"), if ran { Ok(()) } else { Err("ran on another kernel".into()) });
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_tma_input_gradients_match_ndarray() {
+    // Stride-1 input gradients whose output channels (the transposed convolution's input
+    // channels) per group are a multiple of 64: padding below, at and (dilated) far below
+    // the kernel's reach, groups, 1D and 3D.
+    let mut suite = Suite::new("conv tma x_grad");
+    use Lay::*;
+    run_x_grad_tma::<2>(&mut suite, "conv2d", &[
+        conv_case(&[2, 96, 14, 14], &[128, 96, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, false, Contig),
+        conv_case(&[1, 32, 12, 11], &[64, 32, 3, 3], &[1, 1], &[1, 0], &[2, 2], 1, false, Contig),
+        conv_case(&[1, 64, 8, 8], &[128, 32, 3, 3], &[1, 1], &[2, 2], &[1, 1], 2, false, Contig),
+    ]);
+    run_x_grad_tma::<1>(&mut suite, "conv1d", &[conv_case(&[2, 32, 40], &[64, 32, 5], &[1], &[2], &[1], 1, false, Contig)]);
+    run_x_grad_tma::<3>(&mut suite, "conv3d", &[
+        conv_case(&[1, 32, 4, 5, 6], &[64, 32, 3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1], 1, false, Contig),
+    ]);
+    suite.finish();
+}
+
 /// Times ResNet-50's 3 × 3 convolutions (f16, batch 32, forward, op + sync), for comparing
 /// the TMA kernel with `EX_CUBECL_TMA=0`'s copies on a device with TMA; prints, checks
 /// nothing. `cargo test --test module -- --ignored --nocapture conv_tma_timing`.

@@ -13,6 +13,11 @@
 //! `EX_CUBECL_TMA` is `0`, runs the asynchronous copies of `conv_mma`; so do split-K launches
 //! (`super::split_k`: f16 and bf16 split only when forced), on the TMA tiling. The kernel
 //! takes split-K as `conv_mma` does, but has only run unsplit on a device.
+//!
+//! A transposed convolution of stride 1 without output padding (a stride-1 convolution's input
+//! gradient) is the forward convolution with the spatially flipped weight and padding
+//! `dilation · (k - 1) - padding` (`transposed_as_forward`); where the TMA kernel would run
+//! that convolution, `conv::conv_transpose` runs it so, with a flipped copy of the weight.
 use std::cell::Cell;
 
 use burn_backend::{DType, Shape};
@@ -35,6 +40,51 @@ use crate::tensor::CubeTensor;
 thread_local! {
     /// Convolutions this thread launched on the TMA kernel.
     static LAUNCHES: Cell<usize> = const { Cell::new(0) };
+    /// Transposed convolutions run as forward ones on any device (`with_transposed_as_forward`).
+    static FORWARD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with every transposed convolution that `transposed_as_forward` can rewrite run
+/// as the forward convolution on this thread, on whichever kernel the device has (elsewhere
+/// only where the TMA kernel would run it); for tests of the rewrite on devices without TMA.
+#[doc(hidden)]
+pub fn with_transposed_as_forward<T>(f: impl FnOnce() -> T) -> T {
+    let before = FORWARD.with(|c| c.replace(true));
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FORWARD.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(before);
+    f()
+}
+
+/// Whether a transposed convolution of `x` (`[b, c_in, ..]`) whose convolution weight (as
+/// `conv::conv_transpose` makes it) has `cout_g` rows per group runs as a forward convolution
+/// (given that `transposed_as_forward` rewrites it): where the TMA kernel would take the
+/// forward one (f16 or bf16 on a TMA device, a multiple of 64 input channels per group, at
+/// least 16 output channels per group), or on this thread under `with_transposed_as_forward`.
+pub(crate) fn runs_transposed_as_forward<R: Runtime>(x: &CubeTensor<R>, groups: usize, cout_g: usize) -> bool {
+    let cin_g = x.dims()[1] / groups;
+    let tma = matches!(x.dtype, DType::F16 | DType::BF16) && cin_g.is_multiple_of(BOX_INNER) && cout_g >= 16 && conv_tma_device(x);
+    tma || FORWARD.with(Cell::get)
+}
+
+/// The forward convolution's spec that a transposed convolution of `spec` with the lifted
+/// kernel extents `kernel` and output padding `padding_out` equals (with the weight flipped
+/// along every spatial axis): the same dilation and groups, stride 1, padding `dilation · (k -
+/// 1) - padding`; `None` unless every stride is 1, the output padding 0 and the padding at most
+/// `dilation · (k - 1)`.
+pub(crate) fn transposed_as_forward(spec: &ConvSpec, kernel: [usize; 3], padding_out: &[usize]) -> Option<ConvSpec> {
+    if spec.stride != [1; 3] || padding_out.iter().any(|&p| p != 0) {
+        return None;
+    }
+    let mut forward = *spec;
+    for a in 0..3 {
+        forward.padding[a] = (spec.dilation[a] * (kernel[a] - 1)).checked_sub(spec.padding[a])?;
+    }
+    Some(forward)
 }
 
 /// How many convolutions the calling thread has launched on the TMA kernel (for tests that
@@ -236,5 +286,21 @@ mod tests {
         assert!(im2col_map(&last([1, 1, 200, 200, 64]), 2, [1, 3, 3], &wide, 2).is_none());
         let far = ConvSpec::conv("t", &ConvOptions::new([9, 1], [1, 1], [1, 1], 1));
         assert!(im2col_map(&last([1, 1, 40, 40, 64]), 2, [1, 3, 3], &far, 2).is_none());
+    }
+
+    #[test]
+    fn transposed_as_forward_pads_by_the_dilated_kernel_less_the_padding() {
+        use burn_backend::ops::ConvTransposeOptions;
+        let spec = |p: [usize; 2], s: [usize; 2], d: [usize; 2]| ConvSpec::transposed("t", &ConvTransposeOptions::new(s, p, [0, 0], d, 2));
+        // 3 × 3 padding 1: padding 1; 5 × 3 dilated by 2 with padding 2 and 0: 6 and 4; the
+        // lifted depth keeps padding 0.
+        let f = transposed_as_forward(&spec([1, 1], [1, 1], [1, 1]), [1, 3, 3], &[0, 0]).expect("3x3");
+        assert_eq!((f.padding, f.stride, f.dilation, f.groups), ([0, 1, 1], [1; 3], [1; 3], 2));
+        let f = transposed_as_forward(&spec([2, 0], [1, 1], [2, 2]), [1, 5, 3], &[0, 0]).expect("dilated");
+        assert_eq!(f.padding, [0, 6, 4]);
+        // Refused: a stride, an output padding, a padding past the dilated kernel.
+        assert!(transposed_as_forward(&spec([1, 1], [2, 1], [1, 1]), [1, 3, 3], &[0, 0]).is_none());
+        assert!(transposed_as_forward(&spec([1, 1], [1, 1], [2, 2]), [1, 3, 3], &[1, 0]).is_none());
+        assert!(transposed_as_forward(&spec([3, 1], [1, 1], [1, 1]), [1, 3, 3], &[0, 0]).is_none());
     }
 }
