@@ -191,8 +191,8 @@ fn run_conv_tma_split<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[D
             let off = match &ours {
                 Ok(d) if d.shape == reference.shape => {
                     let t = product_tol(dtype);
-                    let far = |(a, r): (&f64, &f64)| !((a - r).abs() <= t.abs + t.rel * r.abs());
-                    format!("{} of {} elements off", values(d).iter().zip(values(&reference).iter()).filter(|&p| far(p)).count(), reference.num_elements())
+                    let near = |(a, r): (&f64, &f64)| (a - r).abs() <= t.abs + t.rel * r.abs();
+                    format!("{} of {} elements off", values(d).iter().zip(values(&reference).iter()).filter(|&p| !near(p)).count(), reference.num_elements())
                 }
                 Ok(d) => format!("shape {:?}", d.shape),
                 Err(e) => format!("panicked: {e}"),

@@ -445,7 +445,9 @@ fn launch_conv_gemm<R: Runtime>(
 
 /// Transposed convolution of `x` `[b, c_in, spatial..]` with `weight`
 /// `[c_in, c_out / groups, k..]`, on the kernels of [`conv`] (with the weight as the
-/// convolution weight it acts as).
+/// convolution weight it acts as). Of stride 1 and without output padding, where the TMA
+/// kernel would run it, as the forward convolution with the flipped weight
+/// ([`super::conv_tma`]).
 pub fn conv_transpose<R: Runtime>(
     op: &str,
     x: CubeTensor<R>,

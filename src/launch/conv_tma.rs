@@ -81,8 +81,8 @@ pub(crate) fn transposed_as_forward(spec: &ConvSpec, kernel: [usize; 3], padding
         return None;
     }
     let mut forward = *spec;
-    for a in 0..3 {
-        forward.padding[a] = (spec.dilation[a] * (kernel[a] - 1)).checked_sub(spec.padding[a])?;
+    for (a, k) in kernel.into_iter().enumerate() {
+        forward.padding[a] = (spec.dilation[a] * (k - 1)).checked_sub(spec.padding[a])?;
     }
     Some(forward)
 }
