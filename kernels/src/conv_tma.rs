@@ -33,11 +33,12 @@ use crate::tensor_core::{BOX_INNER, zero_accumulators};
 /// `tile.block_n`, [`BOX_INNER`] channels per pixel, the convolution's strides as element
 /// strides, 128-byte swizzle), `weight` the tiled map over the `[c_out, taps · cin_g]` matrix
 /// (boxes `[tile.block_m, BOX_INNER]`, 128-byte swizzle); `kernel` the lifted kernel's
-/// extents, `cin_g` the group's input channels, `batch` the input's batch entries. `output` `[b, c_out, od, oh, ow]` (lifted) is
-/// contiguous, written in vectors of `NO` (1 or 2). Cubes and split K as
-/// [`crate::conv_mma::conv_mma`]'s: numbered over `(split, group, channel tile, pixel tile)`,
-/// split `s` running K slices `s · split_len ..` into `output`'s batch entries `s · b ..` (f32
-/// partial sums without the bias).
+/// extents, `cin_g` the group's input channels, `batch` the input's batch entries. `output`
+/// `[b, c_out, od, oh, ow]` (lifted) is contiguous, written in vectors of `NO` (1 or 2). Cubes
+/// and split K as [`conv_mma`](fn@crate::conv_mma::conv_mma)'s: numbered over `(split, group,
+/// channel tile, pixel tile)`, split `s` running K slices `s · split_len ..` into `output`'s
+/// batch entries `s · b ..` (f32 partial sums without the bias); the launcher runs it unsplit
+/// for now (split-K has not run on a device).
 ///
 /// The launcher guarantees: a device with TMA, `mma.sync` m16n8k16 and `ldmatrix` for `T`,
 /// 32-unit planes; `cin_g` a multiple of [`BOX_INNER`], `tile.block_k` = [`BOX_INNER`], both
