@@ -141,6 +141,203 @@ fn conv_matches_ndarray() {
     suite.finish();
 }
 
+/// The forward convolution alone of an N-d case on backend `B`.
+fn conv_forward<B: Backend, const N: usize>(c: &ConvCase, x: &TensorData, w: &TensorData, b: &TensorData) -> TensorData {
+    let bias = c.bias.then(|| f::<B>(b));
+    let (xt, wt) = (up::<B>(x, c.lay), f::<B>(w));
+    let (s, p, d, g) = (&c.stride, &c.padding, &c.dilation, c.groups);
+    rf::<B>(match N {
+        1 => B::conv1d(xt, wt, bias, ConvOptions::new(arr(s), arr(p), arr(d), g)),
+        2 => B::conv2d(xt, wt, bias, ConvOptions::new(arr(s), arr(p), arr(d), g)),
+        _ => B::conv3d(xt, wt, bias, ConvOptions::new(arr(s), arr(p), arr(d), g)),
+    })
+}
+
+/// The forward convolution of each case in each of `dtypes` (f16 / bf16), where the device
+/// has TMA also checking that the TMA kernel (`conv_tma`) ran it; elsewhere the same
+/// convolutions run the asynchronous copies, the WMMA or the plain implicit GEMM. Prints a
+/// line per case: kernels compile for seconds each on CUDA, and a run cut short still says
+/// which cases passed.
+fn run_conv_tma<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType], cases: &[ConvCase]) {
+    run_conv_tma_split::<N>(suite, name, dtypes, cases, 1);
+}
+
+/// [`run_conv_tma`] with every product split into `splits` K runs (`with_splits`; 1: the
+/// default plan, unsplit for f16 and bf16): split launches stay on the asynchronous copies,
+/// so with more than one split the TMA kernel must not run.
+fn run_conv_tma_split<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[DType], cases: &[ConvCase], splits: usize) {
+    use ex_cubecl::launch::conv_tma::{conv_tma_device, tma_convolutions};
+    use ex_cubecl::launch::split_k::with_splits;
+    let tma = conv_tma_device(&f::<Ex>(&TensorData::new(vec![0.0f32], [1])));
+    for &dtype in dtypes.iter().filter(|d| module_dtypes().contains(d)) {
+        for (n, c) in cases.iter().enumerate() {
+            let seed = 3000 + n as u64;
+            let mut rng = Rng::new(seed);
+            let mut x_shape = c.x.clone();
+            if c.lay == Lay::Swapped {
+                x_shape.swap(N, N + 1);
+            }
+            let x = rand(&mut rng, &x_shape, dtype);
+            let w = rand(&mut rng, &c.w, dtype);
+            let b = rand(&mut rng, &[c.w[0]], dtype);
+            let case = format!(
+                "{name} x={:?} w={:?} stride={:?} pad={:?} dil={:?} groups={} bias={} {:?} {dtype:?} seed={seed}",
+                c.x, c.w, c.stride, c.padding, c.dilation, c.groups, c.bias, c.lay
+            );
+            let before = tma_convolutions();
+            let ours = catch(|| with_splits(splits, || conv_forward::<Ex, N>(c, &x, &w, &b)));
+            let ran = tma_convolutions() > before;
+            let reference = conv_forward::<Ref, N>(c, &x, &w, &b);
+            let off = match &ours {
+                Ok(d) if d.shape == reference.shape => {
+                    let t = product_tol(dtype);
+                    let near = |(a, r): (&f64, &f64)| (a - r).abs() <= t.abs + t.rel * r.abs();
+                    format!("{} of {} elements off", values(d).iter().zip(values(&reference).iter()).filter(|&p| !near(p)).count(), reference.num_elements())
+                }
+                Ok(d) => format!("shape {:?}", d.shape),
+                Err(e) => format!("panicked: {e}"),
+            };
+            println!("conv tma: {case} splits={splits}: {off}, tma ran: {ran}");
+            suite.check(format!("{case} splits={splits} [out]"), product_tol(dtype), (ours, reference));
+            if tma {
+                let expected = splits == 1;
+                let outcome = if ran == expected { Ok(()) } else { Err(format!("ran on the TMA kernel: {ran}, expected {expected}")) };
+                suite.record(format!("{case} splits={splits} [kernel]"), outcome);
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_tma_matches_ndarray() {
+    // Input channels per group a multiple of 64 (the TMA kernel's K slice): padding, strides
+    // (equal and not), 1 × 1 kernels, dilation, batch entries that pixel tiles cross, pixel
+    // counts and output channels that aren't a multiple of the tile, groups, a long reduction
+    // over few tiles (also split, on the copies), a non-contiguous input, and 1D and 3D. Each case
+    // compiles kernels of its own on CUDA (seconds each): every case in f16, a few in bf16.
+    let mut suite = Suite::new("conv tma");
+    use Lay::*;
+    let (f16, both) = ([DType::F16], [DType::F16, DType::BF16]);
+    run_conv_tma::<2>(&mut suite, "conv2d", &both, &[
+        conv_case(&[2, 64, 14, 14], &[96, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 128, 15, 15], &[64, 128, 3, 3], &[2, 2], &[1, 1], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 256, 7, 7], &[256, 256, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+    ]);
+    run_conv_tma::<2>(&mut suite, "conv2d", &f16, &[
+        conv_case(&[2, 64, 9, 9], &[128, 64, 1, 1], &[2, 2], &[0, 0], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 64, 12, 11], &[40, 64, 3, 3], &[1, 1], &[2, 2], &[2, 2], 1, true, Contig),
+        conv_case(&[3, 64, 20, 20], &[64, 64, 7, 7], &[2, 2], &[3, 3], &[1, 1], 1, true, Contig),
+        conv_case(&[1, 64, 10, 13], &[48, 64, 2, 3], &[1, 2], &[0, 1], &[1, 1], 1, false, Contig),
+        conv_case(&[1, 128, 8, 8], &[64, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 2, true, Contig),
+        conv_case(&[2, 64, 6, 7], &[16, 64, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Swapped),
+    ]);
+    // Split K (forced: f16 and bf16 don't split by default) on the copies, on the TMA tiling.
+    run_conv_tma_split::<2>(&mut suite, "conv2d", &f16, &[
+        conv_case(&[1, 256, 7, 7], &[256, 256, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, true, Contig),
+    ], 3);
+    run_conv_tma::<1>(&mut suite, "conv1d", &f16, &[conv_case(&[2, 64, 50], &[32, 64, 5], &[1], &[2], &[1], 1, true, Contig)]);
+    run_conv_tma::<3>(&mut suite, "conv3d", &f16, &[
+        conv_case(&[1, 64, 5, 6, 7], &[32, 64, 3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1], 1, true, Contig),
+        conv_case(&[2, 64, 4, 5, 6], &[64, 64, 2, 1, 3], &[2, 1, 2], &[0, 1, 1], &[1, 1, 2], 1, true, Contig),
+    ]);
+    suite.finish();
+}
+
+/// The input gradient alone of an N-d convolution case on backend `B` (Burn's composition: a
+/// transposed convolution of the output gradient `g`).
+fn conv_x_grad<B: Backend, const N: usize>(c: &ConvCase, x: &TensorData, w: &TensorData, g: &TensorData) -> TensorData {
+    let (xt, wt, gt) = (f::<B>(x), f::<B>(w), f::<B>(g));
+    let (s, p, d, groups) = (&c.stride, &c.padding, &c.dilation, c.groups);
+    rf::<B>(match N {
+        1 => B::conv1d_x_backward(xt, wt, gt, ConvOptions::new(arr(s), arr(p), arr(d), groups)),
+        2 => B::conv2d_x_backward(xt, wt, gt, ConvOptions::new(arr(s), arr(p), arr(d), groups)),
+        _ => B::conv3d_x_backward(xt, wt, gt, ConvOptions::new(arr(s), arr(p), arr(d), groups)),
+    })
+}
+
+/// The f16 input gradient of each stride-1 case, run as the forward convolution with the
+/// flipped weight (`with_transposed_as_forward`: on any device, so that devices without TMA
+/// check the rewrite too), where the device has TMA also checking that the TMA kernel ran it.
+fn run_x_grad_tma<const N: usize>(suite: &mut Suite, name: &str, cases: &[ConvCase]) {
+    use ex_cubecl::launch::conv_tma::{conv_tma_device, tma_convolutions, with_transposed_as_forward};
+    let tma = conv_tma_device(&f::<Ex>(&TensorData::new(vec![0.0f32], [1])));
+    for dtype in module_dtypes().into_iter().filter(|&d| d == DType::F16) {
+        for (n, c) in cases.iter().enumerate() {
+            let seed = 3100 + n as u64;
+            let mut rng = Rng::new(seed);
+            let x = rand(&mut rng, &c.x, dtype);
+            let w = rand(&mut rng, &c.w, dtype);
+            let mut out = vec![c.x[0], c.w[0]];
+            out.extend((0..N).map(|i| conv_out(c.x[i + 2], c.w[i + 2], c.stride[i], c.padding[i], c.dilation[i])));
+            let g = rand(&mut rng, &out, dtype);
+            let case = format!(
+                "{name} x_grad x={:?} w={:?} pad={:?} dil={:?} groups={} {dtype:?} seed={seed}",
+                c.x, c.w, c.padding, c.dilation, c.groups
+            );
+            let before = tma_convolutions();
+            let ours = catch(|| with_transposed_as_forward(|| conv_x_grad::<Ex, N>(c, &x, &w, &g)));
+            let ran = tma_convolutions() > before;
+            println!("conv tma: {case}: ok {}, tma ran: {ran}", ours.is_ok());
+            suite.check(format!("{case} [x_grad]"), product_tol(dtype), (ours, conv_x_grad::<Ref, N>(c, &x, &w, &g)));
+            if tma {
+                suite.record(format!("{case} [on the TMA kernel]"), if ran { Ok(()) } else { Err("ran on another kernel".into()) });
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_tma_input_gradients_match_ndarray() {
+    // Stride-1 input gradients whose output channels (the transposed convolution's input
+    // channels) per group are a multiple of 64: padding below, at and (dilated) far below
+    // the kernel's reach, groups, 1D and 3D.
+    let mut suite = Suite::new("conv tma x_grad");
+    use Lay::*;
+    run_x_grad_tma::<2>(&mut suite, "conv2d", &[
+        conv_case(&[2, 96, 14, 14], &[128, 96, 3, 3], &[1, 1], &[1, 1], &[1, 1], 1, false, Contig),
+        conv_case(&[1, 32, 12, 11], &[64, 32, 3, 3], &[1, 1], &[1, 0], &[2, 2], 1, false, Contig),
+        conv_case(&[1, 64, 8, 8], &[128, 32, 3, 3], &[1, 1], &[2, 2], &[1, 1], 2, false, Contig),
+    ]);
+    run_x_grad_tma::<1>(&mut suite, "conv1d", &[conv_case(&[2, 32, 40], &[64, 32, 5], &[1], &[2], &[1], 1, false, Contig)]);
+    run_x_grad_tma::<3>(&mut suite, "conv3d", &[
+        conv_case(&[1, 32, 4, 5, 6], &[64, 32, 3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1], 1, false, Contig),
+    ]);
+    suite.finish();
+}
+
+/// Times ResNet-50's 3 × 3 convolutions (f16, batch 32, forward, op + sync), for comparing
+/// the TMA kernel with `EX_CUBECL_TMA=0`'s copies on a device with TMA; prints, checks
+/// nothing. `cargo test --test module -- --ignored --nocapture conv_tma_timing`.
+#[test]
+#[ignore]
+fn conv_tma_timing() {
+    use ex_cubecl::launch::conv_tma::tma_convolutions;
+    let shapes = [(64, 56), (128, 28), (256, 14), (512, 7)];
+    for (c, hw) in shapes {
+        let mut rng = Rng::new(7);
+        let x = rand(&mut rng, &[32, c, hw, hw], DType::F16);
+        let w = rand(&mut rng, &[c, c, 3, 3], DType::F16);
+        let (xt, wt) = (f::<Ex>(&x), f::<Ex>(&w));
+        let o = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        let run = || Ex::conv2d(xt.clone(), wt.clone(), None, o.clone());
+        let before = tma_convolutions();
+        for _ in 0..3 {
+            run();
+        }
+        Ex::sync(&dev::<Ex>()).expect("sync");
+        let reps = 20;
+        let start = std::time::Instant::now();
+        for _ in 0..reps {
+            run();
+        }
+        Ex::sync(&dev::<Ex>()).expect("sync");
+        let ms = start.elapsed().as_secs_f64() * 1e3 / reps as f64;
+        let tflops = 2.0 * 32.0 * (c * c * 9 * hw * hw) as f64 / (ms * 1e-3) / 1e12;
+        let tma = tma_convolutions() > before;
+        println!("conv_tma_timing: [32, {c}, {hw}, {hw}] x [{c}, {c}, 3, 3] f16: {ms:.3} ms ({tflops:.0} TFLOP/s), tma={tma}");
+    }
+}
+
 struct TransposeCase {
     conv: ConvCase,
     padding_out: Vec<usize>,

@@ -276,7 +276,7 @@ pub struct OutputAt {
 /// are skipped.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn write_output<T: Float, F: Float, O: Float, NO: Size>(
+pub(crate) fn write_output<T: Float, F: Float, O: Float, NO: Size>(
     def: &cmma::MmaDefinition<F, F, f32>,
     output: &mut Tensor<Vector<O, NO>>,
     bias: &Tensor<T>,

@@ -31,6 +31,8 @@ pub mod conv_cmma;
 #[allow(missing_docs)]
 pub mod conv_mma;
 #[allow(missing_docs)]
+pub mod conv_tma;
+#[allow(missing_docs)]
 pub mod conv_direct;
 #[allow(missing_docs)]
 pub mod conv_gemm;

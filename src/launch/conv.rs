@@ -17,7 +17,8 @@ use ex_cubecl_kernels::binary::BinaryFloatOp;
 use super::bf16;
 pub use super::conv_weight::{bias_backward, conv_weight_backward, conv_weight_backward_with};
 use super::conv_mma::{conv_mma_runs, launch_conv_mma};
-use super::copy::into_contiguous;
+use super::conv_tma::{runs_transposed_as_forward, transposed_as_forward};
+use super::copy::{flip, into_contiguous};
 use super::elementwise::{Rhs, binary_float_op};
 use super::matmul::{cmma_operand, matmul, vector_size};
 use super::{accumulator, cubes_on_cpu, view::reshape};
@@ -30,8 +31,8 @@ pub struct ConvSpec {
     /// Spatial dimensions of the user's tensors (1 to 3).
     pub(crate) n: usize,
     pub(crate) stride: [usize; 3],
-    padding: [usize; 3],
-    dilation: [usize; 3],
+    pub(crate) padding: [usize; 3],
+    pub(crate) dilation: [usize; 3],
     pub(crate) groups: usize,
 }
 
@@ -444,7 +445,9 @@ fn launch_conv_gemm<R: Runtime>(
 
 /// Transposed convolution of `x` `[b, c_in, spatial..]` with `weight`
 /// `[c_in, c_out / groups, k..]`, on the kernels of [`conv`] (with the weight as the
-/// convolution weight it acts as).
+/// convolution weight it acts as). Of stride 1 and without output padding, where the TMA
+/// kernel would run it, as the forward convolution with the flipped weight
+/// ([`super::conv_tma`]).
 pub fn conv_transpose<R: Runtime>(
     op: &str,
     x: CubeTensor<R>,
@@ -475,6 +478,14 @@ pub fn conv_transpose<R: Runtime>(
         out_shape.push(full - 2 * spec.padding[l]);
     }
     let conv_weight = transposed_as_conv(&weight, groups);
+    let kernel = lift(&conv_weight, n).dims()[2..].to_vec();
+    if let Some(forward) = transposed_as_forward(&spec, [kernel[0], kernel[1], kernel[2]], padding_out)
+        && runs_transposed_as_forward(&x, groups, wd[1])
+    {
+        // Stride 1: the forward convolution with the flipped weight, on the TMA kernel.
+        let flipped = flip(conv_weight, &(2..n + 2).collect::<Vec<_>>());
+        return launch_implicit_gemm(op, &x, &flipped, bias.as_ref(), out_shape, forward, None, false);
+    }
     launch_implicit_gemm(op, &x, &conv_weight, bias.as_ref(), out_shape, spec, None, true)
 }
 

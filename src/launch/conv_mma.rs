@@ -7,7 +7,8 @@
 //! channels and its staged channels come in whole 16-byte chunks (8 of f16 or bf16, 4 of
 //! f32). The tensors are read channels-last: a contiguous `[b, d, h, w, c]` copy unless they
 //! already lie so. A convolution whose output tiles fill less than a wave splits its K
-//! (`super::split_k`).
+//! (`super::split_k`). On devices with TMA, f16 and bf16 convolutions whose groups have a
+//! multiple of 64 input channels load their operands by TMA instead (`super::conv_tma`).
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
 use cubecl::prelude::CubeDim;
@@ -17,12 +18,13 @@ use ex_cubecl_kernels::conv_weight_mma::{PixelDivisorsLaunch, conv_weight_mma};
 use ex_cubecl_kernels::matmul::mma::MmaTile;
 
 use super::conv::{ConvSpec, ConvTiling, lift, weight_rows};
+use super::conv_tma::{ConvTmaGeometry, conv_tma_tiling, im2col_map, launch_conv_tma};
 use super::conv_weight::{partial_dtype, split_pixels};
 use super::copy::into_contiguous;
 use super::matmul::{MatmulPrecision, matmul_precision};
 use super::matmul_mma::{fragment_type, has_mma};
 use super::split_k::{launch_split_sum, plan};
-use crate::runtime::{Geometry, launch};
+use crate::runtime::{Geometry, elem_size, launch};
 use crate::tensor::CubeTensor;
 
 /// Whether the manual-MMA kernels run a convolution (or its weight gradient) of `x`'s dtype
@@ -138,12 +140,19 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
     let out5 = lift(&out, n);
     let x5 = lift(x, n);
     let x_last = channels_last(&x5);
-    let (w_rows, [_, kh, kw]) = weight_rows(weight, n);
+    let (w_rows, [kd, kh, kw]) = weight_rows(weight, n);
     let cin_g = x.dims()[1] / spec.groups;
     let c_out = weight.dims()[0];
 
     let cout_g = c_out / spec.groups;
-    let t = tiling.unwrap_or_else(|| conv_mma_tiling(cout_g));
+    // The TMA kernel where it runs (`super::conv_tma`), else the asynchronous copies.
+    let tma = conv_tma_tiling(x, cin_g, cout_g, tiling, tf32, transposed)
+        .and_then(|t| Some((t, im2col_map(&x_last.layout, n, [kd, kh, kw], &spec, elem_size(x.dtype))?)))
+        .filter(|_| w_rows.layout.offset == 0);
+    let t = match &tma {
+        Some((t, _)) => *t,
+        None => tiling.unwrap_or_else(|| conv_mma_tiling(cout_g)),
+    };
     let tile = mma_tile(op, x, t, tf32, true);
     let od = out5.dims();
     let spatial = od[2] * od[3] * od[4];
@@ -161,9 +170,41 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
     let geometry = Geometry::Cubes { count: if out.num_elements() == 0 { 0 } else { cubes }, dim: CubeDim::new_1d(units as u32) };
     let has_bias = bias.is_some() && split.splits == 1;
     let bias_arg = bias.cloned().unwrap_or_else(|| x.clone());
-    let dtypes = [x.storage(), fragment_type(x.dtype, tf32), target.storage()];
-    let (chunk, unit_stride, split_len, o) = (tile.chunk(), spec.stride == [1; 3], split.len, target.clone());
-    launch(&x.client, op, geometry, move |client, count, dim| {
+    // Split launches stay on the copies (on the TMA tiling, which they take too): the TMA
+    // kernel's split-K has not run on a device yet.
+    if let Some((_, map)) = tma.filter(|_| split.splits == 1) {
+        let g = ConvTmaGeometry { map, spec, kernel: [kd, kh, kw], cin_g, batch: od[0] };
+        launch_conv_tma(op, &x_last, &w_rows, (&bias_arg, has_bias), &target, g, tile, no, (tiles, split), geometry);
+    } else {
+        launch_copies(op, (&x_last, &w_rows, &bias_arg, &target), spec, [kh, kw], cin_g, tile, (has_bias, transposed), no, split.len, cubes, geometry);
+    }
+    if split.splits > 1 && out.num_elements() > 0 {
+        launch_split_sum(op, &target, split.splits, &out, bias, spatial, c_out, no);
+    }
+    out
+}
+
+/// Launches `conv_mma` (the asynchronous copies) for [`launch_conv_mma`] on its tensors:
+/// the channels-last input, the weight matrix, the bias (or any tensor, without one) and the
+/// target; `kernel` is the lifted kernel's height and width.
+#[allow(clippy::too_many_arguments)]
+fn launch_copies<R: Runtime>(
+    op: &str,
+    (x_last, w_rows, bias, target): (&CubeTensor<R>, &CubeTensor<R>, &CubeTensor<R>, &CubeTensor<R>),
+    spec: ConvSpec,
+    [kh, kw]: [usize; 2],
+    cin_g: usize,
+    tile: MmaTile,
+    (has_bias, transposed): (bool, bool),
+    no: usize,
+    split_len: usize,
+    cubes: usize,
+    geometry: Geometry,
+) {
+    let dtypes = [x_last.storage(), fragment_type(x_last.dtype, tile.tf32), target.storage()];
+    let (chunk, unit_stride) = (tile.chunk(), spec.stride == [1; 3]);
+    let (x, w, b, o) = (x_last.clone(), w_rows.clone(), bias.clone(), target.clone());
+    launch(&x_last.client, op, geometry, move |client, count, dim| {
         // SAFETY: cubes past `cubes` leave before any access; the channels-last input and the
         // weight rows are contiguous from their first element, with the chunk dividing the
         // group's channels and K, so every copied chunk lies inside its tensor (chunks outside
@@ -173,16 +214,11 @@ pub(crate) fn launch_conv_mma<R: Runtime>(
         // shared-memory indices stay inside the stages.
         unsafe {
             conv_mma::launch_unchecked::<R>(
-                client, count, dim, chunk, no, x_last.as_arg(), w_rows.as_arg(), bias_arg.as_arg(), o.as_arg(),
-                bias_arg.layout.offset, spec.arg(), TapDivisorsLaunch::new(cin_g, kw, kh), split_len, cubes, tile, has_bias,
-                transposed, unit_stride, dtypes,
+                client, count, dim, chunk, no, x.as_arg(), w.as_arg(), b.as_arg(), o.as_arg(), b.layout.offset, spec.arg(),
+                TapDivisorsLaunch::new(cin_g, kw, kh), split_len, cubes, tile, has_bias, transposed, unit_stride, dtypes,
             )
         }
     });
-    if split.splits > 1 && out.num_elements() > 0 {
-        launch_split_sum(op, &target, split.splits, &out, bias, spatial, c_out, no);
-    }
-    out
 }
 
 /// The weight gradient's partial sums `[splits, weight elements]` on the manual-MMA kernel, the

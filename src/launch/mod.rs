@@ -8,6 +8,7 @@ mod attention_tma;
 pub(crate) mod bf16;
 pub mod conv;
 pub mod conv_mma;
+pub mod conv_tma;
 pub mod conv_weight;
 pub mod copy;
 pub mod ctc;
