@@ -22,7 +22,6 @@ use std::cell::Cell;
 
 use burn_backend::{DType, Shape};
 use cubecl::Runtime;
-use cubecl::features::Tma;
 use cubecl::prelude::{Im2col, Im2colArgs, TensorMapArg, TensorMapSwizzle, Tiled, TiledArgs};
 use cubecl::zspace::{Shape as ZShape, Strides};
 use ex_cubecl_kernels::conv_cmma::ConvKernelLaunch;
@@ -32,7 +31,7 @@ use ex_cubecl_kernels::tensor_core::BOX_INNER;
 
 use super::conv::{ConvSpec, ConvTiling};
 use super::conv_mma::conv_mma_tiling;
-use super::matmul_mma::{has_mma, tma_enabled};
+use super::matmul_mma::{has_mma, tma_available};
 use super::split_k::SplitK;
 use crate::runtime::{Geometry, Layout, launch};
 use crate::tensor::CubeTensor;
@@ -98,7 +97,7 @@ pub fn tma_convolutions() -> usize {
 /// and `EX_CUBECL_TMA` not `0`.
 #[doc(hidden)]
 pub fn conv_tma_device<R: Runtime>(x: &CubeTensor<R>) -> bool {
-    tma_enabled() && x.client.features().tma.contains(Tma::Base) && has_mma(&x.client, DType::F16, false)
+    tma_available(&x.client) && has_mma(&x.client, DType::F16, false)
 }
 
 /// The tiling of a convolution on the TMA kernel, or `None` where that kernel can't run it:

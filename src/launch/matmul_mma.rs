@@ -259,7 +259,7 @@ pub(crate) fn launch_mma<R: Runtime>(
 }
 
 /// Whether products may load their operands by TMA: unless `EX_CUBECL_TMA` is `0` (read once).
-pub(crate) fn tma_enabled() -> bool {
+fn tma_enabled() -> bool {
     static ENABLED: OnceLock<bool> = OnceLock::new();
     *ENABLED.get_or_init(|| !std::env::var("EX_CUBECL_TMA").is_ok_and(|v| v == "0"))
 }
