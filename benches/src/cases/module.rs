@@ -156,6 +156,10 @@ pub fn cases(size: Size, tune: bool) -> Vec<Box<dyn DynCase>> {
             flash(4, 32, false),
             flash(4, 32, true),
             flash(8, 32, true),
+            flash(4, 128, true),
+            flash(4, 128, false),
+            flash(8, 64, true),
+            flash(8, 128, true),
         ];
         for tuning in shapes {
             out.push(att(DType::F32, false, tuning));
