@@ -188,16 +188,6 @@ fn run_conv_tma_split<const N: usize>(suite: &mut Suite, name: &str, dtypes: &[D
             let ours = catch(|| with_splits(splits, || conv_forward::<Ex, N>(c, &x, &w, &b)));
             let ran = tma_convolutions() > before;
             let reference = conv_forward::<Ref, N>(c, &x, &w, &b);
-            let off = match &ours {
-                Ok(d) if d.shape == reference.shape => {
-                    let t = product_tol(dtype);
-                    let near = |(a, r): (&f64, &f64)| (a - r).abs() <= t.abs + t.rel * r.abs();
-                    format!("{} of {} elements off", values(d).iter().zip(values(&reference).iter()).filter(|&p| !near(p)).count(), reference.num_elements())
-                }
-                Ok(d) => format!("shape {:?}", d.shape),
-                Err(e) => format!("panicked: {e}"),
-            };
-            println!("conv tma: {case} splits={splits}: {off}, tma ran: {ran}");
             suite.check(format!("{case} splits={splits} [out]"), product_tol(dtype), (ours, reference));
             if tma {
                 let expected = splits == 1;
@@ -277,7 +267,6 @@ fn run_x_grad_tma<const N: usize>(suite: &mut Suite, name: &str, cases: &[ConvCa
             let before = tma_convolutions();
             let ours = catch(|| with_transposed_as_forward(|| conv_x_grad::<Ex, N>(c, &x, &w, &g)));
             let ran = tma_convolutions() > before;
-            println!("conv tma: {case}: ok {}, tma ran: {ran}", ours.is_ok());
             suite.check(format!("{case} [x_grad]"), product_tol(dtype), (ours, conv_x_grad::<Ref, N>(c, &x, &w, &g)));
             if tma {
                 suite.record(format!("{case} [on the TMA kernel]"), if ran { Ok(()) } else { Err("ran on another kernel".into()) });
@@ -303,39 +292,6 @@ fn conv_tma_input_gradients_match_ndarray() {
         conv_case(&[1, 32, 4, 5, 6], &[64, 32, 3, 3, 3], &[1, 1, 1], &[1, 1, 1], &[1, 1, 1], 1, false, Contig),
     ]);
     suite.finish();
-}
-
-/// Times ResNet-50's 3 × 3 convolutions (f16, batch 32, forward, op + sync), for comparing
-/// the TMA kernel with `EX_CUBECL_TMA=0`'s copies on a device with TMA; prints, checks
-/// nothing. `cargo test --test module -- --ignored --nocapture conv_tma_timing`.
-#[test]
-#[ignore]
-fn conv_tma_timing() {
-    use ex_cubecl::launch::conv_tma::tma_convolutions;
-    let shapes = [(64, 56), (128, 28), (256, 14), (512, 7)];
-    for (c, hw) in shapes {
-        let mut rng = Rng::new(7);
-        let x = rand(&mut rng, &[32, c, hw, hw], DType::F16);
-        let w = rand(&mut rng, &[c, c, 3, 3], DType::F16);
-        let (xt, wt) = (f::<Ex>(&x), f::<Ex>(&w));
-        let o = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
-        let run = || Ex::conv2d(xt.clone(), wt.clone(), None, o.clone());
-        let before = tma_convolutions();
-        for _ in 0..3 {
-            run();
-        }
-        Ex::sync(&dev::<Ex>()).expect("sync");
-        let reps = 20;
-        let start = std::time::Instant::now();
-        for _ in 0..reps {
-            run();
-        }
-        Ex::sync(&dev::<Ex>()).expect("sync");
-        let ms = start.elapsed().as_secs_f64() * 1e3 / reps as f64;
-        let tflops = 2.0 * 32.0 * (c * c * 9 * hw * hw) as f64 / (ms * 1e-3) / 1e12;
-        let tma = tma_convolutions() > before;
-        println!("conv_tma_timing: [32, {c}, {hw}, {hw}] x [{c}, {c}, 3, 3] f16: {ms:.3} ms ({tflops:.0} TFLOP/s), tma={tma}");
-    }
 }
 
 struct TransposeCase {

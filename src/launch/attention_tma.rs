@@ -43,9 +43,15 @@ pub(super) fn kv_maps<R: Runtime>(key: &CubeTensor<R>, value: &CubeTensor<R>, ti
     if !usable {
         return None;
     }
-    let (key_map, key_batched) = tma_layout(&key.layout, 2, 3, elem)?;
-    let (value_map, value_batched) = tma_layout(&value.layout, 2, 3, elem)?;
-    (key_batched == value_batched).then_some(KvMaps { key: key_map, value: value_map, batched: key_batched })
+    kv_layouts(&key.layout, &value.layout, elem)
+}
+
+/// The tensor-map layouts of keys and values `[b, h, seq_k, d]` of `elem`-byte elements
+/// (`tma_layout`'s), or `None` where either can't be one or only one of them is batched.
+fn kv_layouts(key: &Layout, value: &Layout, elem: usize) -> Option<KvMaps> {
+    let (key, key_batched) = tma_layout(key, 2, 3, elem)?;
+    let (value, value_batched) = tma_layout(value, 2, 3, elem)?;
+    (key_batched == value_batched).then_some(KvMaps { key, value, batched: key_batched })
 }
 
 /// Launches the TMA kernel for `out` on `tile` (its `tma` set here) with `cubes` cubes; `mask`
@@ -94,4 +100,42 @@ pub(super) fn launch_tma<R: Runtime>(
             )
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use burn_backend::Shape;
+
+    use super::*;
+
+    fn layout(shape: [usize; 4], strides: [usize; 4]) -> Layout {
+        Layout { shape: Shape::from(shape.to_vec()), strides: strides.to_vec(), offset: 0 }
+    }
+
+    #[test]
+    fn kv_layouts_take_contiguous_and_broadcast_heads_and_refuse_interleaved_or_mixed_ones() {
+        // [2, 3, 130, 64] contiguous: one map over the 6 heads' [130, 64] matrices.
+        let contiguous = layout([2, 3, 130, 64], [3 * 130 * 64, 130 * 64, 64, 1]);
+        let maps = kv_layouts(&contiguous, &contiguous, 2).expect("contiguous");
+        assert!(maps.batched);
+        assert_eq!(maps.key.shape.to_vec(), vec![6, 130, 64]);
+        assert_eq!(maps.key.strides, vec![130 * 64, 64, 1]);
+        // One head of one batch entry: a map without a batch dimension.
+        let single = layout([1, 1, 64, 128], [64 * 128, 64 * 128, 128, 1]);
+        let maps = kv_layouts(&single, &single, 2).expect("one head");
+        assert!(!maps.batched);
+        assert_eq!(maps.value.shape.to_vec(), vec![64, 128]);
+        // Keys and values shared by every batch entry and head (stride 0): unbatched.
+        let shared = layout([2, 3, 40, 64], [0, 0, 64, 1]);
+        assert!(!kv_layouts(&shared, &shared, 2).expect("broadcast").batched);
+        // [b, seq, h, d] seen as [b, h, seq, d]: the heads don't collapse with the batch.
+        let interleaved = layout([2, 3, 40, 64], [40 * 3 * 64, 64, 3 * 64, 1]);
+        assert!(kv_layouts(&interleaved, &interleaved, 2).is_none());
+        // Batched keys beside shared values: one kernel can't index both.
+        assert!(kv_layouts(&contiguous, &shared, 2).is_none());
+        // A head of 40 f16 (80-byte rows) is a map; of 36 (72 bytes) it isn't.
+        let rows = |d: usize| layout([1, 2, 40, d], [2 * 40 * d, 40 * d, d, 1]);
+        assert!(kv_layouts(&rows(40), &rows(40), 2).is_some());
+        assert!(kv_layouts(&rows(36), &rows(36), 2).is_none());
+    }
 }
